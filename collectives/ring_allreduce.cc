@@ -1,0 +1,169 @@
+#include "collectives/ring_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "collectives/errors.h"
+#include "collectives/reduce.h"
+
+namespace ringbench {
+namespace {
+
+uint64_t fnv1a(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+RingAllreduce::RingAllreduce(Transport& t, const void* in, void* out, size_t max_count,
+                             DType dtype, ReduceOp op, RingOptions opts)
+    : t_(t), in_(in), out_(out), max_count_(max_count), dtype_(dtype), op_(op), opts_(opts),
+      esize_(dtype_size(dtype)) {
+  if (opts_.segment_bytes < esize_)
+    throw Error("segment size must be at least one element (" + std::to_string(esize_) +
+                " bytes), got " + std::to_string(opts_.segment_bytes));
+  if (opts_.depth < 1) throw Error("pipeline depth must be >= 1");
+  seg_elems_ = opts_.segment_bytes / esize_;
+  const size_t bytes = max_count * esize_;
+  if (t.size() > 1) {
+    in_buf_ = t.register_buffer(const_cast<void*>(in), bytes);
+    out_buf_ = in == out ? nullptr : t.register_buffer(out, bytes);
+    // A segment never exceeds a chunk, so small rings need only small slots.
+    const size_t n = static_cast<size_t>(t.size());
+    size_t slot_elems = std::min(seg_elems_, (max_count + n - 1) / n);
+    slots_.resize(static_cast<size_t>(opts_.depth) * slot_elems * esize_);
+    slot_buf_ = t.register_buffer(slots_.data(), slots_.size());
+  }
+}
+
+// Chunk c of n: counts differ by at most one element, the first count % n chunks get one more.
+RingAllreduce::Range RingAllreduce::chunk(size_t count, int c) const {
+  const size_t n = static_cast<size_t>(t_.size()), i = static_cast<size_t>(c);
+  const size_t base = count / n, extra = count % n;
+  size_t begin = i * base + std::min(i, extra);
+  return {begin, begin + base + (i < extra ? 1 : 0)};
+}
+
+// Every chunk has at least one (possibly empty) segment, so every step sends a message and a
+// rank that disagrees on the count is always caught by the tag check, even for count 0.
+size_t RingAllreduce::segments(Range r) const {
+  return std::max<size_t>(1, (r.end - r.begin + seg_elems_ - 1) / seg_elems_);
+}
+
+RingAllreduce::Range RingAllreduce::segment(Range r, size_t k) const {
+  size_t b = std::min(r.end, r.begin + k * seg_elems_);
+  return {b, std::min(r.end, b + seg_elems_)};
+}
+
+void RingAllreduce::run(size_t count) {
+  if (count > max_count_)
+    throw Error("allreduce of " + std::to_string(count) + " elements exceeds the " +
+                std::to_string(max_count_) + " this ring was set up for");
+  const int n = t_.size();
+  if (n == 1) {
+    if (in_ != out_) std::memmove(out_, in_, count * esize_);
+    return;  // the average of one rank is its input
+  }
+  uint64_t tag = 0xcbf29ce484222325ULL;
+  for (uint64_t v : {uint64_t{count}, uint64_t(dtype_), uint64_t(op_),
+                     uint64_t{seg_elems_ * esize_}, runs_++})
+    tag = fnv1a(tag, v);
+  try {
+    run_ring(count, tag);
+  } catch (const Error& e) {
+    t_.abort(e.what());
+    std::string what = "allreduce of " + std::to_string(count) + " x " + dtype_name(dtype_) +
+                       " (" + op_name(op_) + ") failed: " + e.what();
+    if (auto* te = dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(te->peer(), what);
+    if (auto* io = dynamic_cast<const IoError*>(&e)) throw IoError(io->peer(), what);
+    throw Error(what);
+  }
+}
+
+void RingAllreduce::run_ring(size_t count, uint64_t tag) {
+  const int n = t_.size(), r = t_.rank();
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  auto mod = [n](int v) { return ((v % n) + n) % n; };
+  const auto* in = static_cast<const char*>(in_);
+  auto* out = static_cast<char*>(out_);
+  Buffer& out_buf = out_buf_ ? *out_buf_ : *in_buf_;
+  const size_t es = esize_;
+  const size_t slot_bytes = slots_.size() / static_cast<size_t>(opts_.depth);
+  std::vector<std::unique_ptr<Request>> sends;
+  auto send = [&](const Buffer& b, Range seg) {
+    sends.push_back(t_.isend(right, b, seg.begin * es, (seg.end - seg.begin) * es, tag));
+  };
+
+  // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and add it in. After n-1
+  // steps this rank holds the full sum of chunk r+1.
+  struct Item {
+    int step;
+    size_t seg;
+  };
+  std::vector<Item> items;
+  for (int s = 0; s + 1 < n; ++s)
+    for (size_t k = 0, m = segments(chunk(count, mod(r - s - 1))); k < m; ++k)
+      items.push_back({s, k});
+  std::vector<std::unique_ptr<Request>> recvs(items.size());
+  auto post_recv = [&](size_t i) {
+    Range seg = segment(chunk(count, mod(r - items[i].step - 1)), items[i].seg);
+    recvs[i] = t_.irecv(left, *slot_buf_, (i % static_cast<size_t>(opts_.depth)) * slot_bytes,
+                        (seg.end - seg.begin) * es, tag);
+  };
+  for (size_t i = 0; i < items.size() && i < static_cast<size_t>(opts_.depth); ++i) post_recv(i);
+  {
+    Range own = chunk(count, r);
+    for (size_t k = 0, m = segments(own); k < m; ++k) send(*in_buf_, segment(own, k));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    recvs[i]->wait(opts_.timeout);
+    recvs[i].reset();
+    const int s = items[i].step;
+    Range seg = segment(chunk(count, mod(r - s - 1)), items[i].seg);
+    const size_t off = seg.begin * es, len = seg.end - seg.begin;
+    const char* slot = slots_.data() + (i % static_cast<size_t>(opts_.depth)) * slot_bytes;
+    if (s == n - 2 && op_ == ReduceOp::avg)
+      reduce_sum_div(dtype_, out + off, in + off, slot, len, static_cast<float>(n));
+    else
+      reduce_sum(dtype_, out + off, in + off, slot, len);
+    if (i + static_cast<size_t>(opts_.depth) < items.size())
+      post_recv(i + static_cast<size_t>(opts_.depth));
+    if (s + 2 < n) send(out_buf, seg);  // forward the partial sum as step s+1
+  }
+  // In-place, allgather overwrites regions the reduce-scatter may still be sending from.
+  for (auto& q : sends) q->wait(opts_.timeout);
+  sends.clear();
+
+  // Allgather: at step s send chunk r+1-s, receive chunk r-s straight into the output and
+  // forward it at step s+1.
+  items.clear();
+  for (int s = 0; s + 1 < n; ++s)
+    for (size_t k = 0, m = segments(chunk(count, mod(r - s))); k < m; ++k) items.push_back({s, k});
+  recvs.clear();
+  recvs.resize(items.size());
+  const size_t window = 2 * static_cast<size_t>(opts_.depth);
+  auto post_ag = [&](size_t i) {
+    Range seg = segment(chunk(count, mod(r - items[i].step)), items[i].seg);
+    recvs[i] = t_.irecv(left, out_buf, seg.begin * es, (seg.end - seg.begin) * es, tag);
+  };
+  for (size_t i = 0; i < items.size() && i < window; ++i) post_ag(i);
+  {
+    Range own = chunk(count, mod(r + 1));
+    for (size_t k = 0, m = segments(own); k < m; ++k) send(out_buf, segment(own, k));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    recvs[i]->wait(opts_.timeout);
+    recvs[i].reset();
+    if (i + window < items.size()) post_ag(i + window);
+    const int s = items[i].step;
+    if (s + 2 < n) send(out_buf, segment(chunk(count, mod(r - s)), items[i].seg));
+  }
+  for (auto& q : sends) q->wait(opts_.timeout);
+}
+
+}  // namespace ringbench

@@ -1,0 +1,58 @@
+// Our ring allreduce (Horovod/Baidu style): reduce-scatter then allgather over the ring
+// rank -> rank+1, written only against the Transport contract. Each rank's share (chunk) is
+// split into segments that are pipelined: while segment k is being reduced, segment k+1 is
+// arriving and the reduced segment k-1 is already on its way to the next rank.
+//
+// Setup (constructor) registers the buffers and allocates the receive slots; run() is the
+// hot loop and the only code a benchmark should time.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
+
+namespace ringbench {
+
+struct RingOptions {
+  size_t segment_bytes = 1 << 20;  // pipeline granularity
+  int depth = 4;                   // receives posted ahead of the one being reduced
+  std::chrono::milliseconds timeout{60000};  // limit on any single wait
+};
+
+class RingAllreduce {
+ public:
+  // `in` and `out` hold `max_count` elements each; in == out means in-place.
+  RingAllreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
+                ReduceOp op, RingOptions opts = {});
+  // Allreduces the first `count` elements (count <= max_count). All ranks must pass the same
+  // count, dtype, op and segment size; a disagreement is an IoError on every rank.
+  void run(size_t count);
+
+ private:
+  struct Range {
+    size_t begin, end;  // elements
+  };
+  Range chunk(size_t count, int c) const;
+  size_t segments(Range r) const;
+  Range segment(Range r, size_t k) const;
+  void run_ring(size_t count, uint64_t tag);
+
+  Transport& t_;
+  const void* in_;
+  void* out_;
+  size_t max_count_;
+  DType dtype_;
+  ReduceOp op_;
+  RingOptions opts_;
+  size_t esize_, seg_elems_;
+  std::vector<char> slots_;
+  std::unique_ptr<Buffer> in_buf_, out_buf_, slot_buf_;
+  uint64_t runs_ = 0;
+};
+
+}  // namespace ringbench

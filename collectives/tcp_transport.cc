@@ -1,0 +1,784 @@
+#include "collectives/tcp_transport.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "collectives/errors.h"
+#include "collectives/net.h"
+
+namespace ringbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kMagic[8] = {'R', 'I', 'N', 'G', 'B', 'N', 'C', 'H'};
+constexpr uint32_t kProtocolVersion = 1;
+constexpr size_t kMaxAbortText = 4096;
+
+struct Hello {
+  char magic[8];
+  uint32_t version, from_rank, to_rank, world_size, socket_index, sockets_per_peer;
+  char job_id[64];
+};
+struct HelloReply {
+  char magic[8];
+  uint32_t status;  // 0 = accepted
+  char message[252];
+};
+
+enum FrameType : uint32_t { kData = 1, kHeartbeat = 2, kAbort = 3, kBye = 4 };
+struct FrameHeader {
+  uint32_t type;
+  uint32_t reserved;
+  uint64_t tag;
+  uint64_t length;
+};
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+std::string fmt_s(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f s", s);
+  return b;
+}
+
+struct ReqState {
+  enum Status { kPending, kDone, kFailed };
+  Status status = kPending;
+  std::exception_ptr error;
+  int peer = -1;
+  bool is_send = false;
+  char* data = nullptr;
+  size_t length = 0;
+  uint64_t tag = 0;
+};
+using ReqPtr = std::shared_ptr<ReqState>;
+
+struct SendItem {
+  ReqPtr req;  // null for control frames
+  FrameHeader hdr{};
+  const char* payload = nullptr;
+  size_t payload_len = 0;
+  std::string text;  // owned payload of control frames
+  size_t sent = 0;   // bytes of header + payload written so far
+};
+
+struct Conn {
+  int fd = -1;
+  int peer = -1;
+  int index = 0;
+  uint32_t events = 0;  // current epoll interest
+  std::deque<SendItem> sendq;
+  std::deque<ReqPtr> recvq;  // posted receives, matched in order
+  enum Rx { kHeader, kAwaitingRecv, kPayload, kAbortText } rx = kHeader;
+  FrameHeader hdr{};
+  size_t got = 0;  // bytes of the current header or payload
+  ReqPtr cur;
+  std::string text;
+  bool heartbeat_queued = false;
+  bool peer_said_bye = false;
+  bool closed = false;
+  Clock::time_point last_rx;
+};
+
+class TcpTransport;
+
+class TcpRequest : public Request {
+ public:
+  TcpRequest(TcpTransport* t, ReqPtr s) : t_(t), s_(std::move(s)) {}
+  bool test() override;
+  void wait(milliseconds timeout) override;
+
+ private:
+  TcpTransport* t_;
+  ReqPtr s_;
+};
+
+class TcpTransport : public Transport {
+ public:
+  TcpTransport(Store& store, int rank, int size, const TcpOptions& opts);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const TransportCaps& caps() const override { return caps_; }
+  std::map<std::string, std::string> path_info() const override { return path_; }
+  std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes, MemKind kind) override;
+  std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset, size_t length,
+                                 uint64_t tag) override;
+  std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
+                                 uint64_t tag) override;
+  void abort(const std::string& reason) noexcept override;
+
+  bool test(const ReqPtr& r);
+  void wait(const ReqPtr& r, milliseconds timeout);
+
+ private:
+  struct Peer {
+    std::string addr;
+    std::vector<std::unique_ptr<Conn>> conns;
+    uint64_t sends = 0, recvs = 0;
+  };
+
+  void connect_mesh(Store& store);
+  Conn* accept_one(int fd, Clock::time_point deadline);
+  std::string who(int peer) const {
+    return "rank " + std::to_string(peer) + " (" + peers_[peer].addr + ")";
+  }
+  std::string me() const { return "rank " + std::to_string(rank_); }
+  void check_args(int peer, const Buffer& buf, size_t offset, size_t length) const;
+
+  // All below run with mu_ held.
+  void io_loop();
+  void on_readable(Conn& c);
+  void on_writable(Conn& c);
+  void on_header(Conn& c);
+  void on_closed(Conn& c, const std::string& why);
+  void complete(const ReqPtr& r);
+  void fail(std::exception_ptr e);
+  void update_interest(Conn& c);
+  void housekeeping(Clock::time_point now);
+  bool has_pending_with(int peer) const;
+  bool quiet() const;  // nothing left to send, every peer said bye or closed
+
+  int rank_, size_;
+  TcpOptions opts_;
+  TransportCaps caps_;
+  std::map<std::string, std::string> path_;
+  std::vector<Peer> peers_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  milliseconds heartbeat_;
+  Clock::time_point last_heartbeat_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::exception_ptr fatal_;
+  bool closing_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread io_;
+};
+
+// ---- setup -----------------------------------------------------------------------------
+
+TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& opts)
+    : rank_(rank), size_(size), opts_(opts), peers_(static_cast<size_t>(size)) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw Error("invalid rank " + std::to_string(rank) + " of " + std::to_string(size));
+  if (opts.sockets_per_peer < 1 || opts.sockets_per_peer > 64)
+    throw Error("sockets per peer must be 1..64, got " + std::to_string(opts.sockets_per_peer));
+  if (opts.job_id.size() >= sizeof(Hello::job_id))
+    throw Error("job id longer than 63 characters: '" + opts.job_id + "'");
+  heartbeat_ = std::clamp(opts.timeout / 8, milliseconds(10), milliseconds(1000));
+
+  std::string ip = !opts.addr.empty()    ? opts.addr
+                   : !opts.iface.empty() ? net::iface_ipv4(opts.iface)
+                                         : opts.default_addr;
+  int port = 0;
+  listen_fd_ = net::listen_tcp(ip, 0, &port);
+  std::string iface = opts.iface.empty() ? net::iface_of_ipv4(ip) : opts.iface;
+  caps_ = {"tcp", true, false, net::iface_speed_gbps(iface)};
+  path_ = {{"transport", "tcp"},
+           {"addr", ip + ":" + std::to_string(port)},
+           {"iface", iface.empty() ? "?" : iface},
+           {"link_gbps", caps_.link_gbps > 0 ? std::to_string(caps_.link_gbps) : "unknown"},
+           {"sockets_per_peer", std::to_string(opts.sockets_per_peer)},
+           {"socket_buffer", opts.socket_buffer_bytes > 0
+                                 ? std::to_string(opts.socket_buffer_bytes)
+                                 : std::string("autotune")}};
+  peers_[rank].addr = path_["addr"];
+
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  check_errno(epoll_fd_ >= 0 && wake_fd_ >= 0, "epoll/eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;
+  check_errno(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) == 0, "epoll_ctl");
+
+  try {
+    connect_mesh(store);
+  } catch (...) {
+    for (auto& p : peers_)
+      for (auto& c : p.conns)
+        if (c && c->fd >= 0) ::close(c->fd);
+    ::close(listen_fd_);
+    ::close(epoll_fd_);
+    ::close(wake_fd_);
+    throw;
+  }
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+  last_heartbeat_ = Clock::now();
+  io_ = std::thread([this] { io_loop(); });
+}
+
+void TcpTransport::connect_mesh(Store& store) {
+  const std::string key = opts_.key_prefix + "/addr/";
+  store.set(key + std::to_string(rank_), peers_[rank_].addr);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) peers_[r].addr = store.get(key + std::to_string(r), opts_.timeout);
+    peers_[r].conns.resize(static_cast<size_t>(opts_.sockets_per_peer));
+  }
+  const auto deadline = Clock::now() + opts_.timeout;
+  const int nsock = opts_.sockets_per_peer;
+
+  // Higher ranks connect to lower ones; accept from higher ranks on a helper thread.
+  int expected = (size_ - 1 - rank_) * nsock;
+  std::exception_ptr accept_error;
+  std::thread acceptor([&] {
+    try {
+      for (int accepted = 0; accepted < expected;) {
+        int fd = net::accept_until(listen_fd_, deadline);
+        if (fd < 0) {
+          std::string missing;
+          for (int r = rank_ + 1; r < size_; ++r)
+            for (auto& c : peers_[r].conns)
+              if (!c) {
+                missing += (missing.empty() ? "" : ", ") + who(r);
+                break;
+              }
+          throw TimeoutError(-1, me() + ": timed out after " + fmt_s(seconds(opts_.timeout)) +
+                                     " waiting for " + missing +
+                                     " to connect (are they running, with the same job?)");
+        }
+        if (accept_one(fd, deadline)) ++accepted;
+      }
+    } catch (...) {
+      accept_error = std::current_exception();
+    }
+  });
+
+  std::exception_ptr connect_error;
+  try {
+    for (int r = 0; r < rank_; ++r) {
+      auto [host, port] = parse_host_port(peers_[r].addr);
+      for (int i = 0; i < nsock; ++i) {
+        int fd = -1;
+        try {
+          fd = net::connect_tcp(host, port, deadline);
+        } catch (const TimeoutError& e) {
+          throw TimeoutError(r, me() + ": cannot connect to " + who(r) + ": " + e.what());
+        }
+        auto c = std::make_unique<Conn>();
+        c->fd = fd;
+        c->peer = r;
+        c->index = i;
+        peers_[r].conns[i] = std::move(c);
+        Hello h{};
+        std::memcpy(h.magic, kMagic, sizeof kMagic);
+        h.version = kProtocolVersion;
+        h.from_rank = static_cast<uint32_t>(rank_);
+        h.to_rank = static_cast<uint32_t>(r);
+        h.world_size = static_cast<uint32_t>(size_);
+        h.socket_index = static_cast<uint32_t>(i);
+        h.sockets_per_peer = static_cast<uint32_t>(nsock);
+        std::strncpy(h.job_id, opts_.job_id.c_str(), sizeof h.job_id - 1);
+        HelloReply reply{};
+        if (!net::write_all(fd, &h, sizeof h, deadline) ||
+            !net::read_all(fd, &reply, sizeof reply, deadline))
+          throw TimeoutError(r, me() + ": handshake with " + who(r) + " timed out");
+        if (std::memcmp(reply.magic, kMagic, sizeof kMagic) != 0)
+          throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank (bad handshake reply)");
+        if (reply.status != 0) {
+          reply.message[sizeof reply.message - 1] = 0;
+          throw IoError(r, me() + ": " + who(r) + " rejected our connection: " + reply.message);
+        }
+      }
+    }
+  } catch (...) {
+    connect_error = std::current_exception();
+  }
+  acceptor.join();
+  if (connect_error) std::rethrow_exception(connect_error);
+  if (accept_error) std::rethrow_exception(accept_error);
+
+  auto now = Clock::now();
+  for (auto& p : peers_)
+    for (auto& c : p.conns) {
+      if (!c) continue;
+      net::set_nodelay(c->fd);
+      net::set_socket_buffers(c->fd, opts_.socket_buffer_bytes);
+      c->last_rx = now;
+      epoll_event ev{};
+      ev.events = c->events = EPOLLIN;
+      ev.data.ptr = c.get();
+      check_errno(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &ev) == 0, "epoll_ctl");
+    }
+}
+
+// Reads and validates one handshake; returns the new connection, or null for a rejected one.
+Conn* TcpTransport::accept_one(int fd, Clock::time_point deadline) {
+  auto reject = [&](const std::string& why, bool reply) -> Conn* {
+    std::cerr << "ringbench " << me() << ": rejected connection from " << net::peer_address(fd)
+              << ": " << why << "\n";
+    if (reply) {
+      HelloReply r{};
+      std::memcpy(r.magic, kMagic, sizeof kMagic);
+      r.status = 1;
+      std::strncpy(r.message, why.c_str(), sizeof r.message - 1);
+      net::write_all(fd, &r, sizeof r, Clock::now() + milliseconds(500));
+    }
+    ::close(fd);
+    return nullptr;
+  };
+  Hello h{};
+  // A stray client gets a short grace period, not the whole setup timeout.
+  auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+  try {
+    if (!net::read_all(fd, &h, sizeof h, hello_deadline)) return reject("no handshake", false);
+  } catch (const Error& e) {
+    return reject(e.what(), false);
+  }
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
+    return reject("not a ringbench peer (bad magic)", false);
+  h.job_id[sizeof h.job_id - 1] = 0;
+  if (h.version != kProtocolVersion)
+    return reject("protocol version " + std::to_string(h.version) + ", this rank speaks " +
+                      std::to_string(kProtocolVersion),
+                  true);
+  if (opts_.job_id != h.job_id)
+    return reject("job id '" + std::string(h.job_id) + "' does not match this job's '" +
+                      opts_.job_id + "'",
+                  true);
+  if (h.world_size != static_cast<uint32_t>(size_) || h.to_rank != static_cast<uint32_t>(rank_))
+    return reject("peer thinks it connects to rank " + std::to_string(h.to_rank) + " of " +
+                      std::to_string(h.world_size) + ", this is rank " + std::to_string(rank_) +
+                      " of " + std::to_string(size_),
+                  true);
+  int from = static_cast<int>(h.from_rank);
+  if (from <= rank_ || from >= size_ || h.sockets_per_peer != static_cast<uint32_t>(opts_.sockets_per_peer) ||
+      h.socket_index >= h.sockets_per_peer || peers_[from].conns[h.socket_index])
+    return reject("unexpected or duplicate connection from rank " + std::to_string(from) +
+                      " socket " + std::to_string(h.socket_index) + " of " +
+                      std::to_string(h.sockets_per_peer),
+                  true);
+  HelloReply ok{};
+  std::memcpy(ok.magic, kMagic, sizeof kMagic);
+  if (!net::write_all(fd, &ok, sizeof ok, deadline)) return reject("handshake reply timed out", false);
+  auto c = std::make_unique<Conn>();
+  c->fd = fd;
+  c->peer = from;
+  c->index = static_cast<int>(h.socket_index);
+  Conn* raw = c.get();
+  peers_[from].conns[h.socket_index] = std::move(c);
+  return raw;
+}
+
+TcpTransport::~TcpTransport() {
+  {
+    // Say goodbye on every socket, then wait (bounded) until the frames are out and every peer
+    // said goodbye too, so that no socket is closed with unread data (which would reset it).
+    std::unique_lock lk(mu_);
+    closing_ = true;
+    for (auto& p : peers_)
+      for (auto& c : p.conns)
+        if (c && !c->closed) {
+          SendItem bye;
+          bye.hdr.type = kBye;
+          c->sendq.push_back(std::move(bye));
+          update_interest(*c);
+        }
+    auto limit = std::min<milliseconds>(opts_.timeout, std::chrono::seconds(5));
+    cv_.wait_for(lk, limit, [&] { return quiet(); });
+  }
+  stop_ = true;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  io_.join();
+  for (auto& p : peers_)
+    for (auto& c : p.conns)
+      if (c && c->fd >= 0) ::close(c->fd);
+  ::close(epoll_fd_);
+  ::close(wake_fd_);
+}
+
+bool TcpTransport::quiet() const {
+  for (auto& p : peers_)
+    for (auto& c : p.conns)
+      if (c && !c->closed && (!c->sendq.empty() || !c->peer_said_bye)) return false;
+  return true;
+}
+
+// ---- posting ---------------------------------------------------------------------------
+
+std::unique_ptr<Buffer> TcpTransport::register_buffer(void* data, size_t bytes, MemKind kind) {
+  if (kind != MemKind::host)
+    throw Error("the tcp transport takes host memory only: stage device buffers through "
+                "pinned host memory");
+  return std::make_unique<Buffer>(data, bytes, kind);
+}
+
+void TcpTransport::check_args(int peer, const Buffer& buf, size_t offset, size_t length) const {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw Error(me() + ": invalid peer " + std::to_string(peer) + " (world size " +
+                std::to_string(size_) + ")");
+  if (offset > buf.size() || length > buf.size() - offset)
+    throw Error(me() + ": transfer [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                ") is outside the registered buffer of " + std::to_string(buf.size()) + " bytes");
+}
+
+std::unique_ptr<Request> TcpTransport::isend(int peer, const Buffer& buf, size_t offset,
+                                             size_t length, uint64_t tag) {
+  check_args(peer, buf, offset, length);
+  auto r = std::make_shared<ReqState>();
+  r->peer = peer;
+  r->is_send = true;
+  r->length = length;
+  r->tag = tag;
+  std::lock_guard lk(mu_);
+  if (fatal_) std::rethrow_exception(fatal_);
+  Peer& p = peers_[peer];
+  Conn& c = *p.conns[p.sends++ % p.conns.size()];
+  if (c.closed || c.peer_said_bye)
+    throw IoError(peer, me() + ": cannot send to " + who(peer) + ": it has left the job");
+  SendItem item;
+  item.req = r;
+  item.hdr = {kData, 0, tag, length};
+  item.payload = static_cast<const char*>(buf.data()) + offset;
+  item.payload_len = length;
+  c.sendq.push_back(std::move(item));
+  if (c.sendq.size() == 1) on_writable(c);  // try at once: saves a wake-up of the I/O thread
+  update_interest(c);
+  return std::make_unique<TcpRequest>(this, r);
+}
+
+std::unique_ptr<Request> TcpTransport::irecv(int peer, Buffer& buf, size_t offset,
+                                             size_t length, uint64_t tag) {
+  check_args(peer, buf, offset, length);
+  auto r = std::make_shared<ReqState>();
+  r->peer = peer;
+  r->data = static_cast<char*>(buf.data()) + offset;
+  r->length = length;
+  r->tag = tag;
+  std::lock_guard lk(mu_);
+  if (fatal_) std::rethrow_exception(fatal_);
+  Peer& p = peers_[peer];
+  Conn& c = *p.conns[p.recvs++ % p.conns.size()];
+  if (c.closed || c.peer_said_bye)
+    throw IoError(peer, me() + ": cannot receive from " + who(peer) + ": it has left the job");
+  c.recvq.push_back(r);
+  if (c.rx == Conn::kAwaitingRecv) on_header(c);  // a frame was waiting for this receive
+  update_interest(c);
+  return std::make_unique<TcpRequest>(this, r);
+}
+
+void TcpTransport::abort(const std::string& reason) noexcept {
+  try {
+    std::lock_guard lk(mu_);
+    if (!fatal_) fail(std::make_exception_ptr(Error(me() + " aborted: " + reason)));
+    std::string text = reason.substr(0, kMaxAbortText);
+    for (auto& p : peers_)
+      for (auto& c : p.conns) {
+        if (!c || c->closed) continue;
+        // Finish a half-written frame (the stream must stay parseable), drop the rest.
+        while (c->sendq.size() > (c->sendq.front().sent > 0 ? 1u : 0u)) c->sendq.pop_back();
+        SendItem item;
+        item.hdr = {kAbort, 0, 0, text.size()};
+        item.text = text;
+        c->sendq.push_back(std::move(item));
+        update_interest(*c);
+      }
+  } catch (...) {
+  }
+}
+
+// ---- completion ------------------------------------------------------------------------
+
+bool TcpRequest::test() { return t_->test(s_); }
+void TcpRequest::wait(milliseconds timeout) { t_->wait(s_, timeout); }
+
+bool TcpTransport::test(const ReqPtr& r) {
+  std::lock_guard lk(mu_);
+  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
+  return r->status == ReqState::kDone;
+}
+
+void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  bool done = cv_.wait_for(lk, timeout, [&] { return r->status != ReqState::kPending; });
+  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
+  if (done) return;
+  double heard = 1e9;
+  for (auto& c : peers_[r->peer].conns) heard = std::min(heard, seconds(Clock::now() - c->last_rx));
+  throw TimeoutError(
+      r->peer, me() + ": timed out after " + fmt_s(seconds(timeout)) + " waiting to " +
+                   (r->is_send ? "send " : "receive ") + std::to_string(r->length) +
+                   " bytes " + (r->is_send ? "to " : "from ") + who(r->peer) + "; the peer is " +
+                   "alive (heard from " + fmt_s(heard) + " ago) but not " +
+                   (r->is_send ? "receiving" : "sending") +
+                   ": is it running the same collective?");
+}
+
+void TcpTransport::complete(const ReqPtr& r) {
+  r->status = ReqState::kDone;
+  cv_.notify_all();
+}
+
+// The first failure wins; every pending request fails with it.
+void TcpTransport::fail(std::exception_ptr e) {
+  if (!fatal_) fatal_ = e;
+  auto fail_req = [&](const ReqPtr& r) {
+    if (r && r->status == ReqState::kPending) {
+      r->status = ReqState::kFailed;
+      r->error = fatal_;
+    }
+  };
+  for (auto& p : peers_)
+    for (auto& c : p.conns) {
+      if (!c) continue;
+      for (auto& item : c->sendq) fail_req(item.req);
+      for (auto& r : c->recvq) fail_req(r);
+      fail_req(c->cur);
+      c->recvq.clear();
+    }
+  cv_.notify_all();
+}
+
+bool TcpTransport::has_pending_with(int peer) const {
+  for (auto& c : peers_[peer].conns)
+    if (!c->recvq.empty() || c->cur || std::any_of(c->sendq.begin(), c->sendq.end(),
+                                                   [](const SendItem& i) { return i.req; }))
+      return true;
+  return false;
+}
+
+// ---- I/O thread ------------------------------------------------------------------------
+
+void TcpTransport::update_interest(Conn& c) {
+  if (c.closed) return;
+  uint32_t want = (c.rx == Conn::kAwaitingRecv ? 0u : uint32_t{EPOLLIN}) |
+                  (c.sendq.empty() ? 0u : uint32_t{EPOLLOUT});
+  if (want == c.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.ptr = &c;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  c.events = want;
+}
+
+void TcpTransport::io_loop() {
+  epoll_event events[64];
+  while (!stop_) {
+    int n = ::epoll_wait(epoll_fd_, events, 64, static_cast<int>(heartbeat_.count()));
+    std::lock_guard lk(mu_);
+    for (int i = 0; i < n; ++i) {
+      auto* c = static_cast<Conn*>(events[i].data.ptr);
+      if (!c) {
+        uint64_t v;
+        [[maybe_unused]] auto r = ::read(wake_fd_, &v, sizeof v);
+        continue;
+      }
+      if (c->closed) continue;
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(*c);
+      if (!c->closed && (events[i].events & EPOLLOUT)) on_writable(*c);
+      update_interest(*c);
+    }
+    housekeeping(Clock::now());
+    if (closing_ && quiet()) cv_.notify_all();
+  }
+}
+
+void TcpTransport::housekeeping(Clock::time_point now) {
+  bool beat = now - last_heartbeat_ >= heartbeat_;
+  if (beat) last_heartbeat_ = now;
+  for (auto& p : peers_)
+    for (auto& c : p.conns) {
+      if (!c || c->closed || c->peer_said_bye) continue;
+      if (beat && !c->heartbeat_queued && !closing_) {
+        SendItem hb;
+        hb.hdr.type = kHeartbeat;
+        c->heartbeat_queued = true;
+        c->sendq.push_back(std::move(hb));
+        if (c->sendq.size() == 1) on_writable(*c);
+        update_interest(*c);
+      }
+      // A socket we stopped reading (frame waiting for its receive) proves nothing either way.
+      if (c->rx != Conn::kAwaitingRecv && now - c->last_rx > opts_.timeout && !fatal_) {
+        fail(std::make_exception_ptr(IoError(
+            c->peer, me() + ": " + who(c->peer) + " sent nothing, not even a heartbeat, for " +
+                         fmt_s(seconds(now - c->last_rx)) +
+                         " (timeout " + fmt_s(seconds(opts_.timeout)) +
+                         "): the process is stopped or hung, or the network is down")));
+      }
+    }
+}
+
+void TcpTransport::on_closed(Conn& c, const std::string& why) {
+  bool graceful = c.peer_said_bye;
+  c.closed = true;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  if (!fatal_ && (!graceful || has_pending_with(c.peer)))
+    fail(std::make_exception_ptr(IoError(
+        c.peer, me() + ": " + who(c.peer) + " " + why +
+                    (graceful ? " while a transfer with it was pending"
+                              : ": the process died or was killed"))));
+  c.sendq.clear();  // its requests failed above, or it held only control frames
+  cv_.notify_all();
+}
+
+void TcpTransport::on_readable(Conn& c) {
+  for (;;) {
+    char* dst;
+    size_t want;
+    switch (c.rx) {
+      case Conn::kHeader:
+        dst = reinterpret_cast<char*>(&c.hdr) + c.got;
+        want = sizeof c.hdr - c.got;
+        break;
+      case Conn::kPayload:
+        dst = c.cur->data + c.got;
+        want = c.cur->length - c.got;
+        break;
+      case Conn::kAbortText:
+        dst = c.text.data() + c.got;
+        want = c.text.size() - c.got;
+        break;
+      case Conn::kAwaitingRecv:
+      default:
+        return;
+    }
+    ssize_t n = ::recv(c.fd, dst, want, 0);
+    if (n == 0) return on_closed(c, "closed the connection");
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      return on_closed(c, std::string("reset the connection (") + std::strerror(errno) + ")");
+    }
+    c.last_rx = Clock::now();
+    c.got += static_cast<size_t>(n);
+    if (c.got < sizeof c.hdr && c.rx == Conn::kHeader) continue;
+    if (c.rx == Conn::kHeader) {
+      c.got = 0;
+      on_header(c);
+    } else if (c.rx == Conn::kPayload && c.got == c.cur->length) {
+      complete(c.cur);
+      c.cur.reset();
+      c.rx = Conn::kHeader;
+      c.got = 0;
+    } else if (c.rx == Conn::kAbortText && c.got == c.text.size()) {
+      c.rx = Conn::kHeader;
+      c.got = 0;
+      if (!fatal_)
+        fail(std::make_exception_ptr(IoError(c.peer, me() + ": " + who(c.peer) +
+                                                         " aborted: " + c.text)));
+    }
+    if (c.closed) return;
+  }
+}
+
+// A complete header is in c.hdr.
+void TcpTransport::on_header(Conn& c) {
+  c.got = 0;
+  switch (c.hdr.type) {
+    case kHeartbeat:
+      c.rx = Conn::kHeader;
+      return;
+    case kBye:
+      c.peer_said_bye = true;
+      c.rx = Conn::kHeader;
+      if (has_pending_with(c.peer) && !fatal_)
+        fail(std::make_exception_ptr(IoError(
+            c.peer, me() + ": " + who(c.peer) + " left the job while a transfer was pending")));
+      cv_.notify_all();
+      return;
+    case kAbort:
+      c.text.assign(std::min<uint64_t>(c.hdr.length, kMaxAbortText), '\0');
+      c.rx = c.text.empty() ? Conn::kHeader : Conn::kAbortText;
+      if (c.text.empty() && !fatal_)
+        fail(std::make_exception_ptr(IoError(c.peer, me() + ": " + who(c.peer) + " aborted")));
+      return;
+    case kData:
+      break;
+    default:
+      c.rx = Conn::kHeader;
+      fail(std::make_exception_ptr(IoError(
+          c.peer, me() + ": corrupt stream from " + who(c.peer) + " (frame type " +
+                      std::to_string(c.hdr.type) + ")")));
+      return;
+  }
+  if (fatal_) {  // nobody will consume it; stop reading this socket
+    c.rx = Conn::kAwaitingRecv;
+    return;
+  }
+  if (c.recvq.empty()) {
+    c.rx = Conn::kAwaitingRecv;  // resumed by irecv(); TCP flow control holds the sender
+    return;
+  }
+  ReqPtr r = std::move(c.recvq.front());
+  c.recvq.pop_front();
+  if (c.hdr.length != r->length || c.hdr.tag != r->tag) {
+    c.rx = Conn::kAwaitingRecv;
+    c.recvq.push_front(r);
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  " sent a %llu-byte message with tag %016llx where this rank expects %zu bytes "
+                  "with tag %016llx",
+                  static_cast<unsigned long long>(c.hdr.length),
+                  static_cast<unsigned long long>(c.hdr.tag), r->length,
+                  static_cast<unsigned long long>(r->tag));
+    fail(std::make_exception_ptr(IoError(c.peer, me() + ": " + who(c.peer) + buf +
+                                                     ": the ranks disagree on the operation")));
+    return;
+  }
+  if (r->length == 0) {
+    complete(r);
+    c.rx = Conn::kHeader;
+    return;
+  }
+  c.cur = std::move(r);
+  c.rx = Conn::kPayload;
+}
+
+void TcpTransport::on_writable(Conn& c) {
+  while (!c.sendq.empty()) {
+    SendItem& it = c.sendq.front();
+    iovec iov[2];
+    int cnt = 0;
+    const size_t hsz = sizeof it.hdr;
+    const char* payload = it.req ? it.payload : it.text.data();
+    size_t plen = it.req ? it.payload_len : it.text.size();
+    if (it.sent < hsz)
+      iov[cnt++] = {reinterpret_cast<char*>(&it.hdr) + it.sent, hsz - it.sent};
+    size_t poff = it.sent > hsz ? it.sent - hsz : 0;
+    if (plen > poff) iov[cnt++] = {const_cast<char*>(payload) + poff, plen - poff};
+    if (cnt > 0) {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(cnt);
+      ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) return;
+        return on_closed(c, std::string("reset the connection (") + std::strerror(errno) + ")");
+      }
+      it.sent += static_cast<size_t>(n);
+      if (it.sent < hsz + plen) continue;
+    }
+    if (it.hdr.type == kHeartbeat) c.heartbeat_queued = false;
+    if (it.req) complete(it.req);
+    c.sendq.pop_front();
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp_transport(Store& store, int rank, int size,
+                                              const TcpOptions& opts) {
+  return std::make_unique<TcpTransport>(store, rank, size, opts);
+}
+
+}  // namespace ringbench

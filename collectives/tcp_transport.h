@@ -1,0 +1,31 @@
+// TCP transport: a full mesh of `sockets_per_peer` connections between every pair of ranks,
+// driven by one epoll I/O thread per rank that sleeps when there is nothing to do. Messages
+// to a peer are striped round-robin over its sockets. Heartbeats on every socket let each
+// rank tell a stopped or hung peer (silent for longer than `timeout`) from a slow one.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "collectives/store.h"
+#include "collectives/transport.h"
+
+namespace ringbench {
+
+struct TcpOptions {
+  std::string addr;   // IPv4 address to bind and advertise (--addr)
+  std::string iface;  // or the interface whose IPv4 address to use (--iface)
+  std::string default_addr = "127.0.0.1";  // when neither is given
+  int sockets_per_peer = 2;
+  int socket_buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+  std::chrono::milliseconds timeout{30000};  // connect timeout and peer-silence limit
+  std::string job_id = "ringbench";  // peers of another job are rejected at the handshake
+  std::string key_prefix = "tcp";    // store namespace, for several transports on one store
+};
+
+// Connects to all peers through `store` (collective: every rank must call it).
+std::unique_ptr<Transport> make_tcp_transport(Store& store, int rank, int size,
+                                              const TcpOptions& opts);
+
+}  // namespace ringbench

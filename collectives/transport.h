@@ -1,0 +1,78 @@
+// The transport contract every collective is written against (in the spirit of Gloo's
+// device/pair/buffer layers and NCCL's net plugin API):
+//   - a Transport connects this rank to its peers (setup, outside any timed loop);
+//   - memory is registered once as a Buffer; transfers name (buffer, offset, length);
+//   - isend/irecv are non-blocking and return a Request to test() or wait() on with a timeout;
+//   - messages between two ranks are matched in the order they were posted, and each carries
+//     a 64-bit tag that the receiver checks: a length or tag mismatch is an IoError on the
+//     receiver, never silent garbage;
+//   - a failed peer (closed, killed, silent for longer than the timeout) or a peer's abort()
+//     fails every pending and later request with an IoError naming that peer.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace ringbench {
+
+enum class MemKind { host, cuda };
+
+struct TransportCaps {
+  std::string name;          // "tcp", "verbs"
+  bool host_memory = true;   // can send from / receive into host pointers
+  bool cuda_memory = false;  // can send from / receive into CUDA device pointers
+  double link_gbps = 0;      // nominal link speed per peer in Gbit/s, 0 when unknown
+};
+
+// A registered memory region. Owned by the caller; must outlive its requests.
+class Buffer {
+ public:
+  Buffer(void* data, size_t bytes, MemKind kind) : data_(data), bytes_(bytes), kind_(kind) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  MemKind kind() const { return kind_; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+  MemKind kind_;
+};
+
+class Request {
+ public:
+  virtual ~Request() = default;
+  // True once complete; throws the transport's IoError if the request failed.
+  virtual bool test() = 0;
+  // Blocks until complete; throws TimeoutError (naming the peer) after `timeout`.
+  virtual void wait(std::chrono::milliseconds timeout) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const TransportCaps& caps() const = 0;
+  // The path actually used, as key/value pairs for `#` metadata and JSON
+  // (e.g. transport=tcp, addr=10.0.0.1:41234, iface=eth0, sockets_per_peer=2).
+  virtual std::map<std::string, std::string> path_info() const = 0;
+
+  virtual std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes,
+                                                  MemKind kind = MemKind::host) = 0;
+  virtual std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset,
+                                         size_t length, uint64_t tag) = 0;
+  virtual std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
+                                         uint64_t tag) = 0;
+  // Fails this transport and tells every peer why, so that all ranks stop with the same cause
+  // instead of waiting for a timeout. Safe to call more than once, never throws.
+  virtual void abort(const std::string& reason) noexcept = 0;
+};
+
+}  // namespace ringbench

@@ -1,0 +1,36 @@
+// Runs `n` ranks as threads of this process, each with its own TCP transport over loopback,
+// rendezvousing through an in-process store. Rethrows the first rank's exception.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "collectives/store.h"
+#include "collectives/tcp_transport.h"
+
+namespace ringbench::testing {
+
+inline void run_ranks(int n, const std::function<void(Transport&)>& body,
+                      TcpOptions opts = {}) {
+  InProcStore store;
+  std::mutex mu;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto t = make_tcp_transport(store, r, n, opts);
+        body(*t);
+      } catch (...) {
+        std::lock_guard lk(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace ringbench::testing
