@@ -1,0 +1,347 @@
+#include "runner/allreduce_cmd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <new>
+#include <nlohmann/json.hpp>
+
+#include "collectives/errors.h"
+#include "collectives/tcp_transport.h"
+#include "collectives/verify.h"
+#include "runner/allreduce_impl.h"
+#include "runner/metadata.h"
+#include "runner/world.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using Millis = std::chrono::milliseconds;
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t n) : bytes(std::max<size_t>(n, 64)) {
+    data = static_cast<char*>(::operator new(bytes, std::align_val_t(64)));
+    std::memset(data, 0, bytes);  // fault the pages in now, not in the timed loop
+  }
+  ~AlignedBuffer() { ::operator delete(data, std::align_val_t(64)); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  size_t bytes;
+  char* data;
+};
+
+// What each rank measured for one (size, in-place) point.
+struct Measured {
+  uint64_t wrong = 0;
+  std::vector<double> us;  // per timed iteration
+};
+
+std::string pack(const Measured& m) {
+  std::string s(sizeof m.wrong + m.us.size() * sizeof(double), '\0');
+  std::memcpy(s.data(), &m.wrong, sizeof m.wrong);
+  if (!m.us.empty()) std::memcpy(s.data() + sizeof m.wrong, m.us.data(), m.us.size() * sizeof(double));
+  return s;
+}
+
+Measured unpack(const std::string& s) {
+  Measured m;
+  std::memcpy(&m.wrong, s.data(), sizeof m.wrong);
+  m.us.resize((s.size() - sizeof m.wrong) / sizeof(double));
+  if (!m.us.empty()) std::memcpy(m.us.data(), s.data() + sizeof m.wrong, m.us.size() * sizeof(double));
+  return m;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double idx = p / 100.0 * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(idx)), hi = static_cast<size_t>(std::ceil(idx));
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+struct Row {
+  double time_us, p50_us, p99_us, algbw, busbw;
+  uint64_t wrong;
+};
+
+// Time is the slowest rank's: the largest per-rank mean; p50/p99 are over iterations of the
+// per-iteration maximum across ranks.
+Row summarize(const std::vector<Measured>& ranks, size_t bytes, int n) {
+  Row row{};
+  std::vector<double> slowest(ranks[0].us.size(), 0);
+  for (auto& m : ranks) {
+    row.wrong += m.wrong;
+    double sum = 0;
+    for (size_t i = 0; i < m.us.size(); ++i) {
+      sum += m.us[i];
+      slowest[i] = std::max(slowest[i], m.us[i]);
+    }
+    if (!m.us.empty()) row.time_us = std::max(row.time_us, sum / static_cast<double>(m.us.size()));
+  }
+  row.p50_us = percentile(slowest, 50);
+  row.p99_us = percentile(slowest, 99);
+  row.algbw = row.time_us > 0 ? static_cast<double>(bytes) / row.time_us / 1e3 : 0;  // GB/s
+  row.busbw = row.algbw * 2.0 * (n - 1) / n;
+  return row;
+}
+
+void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
+  if (minb > maxb)
+    throw Error("-b/--minbytes (" + a.minbytes + ") is larger than -e/--maxbytes (" + a.maxbytes + ")");
+  if (a.factor < 1.01 && minb != maxb) throw Error("-f/--stepfactor must be > 1");
+  if (a.iters < 1) throw Error("-n/--iters must be >= 1");
+  if (a.warmup < 0) throw Error("-w/--warmup_iters must be >= 0");
+  if (a.timeout_s <= 0) throw Error("--timeout must be > 0 seconds");
+  if (a.transport != "tcp")
+    throw Error("--transport " + a.transport + " is not available in this build: use tcp");
+  if (a.impl != "ring" && a.impl != "mpi")
+    throw Error("--impl " + a.impl + " is not known: use ring or mpi");
+}
+
+}  // namespace
+
+size_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    throw Error("'" + s + "' is not a size (examples: 4096, 4K, 1M, 2G)");
+  }
+  std::string unit = s.substr(pos);
+  double mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "m" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B") throw Error("'" + s + "': unknown unit '" + unit + "' (use K, M or G)");
+  if (v < 0) throw Error("'" + s + "' is negative");
+  return static_cast<size_t>(v * mult);
+}
+
+void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
+  cmd.add_option("-b,--minbytes", a.minbytes, "Smallest message size in bytes (K, M, G suffixes)")->capture_default_str();
+  cmd.add_option("-e,--maxbytes", a.maxbytes, "Largest message size in bytes")->capture_default_str();
+  cmd.add_option("-f,--stepfactor", a.factor, "Multiply the size by this between rows")->capture_default_str();
+  cmd.add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
+  cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
+  cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
+  cmd.add_option("--impl", a.impl, "Allreduce implementation: ring (ours) or mpi (MPI_Allreduce)")->capture_default_str();
+  cmd.add_option("--transport", a.transport, "Transport of the ring: tcp")->capture_default_str();
+  cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
+  cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();
+  cmd.add_option("--json", a.json, "Also write the results as JSON to this file");
+  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead; "
+                 "any single wait is limited to twice this")->capture_default_str();
+  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
+  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
+  cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
+  cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
+}
+
+int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) {
+  const size_t minb = parse_bytes(a.minbytes), maxb = parse_bytes(a.maxbytes);
+  const DType dtype = parse_dtype(a.dtype);
+  const ReduceOp op = parse_op(a.op);
+  validate(a, minb, maxb);
+  const Millis timeout(static_cast<long>(a.timeout_s * 1000));
+  if (a.ranks < 1) throw Error("--ranks must be >= 1");
+  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env())
+    return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
+
+  WorldOptions wo;
+  wo.addr = a.addr;
+  wo.iface = a.iface;
+  wo.timeout = timeout;
+  auto world = make_world(wo, a.impl == "mpi");
+  const int rank = world->rank, n = world->size;
+  Store& store = *world->store;
+  const std::string tag = "[rank " + std::to_string(rank) + "] ";
+
+  json meta;
+  std::vector<json> rows;
+  auto write_json = [&](const std::string& error) {
+    if (rank != 0 || a.json.empty()) return;
+    json doc = {{"meta", meta}, {"rows", rows}};
+    if (!error.empty()) doc["error"] = error;
+    write_file_atomic(a.json, doc.dump(2) + "\n");
+  };
+  uint64_t total_wrong = 0;
+  try {
+    // Every rank must run the same sweep; compare the options that shape it with rank 0's.
+    const std::string shape = "-b " + std::to_string(minb) + " -e " + std::to_string(maxb) +
+                              " -f " + std::to_string(a.factor) + " -n " + std::to_string(a.iters) +
+                              " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
+                              " --impl " + a.impl + " --dtype " + dtype_name(dtype) + " --op " +
+                              op_name(op) + " --segment " + a.segment;
+    if (rank == 0) store.set("allreduce/shape", shape);
+    std::string shape0 = store.get("allreduce/shape", timeout);
+    if (shape0 != shape)
+      throw Error("this rank's options (" + shape + ") differ from rank 0's (" + shape0 +
+                  "): every rank must run the same sweep");
+
+    const size_t es = dtype_size(dtype);
+    const size_t max_count = maxb / es;
+    AlignedBuffer in(max_count * es), out(max_count * es);
+
+    std::unique_ptr<Transport> transport;
+    json path;
+    std::unique_ptr<AllreduceImpl> impl;
+    if (a.impl == "ring") {
+      TcpOptions to;
+      to.addr = a.addr;
+      to.iface = a.iface;
+      to.default_addr = world->default_addr;
+      to.sockets_per_peer = a.sockets_per_peer;
+      to.socket_buffer_bytes = static_cast<int>(parse_bytes(a.socket_buffer));
+      to.timeout = timeout;
+      to.job_id = world->job_id;
+      transport = make_tcp_transport(store, rank, n, to);
+      for (auto& [k, v] : transport->path_info()) path[k] = v;
+      RingOptions ro;
+      ro.segment_bytes = parse_bytes(a.segment);
+      ro.depth = a.depth;
+      ro.timeout = 2 * timeout;
+      impl = make_ring_impl(*transport, in.data, out.data, max_count, dtype, op, ro);
+    } else {
+      path = {{"transport", "mpi"},
+              {"pml", std::getenv("OMPI_MCA_pml") ? std::getenv("OMPI_MCA_pml") : "default"},
+              {"btl", std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "default"}};
+      impl = make_mpi_impl(in.data, out.data, max_count, dtype, op, 2 * timeout);
+    }
+    json self = host_info();
+    self["rank"] = rank;
+    self["path"] = path;
+    store.set("allreduce/meta/" + std::to_string(rank), self.dump());
+
+    if (rank == 0) {
+      json hosts = json::array();
+      for (int r = 0; r < n; ++r)
+        hosts.push_back(json::parse(store.get("allreduce/meta/" + std::to_string(r), timeout)));
+      meta = {{"command", argv},
+              {"collective", "allreduce"},
+              {"impl", a.impl},
+              {"transport", a.impl == "ring" ? a.transport : "mpi"},
+              {"launcher", world->launcher},
+              {"ranks", n},
+              {"job_id", world->job_id},
+              {"store", store.describe()},
+              {"dtype", dtype_name(dtype)},
+              {"op", op_name(op)},
+              {"options", {{"minbytes", minb}, {"maxbytes", maxb}, {"stepfactor", a.factor},
+                           {"iters", a.iters}, {"warmup_iters", a.warmup}, {"check", a.check},
+                           {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
+                           {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer}}},
+              {"build", build_info()},
+              {"hosts", hosts}};
+      auto b = build_info();
+      std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
+                  b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
+                  a.impl == "ring" ? "ring (ours)" : "MPI_Allreduce", a.impl == "ring" ? "tcp" : "MPI",
+                  n, world->launcher.c_str(), store.describe().c_str());
+      std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
+                  b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
+                  hosts[0]["reduce_isa"].get<std::string>().c_str());
+      std::printf("# options: -b %zu -e %zu -f %g -n %d -w %d -c %d --dtype %s --op %s --timeout %g",
+                  minb, maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(dtype), op_name(op),
+                  a.timeout_s);
+      if (a.impl == "ring")
+        std::printf(" --segment %zu --depth %d --sockets-per-peer %d", parse_bytes(a.segment),
+                    a.depth, a.sockets_per_peer);
+      std::printf("\n");
+      for (auto& h : hosts) {
+        std::printf("#  rank %2d  host %s  pid %d  cpu %s  path:", h["rank"].get<int>(),
+                    h["host"].get<std::string>().c_str(), h["pid"].get<int>(),
+                    h["cpu"].get<std::string>().c_str());
+        for (auto& [k, v] : h["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
+        std::printf("\n");
+      }
+      std::printf("#\n#%59s%-34s %s\n", "", "out-of-place", "in-place");
+      std::printf("#%11s %13s %9s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "size", "count", "type",
+                  "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+      std::printf("#%11s %13s %9s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "",
+                  "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+      std::fflush(stdout);
+      write_json("");
+    }
+
+    double busbw_sum = 0;
+    int busbw_rows = 0, point = 0;
+    for (size_t bytes = minb;;) {
+      const size_t count = bytes / es;
+      Row results[2];
+      for (int ip = 0; ip < 2; ++ip) {
+        const bool inplace = ip == 1;
+        char* result = out.data;
+        Measured m;
+        fill_input(dtype, inplace ? out.data : in.data, count, rank, n);
+        if (a.check) {
+          impl->run(count, inplace);
+          m.wrong = count_wrong(dtype, result, count, n, op);
+        }
+        for (int i = 0; i < a.warmup; ++i) impl->run(count, inplace);
+        for (int i = 0; i < a.iters; ++i) {
+          auto t0 = std::chrono::steady_clock::now();
+          impl->run(count, inplace);
+          m.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+        const std::string key = "allreduce/point/" + std::to_string(point++) + "/";
+        store.set(key + std::to_string(rank), pack(m));
+        if (rank == 0) {
+          std::vector<Measured> all;
+          for (int r = 0; r < n; ++r) all.push_back(unpack(store.get(key + std::to_string(r), 2 * timeout)));
+          results[ip] = summarize(all, count * es, n);
+          total_wrong += results[ip].wrong;
+          rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(dtype)},
+                          {"op", op_name(op)}, {"inplace", inplace},
+                          {"time_us", results[ip].time_us}, {"p50_us", results[ip].p50_us},
+                          {"p99_us", results[ip].p99_us}, {"algbw_gbps", results[ip].algbw},
+                          {"busbw_gbps", results[ip].busbw},
+                          {"wrong", a.check ? json(results[ip].wrong) : json(nullptr)}});
+          busbw_sum += results[ip].busbw;
+          ++busbw_rows;
+        } else {
+          total_wrong += m.wrong;
+        }
+      }
+      if (rank == 0) {
+        auto wrong = [&](const Row& r) { return a.check ? std::to_string(r.wrong) : std::string("N/A"); };
+        std::printf("%12zu %13zu %9s %6s %10.1f %8.3f %8.3f %7s %10.1f %8.3f %8.3f %7s\n", count * es,
+                    count, dtype_name(dtype), op_name(op), results[0].time_us, results[0].algbw,
+                    results[0].busbw, wrong(results[0]).c_str(), results[1].time_us,
+                    results[1].algbw, results[1].busbw, wrong(results[1]).c_str());
+        std::fflush(stdout);
+        write_json("");
+      }
+      if (bytes >= maxb) break;
+      size_t next = static_cast<size_t>(std::ceil(static_cast<double>(bytes) * a.factor));
+      bytes = std::min(maxb, std::max(next, bytes + 1));
+    }
+    if (rank == 0) {
+      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
+                  !a.check ? "(not checked: -c 0)" : total_wrong ? "FAILED" : "OK");
+      std::printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", busbw_rows ? busbw_sum / busbw_rows : 0.0);
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::cerr << tag << "ringbench allreduce: error: " << e.what() << std::endl;
+    try {
+      write_json(e.what());
+    } catch (const std::exception& e2) {
+      std::cerr << tag << "ringbench allreduce: cannot write " << a.json << ": " << e2.what() << "\n";
+    }
+    world->mpi = false;  // MPI_Finalize could wait for ranks that died; mpirun ends the job
+    return 1;
+  }
+  if (total_wrong) std::cerr << tag << total_wrong << " wrong elements\n";
+  return total_wrong ? 2 : 0;
+}
+
+}  // namespace ringbench

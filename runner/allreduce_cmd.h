@@ -1,0 +1,34 @@
+// `ringbench allreduce`: an nccl-tests style sweep of one allreduce implementation over message
+// sizes, with `#` metadata, one row per size (out-of-place and in-place), JSON beside it, and a
+// nonzero exit code when any element is wrong.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ringbench {
+
+struct AllreduceArgs {
+  std::string minbytes = "4K", maxbytes = "64M";
+  double factor = 2;
+  int iters = 20, warmup = 5, check = 1;
+  std::string impl = "ring", transport = "tcp", dtype = "float", op = "sum";
+  std::string json;
+  double timeout_s = 30;
+  int ranks = 1;
+  std::string iface, addr;
+  int sockets_per_peer = 2;
+  std::string segment = "1M", socket_buffer = "0";
+  int depth = 4;
+};
+
+void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a);
+// `argv` is the full command line, for re-executing local ranks and for the metadata.
+int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv);
+
+// "4K" -> 4096, "1M" -> 1048576, "2G", plain bytes; binary units as in nccl-tests.
+size_t parse_bytes(const std::string& s);
+
+}  // namespace ringbench

@@ -1,0 +1,67 @@
+#include "runner/metadata.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "collectives/errors.h"
+#include "collectives/reduce.h"
+#include "ringbench/config.h"
+#include "runner/mpi_util.h"
+
+namespace ringbench {
+
+nlohmann::json host_info() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  utsname u{};
+  uname(&u);
+  std::string cpu = "unknown";
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  return {{"host", host},
+          {"pid", static_cast<int>(getpid())},
+          {"kernel", std::string(u.sysname) + " " + u.release},
+          {"cpu", cpu},
+          {"cores", std::thread::hardware_concurrency()},
+          {"reduce_isa", reduce_isa()}};
+}
+
+nlohmann::json build_info() {
+  return {{"ringbench", RINGBENCH_VERSION},
+          {"commit", RINGBENCH_GIT_COMMIT},
+          #ifdef __clang__
+          {"compiler", std::string("clang ") + __clang_version__},
+#else
+          {"compiler", std::string("g++ ") + __VERSION__},
+#endif
+          {"mpi", mpi::library_version()},
+          {"have_mpi", RINGBENCH_HAVE_MPI != 0},
+          {"have_verbs", RINGBENCH_HAVE_VERBS != 0},
+          {"have_cuda", RINGBENCH_HAVE_CUDA != 0},
+          {"have_nccl", RINGBENCH_HAVE_NCCL != 0}};
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("cannot rename " + tmp + " to " + path);
+  }
+}
+
+}  // namespace ringbench

@@ -1,0 +1,191 @@
+#include "runner/world.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "collectives/errors.h"
+#include "collectives/net.h"
+#include "runner/mpi_util.h"
+
+namespace ringbench {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(const char* name) {
+  const char* v = env(name);
+  char* end = nullptr;
+  long x = v ? std::strtol(v, &end, 10) : -1;
+  if (!v || *end || x < 0 || x > 1 << 20)
+    throw Error(std::string("environment variable ") + name + "='" + (v ? v : "") +
+                "' is not a valid number");
+  return static_cast<int>(x);
+}
+
+std::string random_job_id() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+// The address other nodes can reach this host on: --addr, --iface, the host name's IPv4
+// address when it is not loopback, else loopback (single-node runs).
+std::string reachable_address(const WorldOptions& o) {
+  if (!o.addr.empty()) return o.addr;
+  if (!o.iface.empty()) return net::iface_ipv4(o.iface);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  std::string ip = "127.0.0.1";
+  if (getaddrinfo(host, nullptr, &hints, &res) == 0) {
+    for (addrinfo* it = res; it; it = it->ai_next) {
+      char buf[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ai_addr)->sin_addr, buf, sizeof buf);
+      if (std::strncmp(buf, "127.", 4) != 0) {
+        ip = buf;
+        break;
+      }
+    }
+    freeaddrinfo(res);
+  }
+  return ip;
+}
+
+}  // namespace
+
+World::~World() {
+  store.reset();
+  server.reset();
+  if (mpi) mpi::finalize();
+}
+
+bool launched_by_mpirun() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_RANK");
+}
+
+bool launched_by_env() { return env("RINGBENCH_RANK") != nullptr; }
+
+std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
+  auto w = std::make_unique<World>();
+  if (launched_by_mpirun() && !launched_by_env()) {
+    if (!mpi::built_with_mpi())
+      throw Error("launched by mpirun, but this ringbench was built without MPI: rebuild with "
+                  "-DRINGBENCH_WITH_MPI=ON, or run without mpirun using --ranks N");
+    mpi::init();
+    w->mpi = true;
+    w->launcher = "mpirun";
+    w->rank = mpi::rank();
+    w->size = mpi::size();
+    std::string rendezvous;
+    if (w->rank == 0) {
+      std::string ip = reachable_address(o);
+      w->server = std::make_unique<TcpStoreServer>(o.addr.empty() && o.iface.empty() ? "0.0.0.0" : ip, 0);
+      rendezvous = ip + ":" + std::to_string(w->server->port()) + " " + random_job_id();
+    }
+    mpi::broadcast(rendezvous, 0);
+    auto space = rendezvous.find(' ');
+    w->job_id = rendezvous.substr(space + 1);
+    auto [host, port] = parse_host_port(rendezvous.substr(0, space));
+    auto store = std::make_unique<TcpStore>(host, port, o.timeout);
+    w->default_addr = store->local_address();
+    w->store = std::move(store);
+    return w;
+  }
+  if (need_mpi)
+    throw Error("--impl mpi needs MPI: launch with mpirun (e.g. mpirun -np 4 ringbench "
+                "allreduce --impl mpi)");
+  if (launched_by_env()) {
+    w->launcher = env("RINGBENCH_LAUNCHER") ? env("RINGBENCH_LAUNCHER") : "env";
+    w->rank = env_int("RINGBENCH_RANK");
+    w->size = env_int("RINGBENCH_WORLD_SIZE");
+    if (w->rank >= w->size || w->size < 1)
+      throw Error("RINGBENCH_RANK=" + std::to_string(w->rank) + " is not below RINGBENCH_WORLD_SIZE=" +
+                  std::to_string(w->size));
+    const char* store_addr = env("RINGBENCH_STORE");
+    if (!store_addr) throw Error("RINGBENCH_RANK is set but RINGBENCH_STORE (host:port) is not");
+    auto [host, port] = parse_host_port(store_addr);
+    // Ranks started by hand: rank 0 serves the store when asked to.
+    if (w->rank == 0 && env("RINGBENCH_STORE_SERVE"))
+      w->server = std::make_unique<TcpStoreServer>("0.0.0.0", port);
+    w->job_id = env("RINGBENCH_JOB_ID") ? env("RINGBENCH_JOB_ID") : "ringbench";
+    auto store = std::make_unique<TcpStore>(host, port, o.timeout);
+    w->default_addr = store->local_address();
+    w->store = std::move(store);
+    return w;
+  }
+  w->launcher = "single";
+  w->job_id = random_job_id();
+  w->store = std::make_unique<InProcStore>();
+  return w;
+}
+
+int launch_local(int ranks, const std::vector<std::string>& args,
+                 std::chrono::milliseconds grace) {
+  int port = 0;
+  int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
+  const std::string store = "127.0.0.1:" + std::to_string(port);
+  const std::string job = random_job_id();
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = fork();
+    check_errno(pid >= 0, "fork");
+    if (pid == 0) {
+      ::close(listen_fd);
+      setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
+      setenv("RINGBENCH_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      setenv("RINGBENCH_STORE", store.c_str(), 1);
+      setenv("RINGBENCH_JOB_ID", job.c_str(), 1);
+      setenv("RINGBENCH_LAUNCHER", "local", 1);
+      execv("/proc/self/exe", argv.data());
+      std::perror("ringbench: exec /proc/self/exe");
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  TcpStoreServer server(listen_fd);
+  int result = 0, alive = ranks;
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  while (alive > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      --alive;
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (code != 0 && result == 0) {
+        result = code;
+        kill_at = std::chrono::steady_clock::now() + grace;
+        if (WIFSIGNALED(status))
+          std::cerr << "ringbench: a rank (pid " << pid << ") was killed by signal "
+                    << WTERMSIG(status) << "\n";
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > kill_at) {
+      std::cerr << "ringbench: killing the ranks still running " << grace.count()
+                << " ms after the first failure\n";
+      for (pid_t p : pids) kill(p, SIGKILL);
+      kill_at = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return result;
+}
+
+}  // namespace ringbench

@@ -1,0 +1,55 @@
+// How this process learned its rank and world, and the store its ranks rendezvous through.
+//   mpirun      - launched by mpirun: rank/size from MPI; rank 0 hosts a TCP store and
+//                 broadcasts its address with MPI (MPI never carries collective data)
+//   local       - `--ranks N` without mpirun: this process re-executes itself N times on
+//                 this machine and hosts the store; see launch_local()
+//   env         - RINGBENCH_RANK / RINGBENCH_WORLD_SIZE / RINGBENCH_STORE set (the children
+//                 of a local launch, or ranks started by hand or by another launcher)
+//   single      - one rank, in-process store
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/store.h"
+
+namespace ringbench {
+
+struct WorldOptions {
+  int ranks = 1;                 // --ranks: local ranks to spawn when not under mpirun
+  std::string addr, iface;       // where rank 0 hosts the store (mpirun) and ranks listen
+  std::chrono::milliseconds timeout{30000};
+};
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  std::string launcher;          // mpirun | local | env | single
+  std::string job_id;
+  std::string default_addr = "127.0.0.1";  // address to advertise when --addr/--iface unset
+  std::unique_ptr<TcpStoreServer> server;
+  std::unique_ptr<Store> store;
+  bool mpi = false;              // MPI was initialized (finalize at exit)
+  ~World();
+};
+
+// True when this process was started by mpirun (Open MPI, MPICH/PMI or PMIx variables).
+bool launched_by_mpirun();
+
+// Sets up the world. Throws Error with advice when the combination cannot work (e.g. --impl
+// mpi without mpirun).
+std::unique_ptr<World> make_world(const WorldOptions& opts, bool need_mpi);
+
+// For `--ranks N` outside mpirun: starts N copies of this executable with `args` (rank env set),
+// hosts their store, forwards their output, and returns the exit code of the job: 0 when all
+// ranks succeeded, else the first failing rank's code. A rank that fails makes the others
+// get `grace` to report their own errors before they are killed.
+int launch_local(int ranks, const std::vector<std::string>& args,
+                 std::chrono::milliseconds grace);
+
+// True in a child started by launch_local (or any env-launched rank).
+bool launched_by_env();
+
+}  // namespace ringbench
