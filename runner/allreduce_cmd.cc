@@ -180,11 +180,15 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                               " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
                               " --impl " + a.impl + " --dtype " + dtype_name(dtype) + " --op " +
                               op_name(op) + " --segment " + a.segment;
-    if (rank == 0) store.set("allreduce/shape", shape);
-    std::string shape0 = store.get("allreduce/shape", timeout);
-    if (shape0 != shape)
-      throw Error("this rank's options (" + shape + ") differ from rank 0's (" + shape0 +
-                  "): every rank must run the same sweep");
+    // Every rank checks every rank, so all of them stop with the same message.
+    store.set("allreduce/shape/" + std::to_string(rank), shape);
+    const std::string shape0 = store.get("allreduce/shape/0", timeout);
+    for (int r = 1; r < n; ++r) {
+      std::string other = store.get("allreduce/shape/" + std::to_string(r), timeout);
+      if (other != shape0)
+        throw Error("rank " + std::to_string(r) + "'s options (" + other +
+                    ") differ from rank 0's (" + shape0 + "): every rank must run the same sweep");
+    }
 
     const size_t es = dtype_size(dtype);
     const size_t max_count = maxb / es;
@@ -321,7 +325,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       }
       if (bytes >= maxb) break;
       size_t next = static_cast<size_t>(std::ceil(static_cast<double>(bytes) * a.factor));
-      bytes = std::min(maxb, std::max(next, bytes + 1));
+      bytes = std::min(maxb, std::max(next, bytes + es));  // from 0, the next size is 1 element
     }
     if (rank == 0) {
       std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),

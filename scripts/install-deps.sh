@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ringbench builds and tests with. Idempotent: when everything
+# is already installed it only checks (well under a second) and touches nothing.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config git
+  libopenmpi-dev openmpi-bin          # MPI bootstrap under mpirun, MPI_Allreduce baseline
+  libgtest-dev libgmock-dev           # tests
+  libbenchmark-dev                    # microbenchmarks
+  nlohmann-json3-dev libcli11-dev     # JSON output, command line
+  iproute2 procps                     # ip/ss for the emulated cluster and diagnostics
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run this script as root (or with sudo)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
