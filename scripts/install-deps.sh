@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev           # tests
   libbenchmark-dev                    # microbenchmarks
   nlohmann-json3-dev libcli11-dev     # JSON output, command line
-  iproute2 procps                     # ip/ss for the emulated cluster and diagnostics
+  iproute2 procps python3             # ip/ss; python3 summarizes benchmark runs
 )
 
 missing=()
