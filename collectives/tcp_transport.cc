@@ -152,7 +152,10 @@ class TcpTransport : public Transport {
   void fail(std::exception_ptr e);
   void update_interest(Conn& c);
   void housekeeping(Clock::time_point now);
-  bool has_pending_with(int peer) const;
+  // A transfer posted on this socket is not done. Per socket, not per peer: frames are
+  // ordered only within a socket, so a peer's goodbye on one socket can overtake its last
+  // data on another.
+  static bool has_pending(const Conn& c);
   bool quiet() const;  // nothing left to send, every peer said bye or closed
 
   int rank_, size_;
@@ -394,7 +397,7 @@ TcpTransport::~TcpTransport() {
           c->sendq.push_back(std::move(bye));
           update_interest(*c);
         }
-    auto limit = std::min<milliseconds>(opts_.timeout, std::chrono::seconds(5));
+    auto limit = std::min<milliseconds>(opts_.timeout, std::chrono::seconds(fatal_ ? 1 : 5));
     cv_.wait_for(lk, limit, [&] { return quiet(); });
   }
   stop_ = true;
@@ -408,10 +411,11 @@ TcpTransport::~TcpTransport() {
   ::close(wake_fd_);
 }
 
+// After a failure nobody reads data any more, so only our own frames need to get out.
 bool TcpTransport::quiet() const {
   for (auto& p : peers_)
     for (auto& c : p.conns)
-      if (c && !c->closed && (!c->sendq.empty() || !c->peer_said_bye)) return false;
+      if (c && !c->closed && (!c->sendq.empty() || (!c->peer_said_bye && !fatal_))) return false;
   return true;
 }
 
@@ -550,12 +554,9 @@ void TcpTransport::fail(std::exception_ptr e) {
   cv_.notify_all();
 }
 
-bool TcpTransport::has_pending_with(int peer) const {
-  for (auto& c : peers_[peer].conns)
-    if (!c->recvq.empty() || c->cur || std::any_of(c->sendq.begin(), c->sendq.end(),
-                                                   [](const SendItem& i) { return i.req; }))
-      return true;
-  return false;
+bool TcpTransport::has_pending(const Conn& c) {
+  return !c.recvq.empty() || c.cur ||
+         std::any_of(c.sendq.begin(), c.sendq.end(), [](const SendItem& i) { return i.req; });
 }
 
 // ---- I/O thread ------------------------------------------------------------------------
@@ -623,7 +624,7 @@ void TcpTransport::on_closed(Conn& c, const std::string& why) {
   bool graceful = c.peer_said_bye;
   c.closed = true;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
-  if (!fatal_ && (!graceful || has_pending_with(c.peer)))
+  if (!fatal_ && (!graceful || has_pending(c)))
     fail(std::make_exception_ptr(IoError(
         c.peer, me() + ": " + who(c.peer) + " " + why +
                     (graceful ? " while a transfer with it was pending"
@@ -691,7 +692,7 @@ void TcpTransport::on_header(Conn& c) {
     case kBye:
       c.peer_said_bye = true;
       c.rx = Conn::kHeader;
-      if (has_pending_with(c.peer) && !fatal_)
+      if (has_pending(c) && !fatal_)
         fail(std::make_exception_ptr(IoError(
             c.peer, me() + ": " + who(c.peer) + " left the job while a transfer was pending")));
       cv_.notify_all();

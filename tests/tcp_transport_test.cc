@@ -1,0 +1,156 @@
+// The transport contract on the TCP transport, with threads as ranks: ordering, striping over
+// several sockets, zero-length and unexpected messages, tag/length mismatches, bounds, abort,
+// and timeouts that name the peer.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <vector>
+
+#include "collectives/errors.h"
+#include "tests/rank_threads.h"
+
+namespace ringbench {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::run_ranks;
+
+TcpOptions opts(int sockets = 2, std::chrono::milliseconds timeout = 5000ms) {
+  TcpOptions o;
+  o.sockets_per_peer = sockets;
+  o.timeout = timeout;
+  return o;
+}
+
+TEST(TcpTransport, DeclaresHostMemoryAndPath) {
+  run_ranks(2, [](Transport& t) {
+    EXPECT_EQ(t.caps().name, "tcp");
+    EXPECT_TRUE(t.caps().host_memory);
+    EXPECT_FALSE(t.caps().cuda_memory);
+    auto p = t.path_info();
+    EXPECT_EQ(p["transport"], "tcp");
+    EXPECT_EQ(p["iface"], "lo");
+    EXPECT_EQ(p["addr"].rfind("127.0.0.1:", 0), 0u);
+    int x = 0;
+    EXPECT_THROW(t.register_buffer(&x, sizeof x, MemKind::cuda), Error);
+  });
+}
+
+// Many messages of varied sizes in both directions arrive in posting order, over 1 and 3
+// sockets per peer, with receives posted late (after the data arrived) for half of them.
+TEST(TcpTransport, OrderedStripedAndUnexpected) {
+  for (int sockets : {1, 3}) {
+    run_ranks(2, [&](Transport& t) {
+      const int peer = 1 - t.rank();
+      const int msgs = 64;
+      std::vector<uint32_t> src(1 << 16), dst(1 << 16, 0);
+      std::iota(src.begin(), src.end(), static_cast<uint32_t>(t.rank()) << 24);
+      auto sb = t.register_buffer(src.data(), src.size() * 4);
+      auto db = t.register_buffer(dst.data(), dst.size() * 4);
+      std::vector<std::unique_ptr<Request>> reqs;
+      size_t off = 0;
+      std::vector<std::pair<size_t, size_t>> ranges;
+      for (int i = 0; i < msgs; ++i) {
+        size_t len = (i * 37 % 9) * 100;  // includes zero-length messages
+        ranges.push_back({off, len});
+        reqs.push_back(t.isend(peer, *sb, off * 4, len * 4, static_cast<uint64_t>(i)));
+        off += len;
+      }
+      std::this_thread::sleep_for(50ms);  // let the data arrive before the receives exist
+      for (int i = 0; i < msgs; ++i)
+        reqs.push_back(t.irecv(peer, *db, ranges[i].first * 4, ranges[i].second * 4,
+                               static_cast<uint64_t>(i)));
+      for (auto& r : reqs) r->wait(5s);
+      for (size_t i = 0; i < off; ++i)
+        ASSERT_EQ(dst[i], (static_cast<uint32_t>(peer) << 24) + i) << "element " << i;
+    }, opts(sockets));
+  }
+}
+
+TEST(TcpTransport, TestPollsToCompletion) {
+  run_ranks(2, [](Transport& t) {
+    std::vector<char> buf(1 << 20, static_cast<char>(t.rank()));
+    auto b = t.register_buffer(buf.data(), buf.size());
+    auto r = t.rank() == 0 ? t.isend(1, *b, 0, buf.size(), 7) : t.irecv(0, *b, 0, buf.size(), 7);
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!r->test()) ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    if (t.rank() == 1) {
+      EXPECT_EQ(buf.front(), 0);
+      EXPECT_EQ(buf.back(), 0);
+    }
+  });
+}
+
+TEST(TcpTransport, OutOfBoundsAndBadPeerAreErrors) {
+  run_ranks(2, [](Transport& t) {
+    std::vector<char> buf(100);
+    auto b = t.register_buffer(buf.data(), buf.size());
+    EXPECT_THROW(t.isend(1 - t.rank(), *b, 50, 51, 0), Error);
+    EXPECT_THROW(t.irecv(1 - t.rank(), *b, 101, 0, 0), Error);
+    EXPECT_THROW(t.isend(t.rank(), *b, 0, 1, 0), Error);
+    EXPECT_THROW(t.isend(2, *b, 0, 1, 0), Error);
+    EXPECT_THROW(t.irecv(-1, *b, 0, 1, 0), Error);
+  });
+}
+
+// A message whose length or tag differs from the posted receive fails the receiver with an
+// IoError naming the sender; the receiver's abort then fails the sender too.
+TEST(TcpTransport, MismatchFailsBothSides) {
+  for (bool tag_differs : {false, true}) {
+    std::vector<std::string> errors(2);
+    std::vector<int> peers(2, -2);
+    run_ranks(2, [&](Transport& t) {
+      std::vector<char> buf(64);
+      auto b = t.register_buffer(buf.data(), buf.size());
+      try {
+        if (t.rank() == 0) {
+          t.isend(1, *b, 0, 32, 1)->wait(5s);
+          t.irecv(1, *b, 0, 8, 2)->wait(5s);  // never comes: rank 1 aborts
+        } else {
+          t.irecv(0, *b, 0, tag_differs ? 32 : 16, tag_differs ? 9 : 1)->wait(5s);
+        }
+      } catch (const IoError& e) {
+        errors[t.rank()] = e.what();
+        peers[t.rank()] = e.peer();
+        if (t.rank() == 1) t.abort(e.what());
+      }
+    });
+    EXPECT_NE(errors[1].find("disagree"), std::string::npos) << errors[1];
+    EXPECT_NE(errors[1].find("rank 0"), std::string::npos) << errors[1];
+    EXPECT_EQ(peers[1], 0);
+    EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[0].find("aborted"), std::string::npos) << errors[0];
+    EXPECT_EQ(peers[0], 1);
+  }
+}
+
+// A live peer that never sends: the wait times out (it does not hang) and names that peer.
+TEST(TcpTransport, WaitTimesOutNamingAlivePeer) {
+  run_ranks(3, [](Transport& t) {
+    std::vector<char> buf(8);
+    auto b = t.register_buffer(buf.data(), buf.size());
+    if (t.rank() == 2) {
+      auto r = t.irecv(1, *b, 0, 8, 0);
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        r->wait(300ms);
+        ADD_FAILURE() << "wait returned";
+      } catch (const TimeoutError& e) {
+        EXPECT_EQ(e.peer(), 1);
+        EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("alive"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+      t.abort("test over");
+    } else {
+      // Stay alive until rank 2 is done, then observe its abort.
+      std::vector<char> x(8);
+      auto xb = t.register_buffer(x.data(), x.size());
+      EXPECT_THROW(t.irecv(2, *xb, 0, 8, 0)->wait(5s), IoError);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ringbench
