@@ -18,7 +18,7 @@ void reduce_sum_div(DType t, void* dst, const void* a, const void* b, size_t cou
 // dst[i] = src[i] / divisor (average with a single rank, or after MPI_SUM).
 void divide(DType t, void* dst, const void* src, size_t count, float divisor);
 
-// Scalar conversions, exact round-to-nearest-even; used by tests and by the kernels' tails.
+// Scalar conversions, exact round-to-nearest-even; used by tests and by the scalar kernels.
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bf16_to_float(uint16_t b);
