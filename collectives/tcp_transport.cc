@@ -84,7 +84,8 @@ struct Conn {
   uint32_t events = 0;  // current epoll interest
   std::deque<SendItem> sendq;
   std::deque<ReqPtr> recvq;  // posted receives, matched in order
-  enum Rx { kHeader, kAwaitingRecv, kPayload, kAbortText } rx = kHeader;
+  // kDiscard: the rest of a payload whose receive failed, read and dropped.
+  enum Rx { kHeader, kAwaitingRecv, kPayload, kAbortText, kDiscard } rx = kHeader;
   FrameHeader hdr{};
   size_t got = 0;  // bytes of the current header or payload
   ReqPtr cur;
@@ -174,6 +175,7 @@ class TcpTransport : public Transport {
   std::exception_ptr fatal_;
   bool closing_ = false;
   std::atomic<bool> stop_{false};
+  std::vector<char> discard_ = std::vector<char>(size_t{64} << 10);  // for Conn::kDiscard
   std::thread io_;
 };
 
@@ -491,7 +493,9 @@ void TcpTransport::abort(const std::string& reason) noexcept {
       for (auto& c : p.conns) {
         if (!c || c->closed) continue;
         // Finish a half-written frame (the stream must stay parseable), drop the rest.
-        while (c->sendq.size() > (c->sendq.front().sent > 0 ? 1u : 0u)) c->sendq.pop_back();
+        // (front() of an empty queue is undefined: check emptiness first.)
+        while (c->sendq.size() > (!c->sendq.empty() && c->sendq.front().sent > 0 ? 1u : 0u))
+          c->sendq.pop_back();
         SendItem item;
         item.hdr = {kAbort, 0, 0, text.size()};
         item.text = text;
@@ -550,6 +554,20 @@ void TcpTransport::fail(std::exception_ptr e) {
       for (auto& r : c->recvq) fail_req(r);
       fail_req(c->cur);
       c->recvq.clear();
+      // A failed request is over for its caller, who may free or reuse the buffer at once: stop
+      // touching caller memory. Drop the data frames not yet started, send the rest of a
+      // half-written one from a copy (the stream must stay parseable), and discard the rest of
+      // a payload being received.
+      std::erase_if(c->sendq, [](const SendItem& i) { return i.req && i.sent == 0; });
+      for (auto& item : c->sendq)
+        if (item.req) {
+          item.text.assign(item.payload, item.payload_len);
+          item.req.reset();
+        }
+      if (c->cur) {
+        c->cur.reset();
+        c->rx = Conn::kDiscard;
+      }
     }
   cv_.notify_all();
 }
@@ -650,6 +668,10 @@ void TcpTransport::on_readable(Conn& c) {
         dst = c.text.data() + c.got;
         want = c.text.size() - c.got;
         break;
+      case Conn::kDiscard:
+        dst = discard_.data();
+        want = std::min<uint64_t>(discard_.size(), c.hdr.length - c.got);
+        break;
       case Conn::kAwaitingRecv:
       default:
         return;
@@ -669,6 +691,9 @@ void TcpTransport::on_readable(Conn& c) {
     } else if (c.rx == Conn::kPayload && c.got == c.cur->length) {
       complete(c.cur);
       c.cur.reset();
+      c.rx = Conn::kHeader;
+      c.got = 0;
+    } else if (c.rx == Conn::kDiscard && c.got == c.hdr.length) {
       c.rx = Conn::kHeader;
       c.got = 0;
     } else if (c.rx == Conn::kAbortText && c.got == c.text.size()) {
