@@ -1,5 +1,6 @@
 #include "collectives/tcp_transport.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -64,6 +65,7 @@ struct ReqState {
   bool is_send = false;
   char* data = nullptr;
   size_t length = 0;
+  size_t transferred = 0;  // payload bytes moved so far, for timeout messages
   uint64_t tag = 0;
 };
 using ReqPtr = std::shared_ptr<ReqState>;
@@ -136,7 +138,9 @@ class TcpTransport : public Transport {
   };
 
   void connect_mesh(Store& store);
-  Conn* accept_one(int fd, Clock::time_point deadline);
+  void accept_peers(int expected, Clock::time_point deadline);
+  Conn* accept_hello(int fd, Hello& h, Clock::time_point deadline);
+  void reject(int fd, const std::string& why, bool reply);
   std::string who(int peer) const {
     return "rank " + std::to_string(peer) + " (" + peers_[peer].addr + ")";
   }
@@ -248,22 +252,7 @@ void TcpTransport::connect_mesh(Store& store) {
   std::exception_ptr accept_error;
   std::thread acceptor([&] {
     try {
-      for (int accepted = 0; accepted < expected;) {
-        int fd = net::accept_until(listen_fd_, deadline);
-        if (fd < 0) {
-          std::string missing;
-          for (int r = rank_ + 1; r < size_; ++r)
-            for (auto& c : peers_[r].conns)
-              if (!c) {
-                missing += (missing.empty() ? "" : ", ") + who(r);
-                break;
-              }
-          throw TimeoutError(-1, me() + ": timed out after " + fmt_s(seconds(opts_.timeout)) +
-                                     " waiting for " + missing +
-                                     " to connect (are they running, with the same job?)");
-        }
-        if (accept_one(fd, deadline)) ++accepted;
-      }
+      accept_peers(expected, deadline);
     } catch (...) {
       accept_error = std::current_exception();
     }
@@ -295,9 +284,14 @@ void TcpTransport::connect_mesh(Store& store) {
         h.sockets_per_peer = static_cast<uint32_t>(nsock);
         std::strncpy(h.job_id, opts_.job_id.c_str(), sizeof h.job_id - 1);
         HelloReply reply{};
-        if (!net::write_all(fd, &h, sizeof h, deadline) ||
-            !net::read_all(fd, &reply, sizeof reply, deadline))
-          throw TimeoutError(r, me() + ": handshake with " + who(r) + " timed out");
+        bool in_time;
+        try {
+          in_time = net::write_all(fd, &h, sizeof h, deadline) &&
+                    net::read_all(fd, &reply, sizeof reply, deadline);
+        } catch (const Error& e) {
+          throw IoError(r, me() + ": handshake with " + who(r) + " failed: " + e.what());
+        }
+        if (!in_time) throw TimeoutError(r, me() + ": handshake with " + who(r) + " timed out");
         if (std::memcmp(reply.magic, kMagic, sizeof kMagic) != 0)
           throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank (bad handshake reply)");
         if (reply.status != 0) {
@@ -328,28 +322,93 @@ void TcpTransport::connect_mesh(Store& store) {
 }
 
 // Reads and validates one handshake; returns the new connection, or null for a rejected one.
-Conn* TcpTransport::accept_one(int fd, Clock::time_point deadline) {
-  auto reject = [&](const std::string& why, bool reply) -> Conn* {
-    std::cerr << "ringbench " << me() << ": rejected connection from " << net::peer_address(fd)
-              << ": " << why << "\n";
-    if (reply) {
-      HelloReply r{};
-      std::memcpy(r.magic, kMagic, sizeof kMagic);
-      r.status = 1;
-      std::strncpy(r.message, why.c_str(), sizeof r.message - 1);
-      net::write_all(fd, &r, sizeof r, Clock::now() + milliseconds(500));
+// Accepts connections from the higher ranks until `expected` have completed a valid
+// handshake. Handshakes are read concurrently, so a stray client that connects and stays
+// silent costs nothing but its own grace period.
+void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
+  struct Pending {
+    int fd;
+    Hello hello;
+    size_t got;
+    Clock::time_point deadline;
+  };
+  std::vector<Pending> pending;
+  for (int accepted = 0; accepted < expected;) {
+    auto now = Clock::now();
+    if (now >= deadline) {
+      for (auto& p : pending) ::close(p.fd);
+      std::string missing;
+      for (int r = rank_ + 1; r < size_; ++r)
+        for (auto& c : peers_[r].conns)
+          if (!c) {
+            missing += (missing.empty() ? "" : ", ") + who(r);
+            break;
+          }
+      throw TimeoutError(-1, me() + ": timed out after " + fmt_s(seconds(opts_.timeout)) +
+                                 " waiting for " + missing +
+                                 " to connect (are they running, with the same job?)");
     }
-    ::close(fd);
+    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+    auto wake = deadline;
+    for (auto& p : pending) {
+      fds.push_back({p.fd, POLLIN, 0});
+      wake = std::min(wake, p.deadline);
+    }
+    auto ms = std::chrono::duration_cast<milliseconds>(wake - now).count() + 1;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR)
+      check_errno(false, me() + ": poll while accepting peers");
+    now = Clock::now();
+    for (size_t i = pending.size(); i-- > 0;) {
+      Pending& p = pending[i];
+      bool done = false;
+      if (fds[i + 1].revents) {
+        ssize_t n = ::recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof p.hello - p.got, 0);
+        if (n > 0) p.got += static_cast<size_t>(n);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          reject(p.fd, "closed before completing the handshake", false);
+          done = true;
+        } else if (p.got == sizeof p.hello) {
+          if (accept_hello(p.fd, p.hello, deadline)) ++accepted;
+          done = true;
+        }
+      }
+      if (!done && now >= p.deadline) {
+        reject(p.fd, "no handshake within the grace period", false);
+        done = true;
+      }
+      if (done) pending.erase(pending.begin() + static_cast<long>(i));
+    }
+    if (fds[0].revents & POLLIN) {
+      int fd;
+      while ((fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+        pending.push_back({fd, Hello{}, 0, std::min(deadline, now + std::chrono::seconds(5))});
+    }
+  }
+  for (auto& p : pending) reject(p.fd, "all peers already connected", false);
+}
+
+void TcpTransport::reject(int fd, const std::string& why, bool reply) {
+  std::cerr << "ringbench " << me() << ": rejected connection from " << net::peer_address(fd)
+            << ": " << why << "\n";
+  if (reply) {
+    HelloReply r{};
+    std::memcpy(r.magic, kMagic, sizeof kMagic);
+    r.status = 1;
+    std::strncpy(r.message, why.c_str(), sizeof r.message - 1);
+    try {
+      net::write_all(fd, &r, sizeof r, Clock::now() + milliseconds(500));
+    } catch (const Error&) {
+    }
+  }
+  ::close(fd);
+}
+
+// Validates a complete handshake; returns the new connection, or null for a rejected one.
+Conn* TcpTransport::accept_hello(int fd, Hello& h, Clock::time_point deadline) {
+  auto reject = [&](const std::string& why, bool reply) -> Conn* {
+    this->reject(fd, why, reply);
     return nullptr;
   };
-  Hello h{};
-  // A stray client gets a short grace period, not the whole setup timeout.
-  auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
-  try {
-    if (!net::read_all(fd, &h, sizeof h, hello_deadline)) return reject("no handshake", false);
-  } catch (const Error& e) {
-    return reject(e.what(), false);
-  }
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
     return reject("not a ringbench peer (bad magic)", false);
   h.job_id[sizeof h.job_id - 1] = 0;
@@ -375,7 +434,12 @@ Conn* TcpTransport::accept_one(int fd, Clock::time_point deadline) {
                   true);
   HelloReply ok{};
   std::memcpy(ok.magic, kMagic, sizeof kMagic);
-  if (!net::write_all(fd, &ok, sizeof ok, deadline)) return reject("handshake reply timed out", false);
+  try {
+    if (!net::write_all(fd, &ok, sizeof ok, deadline))
+      return reject("handshake reply timed out", false);
+  } catch (const Error& e) {
+    return reject(e.what(), false);
+  }
   auto c = std::make_unique<Conn>();
   c->fd = fd;
   c->peer = from;
@@ -527,9 +591,11 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
   throw TimeoutError(
       r->peer, me() + ": timed out after " + fmt_s(seconds(timeout)) + " waiting to " +
                    (r->is_send ? "send " : "receive ") + std::to_string(r->length) +
-                   " bytes " + (r->is_send ? "to " : "from ") + who(r->peer) + "; the peer is " +
-                   "alive (heard from " + fmt_s(heard) + " ago) but not " +
-                   (r->is_send ? "receiving" : "sending") +
+                   " bytes " + (r->is_send ? "to " : "from ") + who(r->peer) + " (" +
+                   std::to_string(r->transferred) + " moved); the peer is alive (heard from " +
+                   fmt_s(heard) + " ago) but " +
+                   (r->transferred ? std::string("the transfer stalled")
+                                   : std::string("not ") + (r->is_send ? "receiving" : "sending")) +
                    ": is it running the same collective?");
 }
 
@@ -604,7 +670,10 @@ void TcpTransport::io_loop() {
         continue;
       }
       if (c->closed) continue;
-      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(*c);
+      if ((events[i].events & (EPOLLHUP | EPOLLERR)) && c->rx == Conn::kAwaitingRecv)
+        on_closed(*c, "reset the connection");  // epoll reports it until the fd is gone
+      else if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        on_readable(*c);
       if (!c->closed && (events[i].events & EPOLLOUT)) on_writable(*c);
       update_interest(*c);
     }
@@ -684,6 +753,7 @@ void TcpTransport::on_readable(Conn& c) {
     }
     c.last_rx = Clock::now();
     c.got += static_cast<size_t>(n);
+    if (c.rx == Conn::kPayload) c.cur->transferred = c.got;
     if (c.got < sizeof c.hdr && c.rx == Conn::kHeader) continue;
     if (c.rx == Conn::kHeader) {
       c.got = 0;
@@ -792,6 +862,7 @@ void TcpTransport::on_writable(Conn& c) {
         return on_closed(c, std::string("reset the connection (") + std::strerror(errno) + ")");
       }
       it.sent += static_cast<size_t>(n);
+      if (it.req && it.sent > hsz) it.req->transferred = it.sent - hsz;
       if (it.sent < hsz + plen) continue;
     }
     if (it.hdr.type == kHeartbeat) c.heartbeat_queued = false;

@@ -7,7 +7,10 @@
 #include <numeric>
 #include <vector>
 
+#include <unistd.h>
+
 #include "collectives/errors.h"
+#include "collectives/net.h"
 #include "tests/rank_threads.h"
 
 namespace ringbench {
@@ -150,6 +153,33 @@ TEST(TcpTransport, WaitTimesOutNamingAlivePeer) {
       EXPECT_THROW(t.irecv(2, *xb, 0, 8, 0)->wait(5s), IoError);
     }
   });
+}
+
+// A client that connects to a rank's port and never says anything must not hold up the real
+// peers: handshakes are read concurrently, so setup finishes long before the 5 s grace.
+TEST(TcpTransport, SilentStrayDoesNotDelaySetup) {
+  InProcStore store;
+  std::unique_ptr<Transport> t0, t1;
+  std::thread rank0([&] { t0 = make_tcp_transport(store, 0, 2, opts(2, 10000ms)); });
+  auto [host, port] = parse_host_port(store.get("tcp/addr/0", 5000ms));
+  int stray = net::connect_tcp(host, port, std::chrono::steady_clock::now() + 2s);
+  auto t_start = std::chrono::steady_clock::now();
+  std::thread rank1([&] { t1 = make_tcp_transport(store, 1, 2, opts(2, 10000ms)); });
+  rank1.join();
+  rank0.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t_start, 2s);
+  ::close(stray);
+  ASSERT_TRUE(t0 && t1);
+  int x = 42, y = 0;
+  auto xb = t0->register_buffer(&x, sizeof x);
+  auto yb = t1->register_buffer(&y, sizeof y);
+  auto s = t0->isend(1, *xb, 0, sizeof x, 1);
+  t1->irecv(0, *yb, 0, sizeof y, 1)->wait(5s);
+  s->wait(5s);
+  EXPECT_EQ(y, 42);
+  std::thread close0([&] { t0.reset(); });
+  t1.reset();
+  close0.join();
 }
 
 }  // namespace
