@@ -1,4 +1,5 @@
-// InProcStore, store_barrier and parse_host_port. The TCP store lives in store_tcp.cc.
+// InProcStore, store_barrier and parse_host_port, and the helpers of store_internal.h. The TCP
+// store lives in store_tcp.cc.
 #include "collectives/store.h"
 
 #include <charconv>
@@ -6,19 +7,18 @@
 #include <system_error>
 
 #include "collectives/errors.h"
+#include "collectives/store_internal.h"
 
 namespace ringbench {
 
-namespace {
+namespace store_detail {
 
-// "0.2", "30", "1.5": seconds, for error messages.
 std::string seconds_text(Millis ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(ms.count()) / 1000.0);
   return buf;
 }
 
-// Deadlines far in the future overflow steady_clock arithmetic; a year is "forever" here.
 Millis clamp_timeout(Millis timeout) {
   constexpr Millis kMax = std::chrono::hours(24 * 365);
   if (timeout < Millis::zero()) return Millis::zero();
@@ -33,7 +33,12 @@ bool parse_int64(const std::string& s, int64_t& out) {
   return ec == std::errc() && ptr == last;
 }
 
-}  // namespace
+std::string key_timeout_text(const std::string& key, Millis timeout, const std::string& store) {
+  return "timed out after " + seconds_text(timeout) + " s waiting for key '" + key +
+         "' in store " + store;
+}
+
+}  // namespace store_detail
 
 void InProcStore::set(const std::string& key, const Bytes& value) {
   {
@@ -44,7 +49,7 @@ void InProcStore::set(const std::string& key, const Bytes& value) {
 }
 
 Bytes InProcStore::get(const std::string& key, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + clamp_timeout(timeout);
+  const auto deadline = std::chrono::steady_clock::now() + store_detail::clamp_timeout(timeout);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     auto it = kv_.find(key);
@@ -52,8 +57,7 @@ Bytes InProcStore::get(const std::string& key, Millis timeout) {
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       it = kv_.find(key);
       if (it != kv_.end()) return it->second;
-      throw TimeoutError(-1, "timed out after " + seconds_text(timeout) + " s waiting for key '" +
-                                 key + "' in store " + describe());
+      throw TimeoutError(-1, store_detail::key_timeout_text(key, timeout, describe()));
     }
   }
 }
@@ -63,7 +67,7 @@ int64_t InProcStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = kv_.find(key);
-    if (it != kv_.end() && !parse_int64(it->second, value)) {
+    if (it != kv_.end() && !store_detail::parse_int64(it->second, value)) {
       throw Error("store " + describe() + ": value of key '" + key + "' is not an integer");
     }
     if (__builtin_add_overflow(value, delta, &value)) {
@@ -98,8 +102,9 @@ void store_barrier(Store& store, const std::string& name, int size, Millis timeo
       // Keep the generic count; the timeout is the error worth reporting.
     }
     throw TimeoutError(-1, "barrier '" + name + "' in store " + store.describe() +
-                               " timed out after " + seconds_text(timeout) + " s: only " + count +
-                               " of " + std::to_string(size) + " ranks arrived");
+                               " timed out after " + store_detail::seconds_text(timeout) +
+                               " s: only " + count + " of " + std::to_string(size) +
+                               " ranks arrived");
   }
 }
 

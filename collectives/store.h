@@ -6,6 +6,7 @@
 //                  address with MPI (see runner/bootstrap.h); MPI never carries our data.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -59,9 +60,13 @@ class TcpStoreServer {
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   int port() const { return port_; }
+  // Waits until every client has disconnected (or `timeout` passes; returns false then), so
+  // that a rank hosting the store does not pull it away from ranks still using it.
+  bool linger(Millis timeout);
 
  private:
   void serve();
+  std::atomic<int> clients_{0};
   int listen_fd_ = -1;
   int wake_fd_ = -1;
   int port_ = 0;

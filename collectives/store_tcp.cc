@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -40,6 +40,7 @@
 
 #include "collectives/errors.h"
 #include "collectives/store.h"
+#include "collectives/store_internal.h"
 
 namespace ringbench {
 
@@ -62,17 +63,10 @@ constexpr Millis kIoTimeout = std::chrono::seconds(60);
 // Extra time a client gives the server to answer a GET after the GET's own timeout.
 constexpr Millis kGetGrace = std::chrono::seconds(2);
 
-std::string seconds_text(Millis ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
-Millis clamp_timeout(Millis timeout) {
-  constexpr Millis kMax = std::chrono::hours(24 * 365);
-  if (timeout < Millis::zero()) return Millis::zero();
-  return timeout > kMax ? kMax : timeout;
-}
+using store_detail::clamp_timeout;
+using store_detail::key_timeout_text;
+using store_detail::parse_int64;
+using store_detail::seconds_text;
 
 // Milliseconds until `deadline`, rounded up, for poll().
 int poll_ms(TimePoint deadline) {
@@ -130,12 +124,6 @@ int bound_port(int fd) {
   throw Error("store: listening socket is not an IP socket");
 }
 
-bool parse_int64(const std::string& s, int64_t& out) {
-  if (s.empty()) return false;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size();
-}
-
 // ---------------------------------------------------------------------------------------
 // Server state; lives on the serve() thread's stack.
 
@@ -170,7 +158,8 @@ void reply(Conn& c, char status, const std::string& payload) {
 
 class Server {
  public:
-  Server(int listen_fd, int wake_fd) : listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+  Server(int listen_fd, int wake_fd, std::atomic<int>& clients)
+      : listen_fd_(listen_fd), wake_fd_(wake_fd), clients_(clients) {}
   ~Server() {
     for (auto& [id, c] : conns_) close_fd(c.fd);
   }
@@ -195,6 +184,7 @@ class Server {
 
   int listen_fd_;
   int wake_fd_;
+  std::atomic<int>& clients_;  // connected clients, for TcpStoreServer::linger()
   uint64_t next_id_ = 0;
   std::map<uint64_t, Conn> conns_;
   std::map<std::string, Bytes> kv_;
@@ -253,6 +243,7 @@ void Server::run() {
       if (!c.dead && c.pending_out() > 0) write_to(c);
     }
     reap();
+    clients_ = static_cast<int>(conns_.size());
   }
 }
 
@@ -591,12 +582,12 @@ int connect_once(const addrinfo& ai, TimePoint deadline, int& err) {
   return fd;
 }
 
-}  // namespace
-
 // ---------------------------------------------------------------------------------------
 // TcpStoreServer
 
-TcpStoreServer::TcpStoreServer(const std::string& addr, int port) {
+// Binds addr:port (port 0 = ephemeral; "" or "*" = every address) and listens; returns the
+// socket.
+int listen_on(const std::string& addr, int port) {
   if (port < 0 || port > 65535) {
     throw Error("store server: port " + std::to_string(port) + " is out of range 0-65535");
   }
@@ -612,7 +603,8 @@ TcpStoreServer::TcpStoreServer(const std::string& addr, int port) {
     throw Error("store server: cannot resolve '" + addr + "': " + ::gai_strerror(gai));
   }
   std::string last_error = "no IPv4 address";
-  for (addrinfo* ai = res; ai != nullptr && listen_fd_ < 0; ai = ai->ai_next) {
+  int listen_fd = -1;
+  for (addrinfo* ai = res; ai != nullptr && listen_fd < 0; ai = ai->ai_next) {
     int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       last_error = std::string("socket: ") + std::strerror(errno);
@@ -630,24 +622,19 @@ TcpStoreServer::TcpStoreServer(const std::string& addr, int port) {
       close_fd(fd);
       continue;
     }
-    listen_fd_ = fd;
+    listen_fd = fd;
   }
   ::freeaddrinfo(res);
-  if (listen_fd_ < 0) {
+  if (listen_fd < 0) {
     throw Error("store server: cannot listen on " + addr + ":" + service + ": " + last_error);
   }
-  try {
-    port_ = bound_port(listen_fd_);
-    set_nonblocking(listen_fd_);
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    check_errno(wake_fd_ >= 0, "store server: eventfd");
-    thread_ = std::thread(&TcpStoreServer::serve, this);
-  } catch (...) {
-    close_fd(wake_fd_);
-    close_fd(listen_fd_);
-    throw;
-  }
+  return listen_fd;
 }
+
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(const std::string& addr, int port)
+    : TcpStoreServer(listen_on(addr, port)) {}
 
 TcpStoreServer::TcpStoreServer(int listen_fd) {
   if (listen_fd < 0) throw Error("store server: invalid listening socket");
@@ -676,10 +663,19 @@ TcpStoreServer::~TcpStoreServer() {
   close_fd(listen_fd_);
 }
 
+bool TcpStoreServer::linger(Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (clients_ > 0) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(Millis(10));
+  }
+  return true;
+}
+
 void TcpStoreServer::serve() {
   // Connections close when `server` goes out of scope, so waiting clients see EOF.
   try {
-    Server server(listen_fd_, wake_fd_);
+    Server server(listen_fd_, wake_fd_, clients_);
     server.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringbench: store server on port %d failed: %s\n", port_, e.what());
@@ -806,8 +802,7 @@ Bytes TcpStore::request(char op, const std::string& key, const Bytes& value, Mil
     if (r == IoResult::closed) throw IoError(-1, "store " + where + " closed the connection");
     if (r == IoResult::timeout) {
       if (op == 'G' && doing == "waiting for the reply") {
-        throw TimeoutError(-1, "timed out after " + seconds_text(timeout) + " s waiting for key '" +
-                                   key + "' in store " + describe() +
+        throw TimeoutError(-1, key_timeout_text(key, timeout, describe()) +
                                    " (the store did not answer)");
       }
       throw TimeoutError(-1, "store " + where + " did not respond within " +
@@ -838,8 +833,7 @@ Bytes TcpStore::request(char op, const std::string& key, const Bytes& value, Mil
   if (r != IoResult::ok) fail(r, err, "reading the reply");
 
   if (status == kTimedOut) {
-    throw TimeoutError(-1, "timed out after " + seconds_text(timeout) + " s waiting for key '" +
-                               key + "' in store " + describe());
+    throw TimeoutError(-1, key_timeout_text(key, timeout, describe()));
   }
   if (status == kFailed) throw Error("store " + describe() + ": " + payload);
   return payload;

@@ -69,6 +69,7 @@ std::string reachable_address(const WorldOptions& o) {
 
 World::~World() {
   store.reset();
+  if (server) server->linger(std::chrono::seconds(10));
   server.reset();
   if (mpi) mpi::finalize();
 }

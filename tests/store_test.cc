@@ -481,18 +481,25 @@ TEST_F(TcpStoreTest, ServerStopsPromptlyWithStalledClients) {
   t.join();
 }
 
-TEST(TcpStore, ClientConnectsBeforeServerStarts) {
-  // The listening socket exists (as when created before fork()) but nobody serves it yet.
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A TCP socket bound to an ephemeral port of the loopback interface (not listening): sets `fd`
+// and `port`. Call it under ASSERT_NO_FATAL_FAILURE.
+void bind_loopback(int& fd, int& port) {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
   socklen_t len = sizeof sa;
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const int port = ntohs(sa.sin_port);
+  port = ntohs(sa.sin_port);
+}
+
+TEST(TcpStore, ClientConnectsBeforeServerStarts) {
+  // The listening socket exists (as when created before fork()) but nobody serves it yet.
+  int fd = -1, port = 0;
+  ASSERT_NO_FATAL_FAILURE(bind_loopback(fd, port));
+  ASSERT_EQ(::listen(fd, 16), 0);
 
   auto store = std::make_unique<TcpStore>("localhost", port, 1000ms);
   std::unique_ptr<TcpStoreServer> server;
@@ -507,15 +514,9 @@ TEST(TcpStore, ClientConnectsBeforeServerStarts) {
 }
 
 TEST(TcpStore, ConnectTimesOutWhenNothingListens) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  socklen_t len = sizeof sa;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const int port = ntohs(sa.sin_port);
+  // A port that is bound, then freed: nothing listens there.
+  int fd = -1, port = 0;
+  ASSERT_NO_FATAL_FAILURE(bind_loopback(fd, port));
   ::close(fd);
 
   const auto start = Clock::now();
