@@ -6,20 +6,9 @@
 
 #include "collectives/errors.h"
 #include "collectives/reduce.h"
+#include "collectives/tag.h"
 
 namespace ringbench {
-namespace {
-
-uint64_t fnv1a(uint64_t h, uint64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    h ^= (v >> (8 * i)) & 0xff;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-}  // namespace
-
 RingAllreduce::RingAllreduce(Transport& t, const void* in, void* out, size_t max_count,
                              DType dtype, ReduceOp op, RingOptions opts)
     : t_(t), in_(in), out_(out), max_count_(max_count), dtype_(dtype), op_(op), opts_(opts),
@@ -69,19 +58,13 @@ void RingAllreduce::run(size_t count) {
     if (in_ != out_) std::memmove(out_, in_, count * esize_);
     return;  // the average of one rank is its input
   }
-  uint64_t tag = 0xcbf29ce484222325ULL;
-  for (uint64_t v : {uint64_t{count}, uint64_t(dtype_), uint64_t(op_),
-                     uint64_t{seg_elems_ * esize_}, runs_++})
-    tag = fnv1a(tag, v);
+  uint64_t tag = collective_tag(
+      {count, uint64_t(dtype_), uint64_t(op_), uint64_t{seg_elems_ * esize_}, runs_++});
   try {
     run_ring(count, tag);
   } catch (const Error& e) {
-    t_.abort(e.what());
-    std::string what = "allreduce of " + std::to_string(count) + " x " + dtype_name(dtype_) +
-                       " (" + op_name(op_) + ") failed: " + e.what();
-    if (auto* te = dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(te->peer(), what);
-    if (auto* io = dynamic_cast<const IoError*>(&e)) throw IoError(io->peer(), what);
-    throw Error(what);
+    rethrow_with_context(t_, e, "allreduce of " + std::to_string(count) + " x " +
+                                    dtype_name(dtype_) + " (" + op_name(op_) + ")");
   }
 }
 

@@ -143,6 +143,10 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
   cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
+  cmd.add_option("--algo", a.algo, "Our allreduce: auto (direct for small messages, ring above), "
+                 "ring, or direct")->capture_default_str();
+  cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the one-shot direct "
+                 "algorithm")->capture_default_str();
 }
 
 int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) {
@@ -179,7 +183,8 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                               " -f " + std::to_string(a.factor) + " -n " + std::to_string(a.iters) +
                               " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
                               " --impl " + a.impl + " --dtype " + dtype_name(dtype) + " --op " +
-                              op_name(op) + " --segment " + a.segment;
+                              op_name(op) + " --segment " + a.segment +
+                              " --algo " + a.algo + " --direct-max " + a.direct_max;
     // Every rank checks every rank, so all of them stop with the same message.
     store.set("allreduce/shape/" + std::to_string(rank), shape);
     const std::string shape0 = store.get("allreduce/shape/0", timeout);
@@ -208,11 +213,13 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       to.job_id = world->job_id;
       transport = make_tcp_transport(store, rank, n, to);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
-      RingOptions ro;
-      ro.segment_bytes = parse_bytes(a.segment);
-      ro.depth = a.depth;
-      ro.timeout = 2 * timeout;
-      impl = make_ring_impl(*transport, in.data, out.data, max_count, dtype, op, ro);
+      AllreduceOptions ao;
+      ao.ring.segment_bytes = parse_bytes(a.segment);
+      ao.ring.depth = a.depth;
+      ao.ring.timeout = 2 * timeout;
+      ao.algo = parse_algo(a.algo);
+      ao.direct_max_bytes = parse_bytes(a.direct_max);
+      impl = make_ring_impl(*transport, in.data, out.data, max_count, dtype, op, ao);
     } else {
       path = {{"transport", "mpi"},
               {"pml", std::getenv("OMPI_MCA_pml") ? std::getenv("OMPI_MCA_pml") : "default"},
@@ -241,7 +248,8 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
               {"options", {{"minbytes", minb}, {"maxbytes", maxb}, {"stepfactor", a.factor},
                            {"iters", a.iters}, {"warmup_iters", a.warmup}, {"check", a.check},
                            {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
-                           {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer}}},
+                           {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
+                           {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}},
               {"build", build_info()},
               {"hosts", hosts}};
       auto b = build_info();
@@ -256,9 +264,15 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                   minb, maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(dtype), op_name(op),
                   a.timeout_s);
       if (a.impl == "ring")
-        std::printf(" --segment %zu --depth %d --sockets-per-peer %d", parse_bytes(a.segment),
-                    a.depth, a.sockets_per_peer);
+        std::printf(" --segment %zu --depth %d --sockets-per-peer %d --algo %s --direct-max %zu",
+                    parse_bytes(a.segment), a.depth, a.sockets_per_peer, a.algo.c_str(),
+                    parse_bytes(a.direct_max));
       std::printf("\n");
+      if (a.impl == "ring")
+        std::printf("# algorithm per row: %s\n",
+                    a.algo == "auto" ? ("direct (one-shot) up to " + std::to_string(parse_bytes(a.direct_max)) +
+                                        " B, ring above").c_str()
+                                     : a.algo.c_str());
       for (auto& h : hosts) {
         std::printf("#  rank %2d  host %s  pid %d  cpu %s  path:", h["rank"].get<int>(),
                     h["host"].get<std::string>().c_str(), h["pid"].get<int>(),
@@ -266,11 +280,13 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
         for (auto& [k, v] : h["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
         std::printf("\n");
       }
-      std::printf("#\n#%59s%-34s %s\n", "", "out-of-place", "in-place");
-      std::printf("#%11s %13s %9s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "size", "count", "type",
-                  "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-      std::printf("#%11s %13s %9s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "",
-                  "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+      std::printf("#\n#%66s%-34s %s\n", "", "out-of-place", "in-place");
+      std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "size", "count",
+                  "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                  "busbw", "#wrong");
+      std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "(B)",
+                  "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                  "(GB/s)", "");
       std::fflush(stdout);
       write_json("");
     }
@@ -280,19 +296,21 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     for (size_t bytes = minb;;) {
       const size_t count = bytes / es;
       Row results[2];
+      std::string row_algo;
       for (int ip = 0; ip < 2; ++ip) {
         const bool inplace = ip == 1;
         char* result = out.data;
+        const char* algo = "";
         Measured m;
         fill_input(dtype, inplace ? out.data : in.data, count, rank, n);
         if (a.check) {
-          impl->run(count, inplace);
+          algo = impl->run(count, inplace);
           m.wrong = count_wrong(dtype, result, count, n, op);
         }
         for (int i = 0; i < a.warmup; ++i) impl->run(count, inplace);
         for (int i = 0; i < a.iters; ++i) {
           auto t0 = std::chrono::steady_clock::now();
-          impl->run(count, inplace);
+          algo = impl->run(count, inplace);
           m.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
         const std::string key = "allreduce/point/" + std::to_string(point++) + "/";
@@ -303,12 +321,13 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
           results[ip] = summarize(all, count * es, n);
           total_wrong += results[ip].wrong;
           rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(dtype)},
-                          {"op", op_name(op)}, {"inplace", inplace},
+                          {"op", op_name(op)}, {"inplace", inplace}, {"algo", algo},
                           {"time_us", results[ip].time_us}, {"p50_us", results[ip].p50_us},
                           {"p99_us", results[ip].p99_us}, {"algbw_gbps", results[ip].algbw},
                           {"busbw_gbps", results[ip].busbw},
                           {"wrong", a.check ? json(results[ip].wrong) : json(nullptr)}});
           busbw_sum += results[ip].busbw;
+          row_algo = algo;
           ++busbw_rows;
         } else {
           total_wrong += m.wrong;
@@ -316,8 +335,9 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       }
       if (rank == 0) {
         auto wrong = [&](const Row& r) { return a.check ? std::to_string(r.wrong) : std::string("N/A"); };
-        std::printf("%12zu %13zu %9s %6s %10.1f %8.3f %8.3f %7s %10.1f %8.3f %8.3f %7s\n", count * es,
-                    count, dtype_name(dtype), op_name(op), results[0].time_us, results[0].algbw,
+        std::printf("%12zu %13zu %9s %6s %6s %10.1f %8.3f %8.3f %7s %10.1f %8.3f %8.3f %7s\n",
+                    count * es, count, dtype_name(dtype), op_name(op), row_algo.c_str(),
+                    results[0].time_us, results[0].algbw,
                     results[0].busbw, wrong(results[0]).c_str(), results[1].time_us,
                     results[1].algbw, results[1].busbw, wrong(results[1]).c_str());
         std::fflush(stdout);

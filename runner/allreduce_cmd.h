@@ -21,6 +21,7 @@ struct AllreduceArgs {
   std::string iface, addr;
   int sockets_per_peer = 2;
   std::string segment = "1M", socket_buffer = "0";
+  std::string algo = "auto", direct_max = "32K";
   int depth = 4;
 };
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "collectives/dtype.h"
-#include "collectives/ring_allreduce.h"
+#include "collectives/allreduce.h"
 #include "collectives/transport.h"
 
 namespace ringbench {
@@ -16,13 +16,14 @@ namespace ringbench {
 class AllreduceImpl {
  public:
   virtual ~AllreduceImpl() = default;
-  // Out-of-place reduces `in` into `out`; in-place reduces `out` into itself.
-  virtual void run(size_t count, bool inplace) = 0;
+  // Out-of-place reduces `in` into `out`; in-place reduces `out` into itself. Returns the
+  // algorithm that ran ("ring", "direct", "mpi").
+  virtual const char* run(size_t count, bool inplace) = 0;
 };
 
 std::unique_ptr<AllreduceImpl> make_ring_impl(Transport& t, const void* in, void* out,
                                               size_t max_count, DType dtype, ReduceOp op,
-                                              const RingOptions& opts);
+                                              const AllreduceOptions& opts);
 // MPI_Allreduce on MPI_COMM_WORLD; float32 only (MPI has no half types); avg is MPI_SUM then a
 // division. A watchdog aborts the job if one call takes longer than `timeout`.
 std::unique_ptr<AllreduceImpl> make_mpi_impl(const void* in, void* out, size_t max_count,

@@ -6,22 +6,22 @@ namespace {
 class RingImpl : public AllreduceImpl {
  public:
   RingImpl(Transport& t, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
-           const RingOptions& opts)
+           const AllreduceOptions& opts)
       : out_of_place_(t, in, out, max_count, dtype, op, opts),
         in_place_(t, out, out, max_count, dtype, op, opts) {}
-  void run(size_t count, bool inplace) override {
-    (inplace ? in_place_ : out_of_place_).run(count);
+  const char* run(size_t count, bool inplace) override {
+    return algo_name((inplace ? in_place_ : out_of_place_).run(count));
   }
 
  private:
-  RingAllreduce out_of_place_, in_place_;
+  Allreduce out_of_place_, in_place_;
 };
 
 }  // namespace
 
 std::unique_ptr<AllreduceImpl> make_ring_impl(Transport& t, const void* in, void* out,
                                               size_t max_count, DType dtype, ReduceOp op,
-                                              const RingOptions& opts) {
+                                              const AllreduceOptions& opts) {
   return std::make_unique<RingImpl>(t, in, out, max_count, dtype, op, opts);
 }
 

@@ -1,12 +1,13 @@
-// Ring allreduce with threads as ranks over loopback TCP: every rank count 1..8, element counts
-// that are empty, tiny, not divisible by the rank count and large, every dtype and op, in- and
-// out-of-place, and segment sizes small enough that even tiny inputs run through the pipeline.
+// Ring and direct allreduce with threads as ranks over loopback TCP: every rank count 1..8,
+// element counts that are empty, tiny, not divisible by the rank count and large, every dtype
+// and op, in- and out-of-place, and ring segments small enough that even tiny inputs run
+// through the pipeline.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "collectives/ring_allreduce.h"
+#include "collectives/allreduce.h"
 #include "collectives/verify.h"
 #include "tests/rank_threads.h"
 
@@ -33,20 +34,21 @@ TEST_P(RingThreads, ExactForAllShapes) {
       } else {
         seg_bytes.push_back(64 << 10);
       }
+      seg_bytes.push_back(0);  // 0: the direct algorithm instead of the ring
       for (size_t seg : seg_bytes)
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
           for (bool inplace : {false, true}) {
             SCOPED_TRACE("rank " + std::to_string(t.rank()) + " count " + std::to_string(count) +
-                         " seg " + std::to_string(seg) + " " + op_name(op) +
-                         (inplace ? " in-place" : " out-of-place"));
+                         (seg ? " ring seg " + std::to_string(seg) : std::string(" direct")) +
+                         " " + op_name(op) + (inplace ? " in-place" : " out-of-place"));
             std::vector<char> in(count * es + 1), out(count * es + 1, 0x5a);
             fill_input(dtype, in.data(), count, t.rank(), n);
-            RingOptions ro;
-            ro.segment_bytes = seg;
-            ro.timeout = std::chrono::seconds(30);
-            RingAllreduce ring(t, in.data(), inplace ? in.data() : out.data(), count, dtype, op,
-                               ro);
-            ring.run(count);
+            AllreduceOptions ao;
+            ao.algo = seg ? AllreduceAlgo::ring : AllreduceAlgo::direct;
+            ao.ring.segment_bytes = seg ? seg : 1 << 20;
+            ao.ring.timeout = std::chrono::seconds(30);
+            Allreduce ar(t, in.data(), inplace ? in.data() : out.data(), count, dtype, op, ao);
+            EXPECT_EQ(ar.run(count), ao.algo);
             const char* res = inplace ? in.data() : out.data();
             EXPECT_EQ(count_wrong(dtype, res, count, n, op), 0u);
             if (!inplace) {

@@ -1,0 +1,23 @@
+#include "collectives/tag.h"
+
+namespace ringbench {
+
+uint64_t collective_tag(std::initializer_list<uint64_t> values) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint64_t v : values)
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ULL;
+    }
+  return h;
+}
+
+void rethrow_with_context(Transport& t, const Error& e, const std::string& what_op) {
+  t.abort(e.what());
+  std::string what = what_op + " failed: " + e.what();
+  if (auto* te = dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(te->peer(), what);
+  if (auto* io = dynamic_cast<const IoError*>(&e)) throw IoError(io->peer(), what);
+  throw Error(what);
+}
+
+}  // namespace ringbench

@@ -1,0 +1,21 @@
+// What the collectives share: the 64-bit tag that makes ranks disagreeing on an operation
+// fail loudly, and the error context they add before rethrowing.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "collectives/errors.h"
+#include "collectives/transport.h"
+
+namespace ringbench {
+
+// FNV-1a over the values that every rank must agree on (count, dtype, op, ...).
+uint64_t collective_tag(std::initializer_list<uint64_t> values);
+
+// Aborts the transport (so every peer stops with the same cause) and rethrows `e` with
+// `what_op` in front, keeping its type (TimeoutError, IoError or Error) and peer.
+[[noreturn]] void rethrow_with_context(Transport& t, const Error& e, const std::string& what_op);
+
+}  // namespace ringbench
