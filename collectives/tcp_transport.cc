@@ -10,7 +10,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -178,7 +177,6 @@ class TcpTransport : public Transport {
   int wake_fd_ = -1;
   int waiter_wake_fd_ = -1;
   milliseconds heartbeat_;
-  std::chrono::microseconds spin_{std::getenv("RINGBENCH_SPIN_US") ? std::atoi(std::getenv("RINGBENCH_SPIN_US")) : 0};
   Clock::time_point last_heartbeat_;
 
   mutable std::mutex mu_;
@@ -214,6 +212,7 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
            {"iface", iface.empty() ? "?" : iface},
            {"link_gbps", caps_.link_gbps > 0 ? std::to_string(caps_.link_gbps) : "unknown"},
            {"sockets_per_peer", std::to_string(opts.sockets_per_peer)},
+           {"spin_us", std::to_string(opts.spin.count())},
            {"socket_buffer", opts.socket_buffer_bytes > 0
                                  ? std::to_string(opts.socket_buffer_bytes)
                                  : std::string("autotune")}};
@@ -615,7 +614,7 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
     update_interest(c);
     // Spin briefly (yielding the core) before sleeping: waking a sleeping thread costs tens of
     // microseconds, more than most small-message hops take.
-    for (auto spin_end = Clock::now() + spin_; Clock::now() < spin_end;) {
+    for (auto spin_end = Clock::now() + opts_.spin; Clock::now() < spin_end;) {
       on_readable(c);
       if (r->status != ReqState::kPending || c.closed || fatal_) break;
       lk.unlock();

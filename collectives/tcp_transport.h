@@ -20,6 +20,9 @@ struct TcpOptions {
   int sockets_per_peer = 2;
   int socket_buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
   std::chrono::milliseconds timeout{30000};  // connect timeout and peer-silence limit
+  // How long a receiving thread polls its socket (yielding the core) before it sleeps: waking
+  // a sleeping thread costs tens of microseconds in a VM, more than a small message takes.
+  std::chrono::microseconds spin{200};
   std::string job_id = "ringbench";  // peers of another job are rejected at the handshake
   std::string key_prefix = "tcp";    // store namespace, for several transports on one store
 };

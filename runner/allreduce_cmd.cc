@@ -96,6 +96,7 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (a.iters < 1) throw Error("-n/--iters must be >= 1");
   if (a.warmup < 0) throw Error("-w/--warmup_iters must be >= 0");
   if (a.timeout_s <= 0) throw Error("--timeout must be > 0 seconds");
+  if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
   if (a.transport != "tcp")
     throw Error("--transport " + a.transport + " is not available in this build: use tcp");
   if (a.impl != "ring" && a.impl != "mpi")
@@ -141,6 +142,8 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
   cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
+  cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
+                 "sleeping")->capture_default_str();
   cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
   cmd.add_option("--algo", a.algo, "Our allreduce: auto (direct for small messages, ring above), "
@@ -210,6 +213,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       to.sockets_per_peer = a.sockets_per_peer;
       to.socket_buffer_bytes = static_cast<int>(parse_bytes(a.socket_buffer));
       to.timeout = timeout;
+      to.spin = std::chrono::microseconds(a.spin_us);
       to.job_id = world->job_id;
       transport = make_tcp_transport(store, rank, n, to);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
@@ -264,8 +268,8 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                   minb, maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(dtype), op_name(op),
                   a.timeout_s);
       if (a.impl == "ring")
-        std::printf(" --segment %zu --depth %d --sockets-per-peer %d --algo %s --direct-max %zu",
-                    parse_bytes(a.segment), a.depth, a.sockets_per_peer, a.algo.c_str(),
+        std::printf(" --segment %zu --depth %d --sockets-per-peer %d --spin-us %d --algo %s --direct-max %zu",
+                    parse_bytes(a.segment), a.depth, a.sockets_per_peer, a.spin_us, a.algo.c_str(),
                     parse_bytes(a.direct_max));
       std::printf("\n");
       if (a.impl == "ring")

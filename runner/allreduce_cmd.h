@@ -23,6 +23,7 @@ struct AllreduceArgs {
   std::string segment = "1M", socket_buffer = "0";
   std::string algo = "auto", direct_max = "32K";
   int depth = 4;
+  int spin_us = 200;
 };
 
 void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a);
