@@ -17,14 +17,15 @@ RingAllreduce::RingAllreduce(Transport& t, const void* in, void* out, size_t max
     throw Error("segment size must be at least one element (" + std::to_string(esize_) +
                 " bytes), got " + std::to_string(opts_.segment_bytes));
   if (opts_.depth < 1) throw Error("pipeline depth must be >= 1");
-  seg_elems_ = opts_.segment_bytes / esize_;
+  if (opts_.segments_per_chunk < 1) throw Error("segments per chunk must be >= 1");
+  max_seg_elems_ = opts_.segment_bytes / esize_;
   const size_t bytes = max_count * esize_;
   if (t.size() > 1) {
     in_buf_ = t.register_buffer(const_cast<void*>(in), bytes);
     out_buf_ = in == out ? nullptr : t.register_buffer(out, bytes);
     // A segment never exceeds a chunk, so small rings need only small slots.
     const size_t n = static_cast<size_t>(t.size());
-    size_t slot_elems = std::min(seg_elems_, (max_count + n - 1) / n);
+    size_t slot_elems = std::min(max_seg_elems_, (max_count + n - 1) / n);
     slots_.resize(static_cast<size_t>(opts_.depth) * slot_elems * esize_);
     slot_buf_ = t.register_buffer(slots_.data(), slots_.size());
   }
@@ -58,6 +59,11 @@ void RingAllreduce::run(size_t count) {
     if (in_ != out_) std::memmove(out_, in_, count * esize_);
     return;  // the average of one rank is its input
   }
+  // Small chunks get small segments, so that even a chunk of a few hundred KiB pipelines.
+  const size_t chunk_elems = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  const size_t min_seg = std::clamp<size_t>(opts_.min_segment_bytes / esize_, 1, max_seg_elems_);
+  seg_elems_ = std::clamp((chunk_elems + opts_.segments_per_chunk - 1) / opts_.segments_per_chunk,
+                          min_seg, max_seg_elems_);
   uint64_t tag = collective_tag(
       {count, uint64_t(dtype_), uint64_t(op_), uint64_t{seg_elems_ * esize_}, runs_++});
   try {

@@ -19,7 +19,11 @@
 namespace ringbench {
 
 struct RingOptions {
-  size_t segment_bytes = 1 << 20;  // pipeline granularity
+  // Pipeline granularity: each chunk is cut into at least `segments_per_chunk` segments of
+  // at most `segment_bytes`, but not below `min_segment_bytes` (unless segment_bytes is).
+  size_t segment_bytes = 1 << 20;
+  size_t min_segment_bytes = 64 << 10;
+  size_t segments_per_chunk = 4;
   int depth = 4;                   // receives posted ahead of the one being reduced
   std::chrono::milliseconds timeout{60000};  // limit on any single wait
 };
@@ -49,7 +53,7 @@ class RingAllreduce {
   DType dtype_;
   ReduceOp op_;
   RingOptions opts_;
-  size_t esize_, seg_elems_;
+  size_t esize_, max_seg_elems_, seg_elems_ = 1;  // seg_elems_: this run's segment
   std::vector<char> slots_;
   std::unique_ptr<Buffer> in_buf_, out_buf_, slot_buf_;
   uint64_t runs_ = 0;

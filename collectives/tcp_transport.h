@@ -1,7 +1,10 @@
-// TCP transport: a full mesh of `sockets_per_peer` connections between every pair of ranks,
-// driven by one epoll I/O thread per rank that sleeps when there is nothing to do. Messages
-// to a peer are striped round-robin over its sockets. Heartbeats on every socket let each
-// rank tell a stopped or hung peer (silent for longer than `timeout`) from a slow one.
+// TCP transport: a full mesh of `sockets_per_peer` connections between every pair of ranks.
+// Messages to a peer are striped round-robin over its sockets. Sends are written at once by
+// the posting thread; what does not fit in the socket buffer is finished by one epoll I/O
+// thread per rank. Receives are read by the thread that waits for them (it spins briefly,
+// then sleeps in poll()), so a message costs at most one wake-up. The I/O thread also sends
+// heartbeats every timeout/8 and reads sockets nobody waits on, so each rank can tell a
+// stopped or hung peer (silent for longer than `timeout`) from a busy one. Idle, nothing spins.
 #pragma once
 
 #include <chrono>

@@ -145,6 +145,8 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
                  "sleeping")->capture_default_str();
   cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
+  cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
+                 "4 segments")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
   cmd.add_option("--algo", a.algo, "Our allreduce: auto (direct for small messages, ring above), "
                  "ring, or direct")->capture_default_str();
@@ -186,7 +188,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                               " -f " + std::to_string(a.factor) + " -n " + std::to_string(a.iters) +
                               " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
                               " --impl " + a.impl + " --dtype " + dtype_name(dtype) + " --op " +
-                              op_name(op) + " --segment " + a.segment +
+                              op_name(op) + " --segment " + a.segment + " --min-segment " + a.min_segment +
                               " --algo " + a.algo + " --direct-max " + a.direct_max;
     // Every rank checks every rank, so all of them stop with the same message.
     store.set("allreduce/shape/" + std::to_string(rank), shape);
@@ -219,6 +221,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       for (auto& [k, v] : transport->path_info()) path[k] = v;
       AllreduceOptions ao;
       ao.ring.segment_bytes = parse_bytes(a.segment);
+      ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
       ao.ring.depth = a.depth;
       ao.ring.timeout = 2 * timeout;
       ao.algo = parse_algo(a.algo);
@@ -252,6 +255,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
               {"options", {{"minbytes", minb}, {"maxbytes", maxb}, {"stepfactor", a.factor},
                            {"iters", a.iters}, {"warmup_iters", a.warmup}, {"check", a.check},
                            {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
+                           {"min_segment_bytes", parse_bytes(a.min_segment)},
                            {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
                            {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}},
               {"build", build_info()},
@@ -268,8 +272,9 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                   minb, maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(dtype), op_name(op),
                   a.timeout_s);
       if (a.impl == "ring")
-        std::printf(" --segment %zu --depth %d --sockets-per-peer %d --spin-us %d --algo %s --direct-max %zu",
-                    parse_bytes(a.segment), a.depth, a.sockets_per_peer, a.spin_us, a.algo.c_str(),
+        std::printf(" --segment %zu --min-segment %zu --depth %d --sockets-per-peer %d --spin-us %d --algo %s --direct-max %zu",
+                    parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
+                    a.spin_us, a.algo.c_str(),
                     parse_bytes(a.direct_max));
       std::printf("\n");
       if (a.impl == "ring")

@@ -20,7 +20,7 @@ struct AllreduceArgs {
   int ranks = 1;
   std::string iface, addr;
   int sockets_per_peer = 2;
-  std::string segment = "1M", socket_buffer = "0";
+  std::string segment = "1M", min_segment = "64K", socket_buffer = "0";
   std::string algo = "auto", direct_max = "32K";
   int depth = 4;
   int spin_us = 200;

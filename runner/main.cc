@@ -6,6 +6,7 @@
 
 #include "collectives/errors.h"
 #include "ringbench/config.h"
+#include "ringbench/git_commit.h"
 #include "runner/allreduce_cmd.h"
 
 int main(int argc, char** argv) {

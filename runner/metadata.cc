@@ -11,6 +11,7 @@
 #include "collectives/errors.h"
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
+#include "ringbench/git_commit.h"
 #include "runner/mpi_util.h"
 
 namespace ringbench {
