@@ -25,7 +25,7 @@ void DirectAllreduce::run(size_t count) {
     throw Error("allreduce of " + std::to_string(count) + " elements exceeds the " +
                 std::to_string(max_count_) + " this allreduce was set up for");
   if (t_.size() == 1) {
-    if (in_ != out_) std::memmove(out_, in_, count * esize_);
+    if (in_ != out_ && count) std::memmove(out_, in_, count * esize_);
     return;
   }
   uint64_t tag = collective_tag({0xd1ec7, count, uint64_t(dtype_), uint64_t(op_), runs_++});
@@ -34,6 +34,9 @@ void DirectAllreduce::run(size_t count) {
   } catch (const Error& e) {
     rethrow_with_context(t_, e, "allreduce (direct) of " + std::to_string(count) + " x " +
                                     dtype_name(dtype_) + " (" + op_name(op_) + ")");
+  } catch (...) {
+    t_.abort("allreduce failed with an unexpected exception");
+    throw;
   }
 }
 
@@ -48,7 +51,7 @@ void DirectAllreduce::run_direct(size_t count, uint64_t tag) {
   for (auto& r : reqs) r->wait(timeout_);
   const bool inplace = in_ == out_;
   // In-place, the output overwrites our input while it is still to be added: keep a copy.
-  if (inplace) std::memcpy(scratch_.data() + static_cast<size_t>(me) * slot, in_, bytes);
+  if (inplace && bytes) std::memcpy(scratch_.data() + static_cast<size_t>(me) * slot, in_, bytes);
   auto input = [&](int r) -> const void* {
     if (r == me && !inplace) return in_;
     return scratch_.data() + static_cast<size_t>(r) * slot;

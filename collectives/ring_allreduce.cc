@@ -56,7 +56,7 @@ void RingAllreduce::run(size_t count) {
                 std::to_string(max_count_) + " this ring was set up for");
   const int n = t_.size();
   if (n == 1) {
-    if (in_ != out_) std::memmove(out_, in_, count * esize_);
+    if (in_ != out_ && count) std::memmove(out_, in_, count * esize_);
     return;  // the average of one rank is its input
   }
   // Small chunks get small segments, so that even a chunk of a few hundred KiB pipelines.
@@ -71,6 +71,9 @@ void RingAllreduce::run(size_t count) {
   } catch (const Error& e) {
     rethrow_with_context(t_, e, "allreduce of " + std::to_string(count) + " x " +
                                     dtype_name(dtype_) + " (" + op_name(op_) + ")");
+  } catch (...) {
+    t_.abort("allreduce failed with an unexpected exception");
+    throw;
   }
 }
 

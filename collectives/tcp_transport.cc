@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -107,6 +108,7 @@ class TcpTransport;
 class TcpRequest : public Request {
  public:
   TcpRequest(TcpTransport* t, ReqPtr s) : t_(t), s_(std::move(s)) {}
+  ~TcpRequest() override;
   bool test() override;
   void wait(milliseconds timeout) override;
 
@@ -133,6 +135,7 @@ class TcpTransport : public Transport {
 
   bool test(const ReqPtr& r);
   void wait(const ReqPtr& r, milliseconds timeout);
+  void abandon(const ReqPtr& r);
 
  private:
   struct Peer {
@@ -203,40 +206,37 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
   std::string ip = !opts.addr.empty()    ? opts.addr
                    : !opts.iface.empty() ? net::iface_ipv4(opts.iface)
                                          : opts.default_addr;
-  int port = 0;
-  listen_fd_ = net::listen_tcp(ip, 0, &port);
-  std::string iface = opts.iface.empty() ? net::iface_of_ipv4(ip) : opts.iface;
-  caps_ = {"tcp", true, false, net::iface_speed_gbps(iface)};
-  path_ = {{"transport", "tcp"},
-           {"addr", ip + ":" + std::to_string(port)},
-           {"iface", iface.empty() ? "?" : iface},
-           {"link_gbps", caps_.link_gbps > 0 ? std::to_string(caps_.link_gbps) : "unknown"},
-           {"sockets_per_peer", std::to_string(opts.sockets_per_peer)},
-           {"spin_us", std::to_string(opts.spin.count())},
-           {"socket_buffer", opts.socket_buffer_bytes > 0
-                                 ? std::to_string(opts.socket_buffer_bytes)
-                                 : std::string("autotune")}};
-  peers_[rank].addr = path_["addr"];
-
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  waiter_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  check_errno(epoll_fd_ >= 0 && wake_fd_ >= 0 && waiter_wake_fd_ >= 0, "epoll/eventfd");
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;
-  check_errno(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) == 0, "epoll_ctl");
-
   try {
+    int port = 0;
+    listen_fd_ = net::listen_tcp(ip, 0, &port);
+    std::string iface = opts.iface.empty() ? net::iface_of_ipv4(ip) : opts.iface;
+    caps_ = {"tcp", true, false, net::iface_speed_gbps(iface)};
+    path_ = {{"transport", "tcp"},
+             {"addr", ip + ":" + std::to_string(port)},
+             {"iface", iface.empty() ? "?" : iface},
+             {"link_gbps", caps_.link_gbps > 0 ? std::to_string(caps_.link_gbps) : "unknown"},
+             {"sockets_per_peer", std::to_string(opts.sockets_per_peer)},
+             {"spin_us", std::to_string(opts.spin.count())},
+             {"socket_buffer", opts.socket_buffer_bytes > 0
+                                   ? std::to_string(opts.socket_buffer_bytes)
+                                   : std::string("autotune")}};
+    peers_[rank].addr = path_["addr"];
+
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    waiter_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    check_errno(epoll_fd_ >= 0 && wake_fd_ >= 0 && waiter_wake_fd_ >= 0, "epoll/eventfd");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    check_errno(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) == 0, "epoll_ctl");
     connect_mesh(store);
   } catch (...) {
     for (auto& p : peers_)
       for (auto& c : p.conns)
         if (c && c->fd >= 0) ::close(c->fd);
-    ::close(listen_fd_);
-    ::close(epoll_fd_);
-    ::close(wake_fd_);
-    ::close(waiter_wake_fd_);
+    for (int fd : {listen_fd_, epoll_fd_, wake_fd_, waiter_wake_fd_})
+      if (fd >= 0) ::close(fd);
     throw;
   }
   ::close(listen_fd_);
@@ -463,6 +463,14 @@ TcpTransport::~TcpTransport() {
     // said goodbye too, so that no socket is closed with unread data (which would reset it).
     std::unique_lock lk(mu_);
     closing_ = true;
+    // Requests still pending now will never be waited for: stop using their buffers.
+    bool pending = false;
+    for (auto& p : peers_)
+      for (auto& c : p.conns)
+        if (c && has_pending(*c)) pending = true;
+    if (pending && !fatal_)
+      fail(std::make_exception_ptr(
+          IoError(-1, me() + ": the transport was closed with transfers still pending")));
     for (auto& p : peers_)
       for (auto& c : p.conns)
         if (c && !c->closed) {
@@ -562,7 +570,7 @@ std::unique_ptr<Request> TcpTransport::irecv(int peer, Buffer& buf, size_t offse
 void TcpTransport::abort(const std::string& reason) noexcept {
   try {
     std::lock_guard lk(mu_);
-    if (!fatal_) fail(std::make_exception_ptr(Error(me() + " aborted: " + reason)));
+    if (!fatal_) fail(std::make_exception_ptr(IoError(-1, me() + " aborted: " + reason)));
     std::string text = reason.substr(0, kMaxAbortText);
     for (auto& p : peers_)
       for (auto& c : p.conns) {
@@ -571,6 +579,8 @@ void TcpTransport::abort(const std::string& reason) noexcept {
         // (front() of an empty queue is undefined: check emptiness first.)
         while (c->sendq.size() > (!c->sendq.empty() && c->sendq.front().sent > 0 ? 1u : 0u))
           c->sendq.pop_back();
+        c->heartbeat_queued =
+            !c->sendq.empty() && c->sendq.front().hdr.type == kHeartbeat;
         SendItem item;
         item.hdr = {kAbort, 0, 0, text.size()};
         item.text = text;
@@ -584,6 +594,16 @@ void TcpTransport::abort(const std::string& reason) noexcept {
 // ---- completion ------------------------------------------------------------------------
 
 bool TcpRequest::test() { return t_->test(s_); }
+TcpRequest::~TcpRequest() { t_->abandon(s_); }
+
+// A request dropped while pending (an exception unwound its owner) would keep using a buffer
+// its owner may free next: the transport fails, which stops all use of caller memory.
+void TcpTransport::abandon(const ReqPtr& r) {
+  std::lock_guard lk(mu_);
+  if (r->status == ReqState::kPending && !fatal_)
+    fail(std::make_exception_ptr(IoError(
+        r->peer, me() + ": a transfer with " + who(r->peer) + " was abandoned before it completed")));
+}
 void TcpRequest::wait(milliseconds timeout) { t_->wait(s_, timeout); }
 
 bool TcpTransport::test(const ReqPtr& r) {
@@ -623,6 +643,7 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
     }
     if (r->status != ReqState::kPending || c.closed || fatal_) {
       c.waiter = false;
+      cv_.notify_all();  // another thread may be waiting for this socket to be free
       update_interest(c);
       continue;
     }
@@ -633,6 +654,7 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
     lk.lock();
     c.waiter = false;
     if (n > 0 && fds[0].revents && !c.closed) on_readable(c);
+    cv_.notify_all();  // another thread may be waiting for this socket to be free
     update_interest(c);
   }
   if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
@@ -643,8 +665,10 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
       r->peer, me() + ": timed out after " + fmt_s(seconds(timeout)) + " waiting to " +
                    (r->is_send ? "send " : "receive ") + std::to_string(r->length) +
                    " bytes " + (r->is_send ? "to " : "from ") + who(r->peer) + " (" +
-                   std::to_string(r->transferred) + " moved); the peer is alive (heard from " +
-                   fmt_s(heard) + " ago) but " +
+                   std::to_string(r->transferred) + " moved); the peer " +
+                   (heard < seconds(opts_.timeout) ? "is alive (heard from " + fmt_s(heard) + " ago)"
+                                                   : "was last heard from " + fmt_s(heard) + " ago") +
+                   " but " +
                    (r->transferred ? std::string("the transfer stalled")
                                    : std::string("not ") + (r->is_send ? "receiving" : "sending")) +
                    ": is it running the same collective?");
@@ -761,12 +785,16 @@ void TcpTransport::housekeeping(Clock::time_point now) {
       // Receives that nobody waits on are read here now and then, so that their heartbeats
       // are seen (a socket nobody reads would look silent). A socket we stopped reading (a
       // frame waiting for its receive) proves nothing either way.
-      if (!c->waiter && !(c->events & EPOLLIN) && c->rx != Conn::kAwaitingRecv) {
+      if (!beat) continue;
+      if (!c->waiter && c->rx != Conn::kAwaitingRecv) {
         on_readable(*c);
         update_interest(*c);
       }
       if (c->closed) continue;
-      if (c->rx != Conn::kAwaitingRecv && now - c->last_rx > opts_.timeout && !fatal_) {
+      // Bytes waiting in the socket mean the peer did speak: only this process was slow.
+      int unread = 0;
+      if (c->rx != Conn::kAwaitingRecv && now - c->last_rx > opts_.timeout && !fatal_ &&
+          ::ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0) {
         fail(std::make_exception_ptr(IoError(
             c->peer, me() + ": " + who(c->peer) + " sent nothing, not even a heartbeat, for " +
                          fmt_s(seconds(now - c->last_rx)) +

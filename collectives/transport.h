@@ -47,6 +47,9 @@ class Buffer {
 
 class Request {
  public:
+  // Destroying a request that has not completed fails the transport (its buffer may be about
+  // to be freed): requests are waited for, or the transport is abandoned. Requests must be
+  // destroyed before their transport.
   virtual ~Request() = default;
   // True once complete; throws the transport's IoError if the request failed.
   virtual bool test() = 0;

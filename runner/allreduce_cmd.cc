@@ -92,10 +92,12 @@ Row summarize(const std::vector<Measured>& ranks, size_t bytes, int n) {
 void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (minb > maxb)
     throw Error("-b/--minbytes (" + a.minbytes + ") is larger than -e/--maxbytes (" + a.maxbytes + ")");
-  if (a.factor < 1.01 && minb != maxb) throw Error("-f/--stepfactor must be > 1");
+  if (a.factor < 1.01 && minb != maxb) throw Error("-f/--stepfactor must be at least 1.01");
   if (a.iters < 1) throw Error("-n/--iters must be >= 1");
   if (a.warmup < 0) throw Error("-w/--warmup_iters must be >= 0");
-  if (a.timeout_s <= 0) throw Error("--timeout must be > 0 seconds");
+  if (a.timeout_s < 0.1) throw Error("--timeout must be at least 0.1 seconds");
+  if (parse_bytes(a.socket_buffer) > (size_t{1} << 30))
+    throw Error("--socket-buffer must be at most 1G");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
   if (a.transport != "tcp")
     throw Error("--transport " + a.transport + " is not available in this build: use tcp");
@@ -119,7 +121,7 @@ size_t parse_bytes(const std::string& s) {
   else if (unit == "M" || unit == "m" || unit == "MiB") mult = 1024.0 * 1024;
   else if (unit == "G" || unit == "g" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
   else if (!unit.empty() && unit != "B") throw Error("'" + s + "': unknown unit '" + unit + "' (use K, M or G)");
-  if (v < 0) throw Error("'" + s + "' is negative");
+  if (!(v >= 0) || v * mult > 1e15) throw Error("'" + s + "' is not a size between 0 and 1P");
   return static_cast<size_t>(v * mult);
 }
 
@@ -170,6 +172,9 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   wo.timeout = timeout;
   auto world = make_world(wo, a.impl == "mpi");
   const int rank = world->rank, n = world->size;
+  if (a.ranks > 1 && a.ranks != n)
+    throw Error("--ranks " + std::to_string(a.ranks) + " conflicts with the " + world->launcher +
+                " world of " + std::to_string(n) + " ranks: drop --ranks under mpirun");
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";
 

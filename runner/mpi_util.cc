@@ -1,5 +1,7 @@
 #include "runner/mpi_util.h"
 
+#include <cstdlib>
+
 #include "collectives/errors.h"
 #include "ringbench/config.h"
 
@@ -23,6 +25,11 @@ void finalize() {
   MPI_Initialized(&inited);
   MPI_Finalized(&done);
   if (inited && !done) MPI_Finalize();
+}
+
+void abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort should not return
 }
 
 int rank() {
@@ -69,6 +76,7 @@ namespace {
 bool built_with_mpi() { return false; }
 void init() { missing(); }
 void finalize() {}
+void abort(int code) { std::_Exit(code); }
 int rank() { missing(); }
 int size() { missing(); }
 void broadcast(std::string&, int) { missing(); }

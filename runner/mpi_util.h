@@ -10,6 +10,7 @@ namespace ringbench::mpi {
 bool built_with_mpi();
 void init();
 void finalize();
+[[noreturn]] void abort(int code);  // MPI_Abort on the world: ends every rank
 int rank();
 int size();
 void broadcast(std::string& s, int root);

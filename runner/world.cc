@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -65,6 +66,26 @@ std::string reachable_address(const WorldOptions& o) {
   return ip;
 }
 
+// Rank and size from MPI; rank 0 hosts the store and broadcasts its address and the job id.
+void setup_mpirun_world(World& w, const WorldOptions& o) {
+  w.launcher = "mpirun";
+  w.rank = mpi::rank();
+  w.size = mpi::size();
+  std::string rendezvous;
+  if (w.rank == 0) {
+    std::string ip = reachable_address(o);
+    w.server = std::make_unique<TcpStoreServer>(o.addr.empty() && o.iface.empty() ? "0.0.0.0" : ip, 0);
+    rendezvous = ip + ":" + std::to_string(w.server->port()) + " " + random_job_id();
+  }
+  mpi::broadcast(rendezvous, 0);
+  auto space = rendezvous.find(' ');
+  w.job_id = rendezvous.substr(space + 1);
+  auto [host, port] = parse_host_port(rendezvous.substr(0, space));
+  auto store = std::make_unique<TcpStore>(host, port, o.timeout);
+  w.default_addr = store->local_address();
+  w.store = std::move(store);
+}
+
 }  // namespace
 
 World::~World() {
@@ -88,22 +109,13 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
                   "-DRINGBENCH_WITH_MPI=ON, or run without mpirun using --ranks N");
     mpi::init();
     w->mpi = true;
-    w->launcher = "mpirun";
-    w->rank = mpi::rank();
-    w->size = mpi::size();
-    std::string rendezvous;
-    if (w->rank == 0) {
-      std::string ip = reachable_address(o);
-      w->server = std::make_unique<TcpStoreServer>(o.addr.empty() && o.iface.empty() ? "0.0.0.0" : ip, 0);
-      rendezvous = ip + ":" + std::to_string(w->server->port()) + " " + random_job_id();
+    try {
+      setup_mpirun_world(*w, o);
+    } catch (const std::exception& e) {
+      // The other ranks may sit in MPI_Bcast, which has no timeout: end the whole job.
+      std::cerr << "[rank " << w->rank << "] ringbench: " << e.what() << std::endl;
+      mpi::abort(1);
     }
-    mpi::broadcast(rendezvous, 0);
-    auto space = rendezvous.find(' ');
-    w->job_id = rendezvous.substr(space + 1);
-    auto [host, port] = parse_host_port(rendezvous.substr(0, space));
-    auto store = std::make_unique<TcpStore>(host, port, o.timeout);
-    w->default_addr = store->local_address();
-    w->store = std::move(store);
     return w;
   }
   if (need_mpi)
@@ -144,9 +156,16 @@ int launch_local(int ranks, const std::vector<std::string>& args,
   for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<pid_t> pids;
+  auto kill_all = [&] {
+    for (pid_t p : pids)
+      if (p > 0) kill(p, SIGKILL);
+  };
   for (int r = 0; r < ranks; ++r) {
     pid_t pid = fork();
-    check_errno(pid >= 0, "fork");
+    if (pid < 0) {
+      kill_all();
+      check_errno(false, "fork");
+    }
     if (pid == 0) {
       ::close(listen_fd);
       setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
@@ -160,14 +179,27 @@ int launch_local(int ranks, const std::vector<std::string>& args,
     }
     pids.push_back(pid);
   }
-  TcpStoreServer server(listen_fd);
+  std::unique_ptr<TcpStoreServer> server;
+  try {
+    server = std::make_unique<TcpStoreServer>(listen_fd);
+  } catch (...) {
+    kill_all();
+    throw;
+  }
   int result = 0, alive = ranks;
   auto kill_at = std::chrono::steady_clock::time_point::max();
   while (alive > 0) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR) {
+      std::cerr << "ringbench: lost track of the ranks (waitpid: " << std::strerror(errno) << ")\n";
+      kill_all();
+      return result ? result : 1;
+    }
     if (pid > 0) {
       --alive;
+      for (pid_t& p : pids)
+        if (p == pid) p = 0;  // reaped: never signal this pid again
       int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       if (code != 0 && result == 0) {
         result = code;
@@ -181,7 +213,7 @@ int launch_local(int ranks, const std::vector<std::string>& args,
     if (std::chrono::steady_clock::now() > kill_at) {
       std::cerr << "ringbench: killing the ranks still running " << grace.count()
                 << " ms after the first failure\n";
-      for (pid_t p : pids) kill(p, SIGKILL);
+      kill_all();
       kill_at = std::chrono::steady_clock::time_point::max();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

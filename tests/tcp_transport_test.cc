@@ -173,9 +173,11 @@ TEST(TcpTransport, SilentStrayDoesNotDelaySetup) {
   int x = 42, y = 0;
   auto xb = t0->register_buffer(&x, sizeof x);
   auto yb = t1->register_buffer(&y, sizeof y);
-  auto s = t0->isend(1, *xb, 0, sizeof x, 1);
-  t1->irecv(0, *yb, 0, sizeof y, 1)->wait(5s);
-  s->wait(5s);
+  {
+    auto s = t0->isend(1, *xb, 0, sizeof x, 1);  // requests go before their transport
+    t1->irecv(0, *yb, 0, sizeof y, 1)->wait(5s);
+    s->wait(5s);
+  }
   EXPECT_EQ(y, 42);
   std::thread close0([&] { t0.reset(); });
   t1.reset();
