@@ -29,15 +29,9 @@ void DirectAllreduce::run(size_t count) {
     return;
   }
   uint64_t tag = collective_tag({0xd1ec7, count, uint64_t(dtype_), uint64_t(op_), runs_++});
-  try {
-    run_direct(count, tag);
-  } catch (const Error& e) {
-    rethrow_with_context(t_, e, "allreduce (direct) of " + std::to_string(count) + " x " +
-                                    dtype_name(dtype_) + " (" + op_name(op_) + ")");
-  } catch (...) {
-    t_.abort("allreduce failed with an unexpected exception");
-    throw;
-  }
+  run_collective(
+      t_, [&] { run_direct(count, tag); },
+      [&] { return describe_allreduce("direct", count, dtype_, op_); });
 }
 
 void DirectAllreduce::run_direct(size_t count, uint64_t tag) {

@@ -66,15 +66,9 @@ void RingAllreduce::run(size_t count) {
                           min_seg, max_seg_elems_);
   uint64_t tag = collective_tag(
       {count, uint64_t(dtype_), uint64_t(op_), uint64_t{seg_elems_ * esize_}, runs_++});
-  try {
-    run_ring(count, tag);
-  } catch (const Error& e) {
-    rethrow_with_context(t_, e, "allreduce of " + std::to_string(count) + " x " +
-                                    dtype_name(dtype_) + " (" + op_name(op_) + ")");
-  } catch (...) {
-    t_.abort("allreduce failed with an unexpected exception");
-    throw;
-  }
+  run_collective(
+      t_, [&] { run_ring(count, tag); },
+      [&] { return describe_allreduce("ring", count, dtype_, op_); });
 }
 
 void RingAllreduce::run_ring(size_t count, uint64_t tag) {

@@ -12,6 +12,11 @@ uint64_t collective_tag(std::initializer_list<uint64_t> values) {
   return h;
 }
 
+std::string describe_allreduce(const char* algo, size_t count, DType dtype, ReduceOp op) {
+  return std::string("allreduce (") + algo + ") of " + std::to_string(count) + " x " +
+         dtype_name(dtype) + " (" + op_name(op) + ")";
+}
+
 void rethrow_with_context(Transport& t, const Error& e, const std::string& what_op) {
   t.abort(e.what());
   std::string what = what_op + " failed: " + e.what();

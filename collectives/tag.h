@@ -2,10 +2,12 @@
 // fail loudly, and the error context they add before rethrowing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
+#include "collectives/dtype.h"
 #include "collectives/errors.h"
 #include "collectives/transport.h"
 
@@ -17,5 +19,22 @@ uint64_t collective_tag(std::initializer_list<uint64_t> values);
 // Aborts the transport (so every peer stops with the same cause) and rethrows `e` with
 // `what_op` in front, keeping its type (TimeoutError, IoError or Error) and peer.
 [[noreturn]] void rethrow_with_context(Transport& t, const Error& e, const std::string& what_op);
+
+// Runs one collective: any failure aborts the transport and is rethrown with the operation's
+// description (built only on failure) in front.
+template <class Body, class Describe>
+void run_collective(Transport& t, Body&& body, Describe&& describe) {
+  try {
+    body();
+  } catch (const Error& e) {
+    rethrow_with_context(t, e, describe());
+  } catch (...) {
+    t.abort("the collective failed with an unexpected exception");
+    throw;
+  }
+}
+
+// "allreduce of 1024 x float (sum)"
+std::string describe_allreduce(const char* algo, size_t count, DType dtype, ReduceOp op);
 
 }  // namespace ringbench

@@ -323,7 +323,7 @@ void TcpTransport::connect_mesh(Store& store) {
       net::set_socket_buffers(c->fd, opts_.socket_buffer_bytes);
       c->last_rx = now;
       epoll_event ev{};
-      ev.events = c->events = EPOLLIN;
+      ev.events = c->events = EPOLLRDHUP | EPOLLET;
       ev.data.ptr = c.get();
       check_errno(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &ev) == 0, "epoll_ctl");
     }
@@ -731,7 +731,9 @@ void TcpTransport::update_interest(Conn& c) {
   // the cache of the core that reduces it), by test(), and by the heartbeat housekeeping,
   // which also sees control frames and closes on sockets nobody waits on. epoll reports
   // hang-ups and errors regardless.
-  uint32_t want = c.sendq.empty() ? 0u : uint32_t{EPOLLOUT};
+  // Edge-triggered, so a close behind data nobody has asked for yet is reported once, not in
+  // a loop; on_writable() writes until EAGAIN, as edge triggering requires.
+  uint32_t want = EPOLLRDHUP | EPOLLET | (c.sendq.empty() ? 0u : uint32_t{EPOLLOUT});
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;
@@ -757,8 +759,8 @@ void TcpTransport::io_loop() {
         // a waiting thread reads this socket (and sees its errors) itself
       } else if ((events[i].events & (EPOLLHUP | EPOLLERR)) && c->rx == Conn::kAwaitingRecv) {
         on_closed(*c, "reset the connection");  // epoll reports it until the fd is gone
-      } else if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        on_readable(*c);
+      } else if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        on_readable(*c);  // the peer closed: read what it sent last (an abort, a goodbye)
       }
       if (!c->closed && (events[i].events & EPOLLOUT)) on_writable(*c);
       update_interest(*c);
@@ -956,7 +958,10 @@ void TcpTransport::on_writable(Conn& c) {
       ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) return;
-        return on_closed(c, std::string("reset the connection (") + std::strerror(errno) + ")");
+        std::string why = std::string("reset the connection (") + std::strerror(errno) + ")";
+        on_readable(c);  // an abort it sent before closing explains more than the reset
+        if (!c.closed) on_closed(c, why);
+        return;
       }
       it.sent += static_cast<size_t>(n);
       if (it.req && it.sent > hsz) it.req->transferred = it.sent - hsz;
