@@ -10,7 +10,8 @@ AllreduceAlgo parse_algo(const std::string& s) {
   if (s == "auto") return AllreduceAlgo::automatic;
   if (s == "ring") return AllreduceAlgo::ring;
   if (s == "direct") return AllreduceAlgo::direct;
-  throw Error("unknown allreduce algorithm '" + s + "': use auto, ring or direct");
+  if (s == "rd") return AllreduceAlgo::rd;
+  throw Error("unknown allreduce algorithm '" + s + "': use auto, ring, direct or rd");
 }
 
 const char* algo_name(AllreduceAlgo a) {
@@ -18,6 +19,7 @@ const char* algo_name(AllreduceAlgo a) {
     case AllreduceAlgo::automatic: return "auto";
     case AllreduceAlgo::ring: return "ring";
     case AllreduceAlgo::direct: return "direct";
+    case AllreduceAlgo::rd: return "rd";
   }
   return "?";
 }
@@ -25,28 +27,32 @@ const char* algo_name(AllreduceAlgo a) {
 Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
                      ReduceOp op, const AllreduceOptions& opts)
     : opts_(opts), esize_(dtype_size(dtype)) {
-  if (opts.algo != AllreduceAlgo::direct)
+  const bool forced_small = opts.algo == AllreduceAlgo::direct || opts.algo == AllreduceAlgo::rd;
+  if (!forced_small)
     ring_ = std::make_unique<RingAllreduce>(t, in, out, max_count, dtype, op, opts.ring);
   if (opts.algo != AllreduceAlgo::ring) {
-    // The direct algorithm keeps a copy of every rank's input: only set it up for what it runs.
-    size_t direct_count = opts.algo == AllreduceAlgo::direct
-                              ? max_count
-                              : std::min(max_count, opts.direct_max_bytes / esize_);
-    direct_ = std::make_unique<DirectAllreduce>(t, in, out, direct_count, dtype, op,
-                                                opts.ring.timeout);
+    const int n = t.size();
+    const bool rd = opts.algo == AllreduceAlgo::rd ||
+                    (opts.algo == AllreduceAlgo::automatic && n > 2 && (n & (n - 1)) == 0);
+    // The small-message algorithms keep copies of peers' inputs: set up only what they run.
+    size_t small_count = forced_small ? max_count : std::min(max_count, opts.direct_max_bytes / esize_);
+    small_ = std::make_unique<DirectAllreduce>(t, in, out, small_count, dtype, op,
+                                               opts.ring.timeout, rd);
   }
 }
 
-AllreduceAlgo Allreduce::choose(size_t count) const {
-  if (opts_.algo != AllreduceAlgo::automatic) return opts_.algo;
-  return count * esize_ <= opts_.direct_max_bytes ? AllreduceAlgo::direct : AllreduceAlgo::ring;
+bool Allreduce::small(size_t count) const {
+  if (opts_.algo == AllreduceAlgo::automatic) return count * esize_ <= opts_.direct_max_bytes;
+  return opts_.algo != AllreduceAlgo::ring;
 }
 
-AllreduceAlgo Allreduce::run(size_t count) {
-  AllreduceAlgo a = choose(count);
-  if (a == AllreduceAlgo::direct) direct_->run(count);
-  else ring_->run(count);
-  return a;
+const char* Allreduce::run(size_t count) {
+  if (small(count)) {
+    small_->run(count);
+    return small_->name();
+  }
+  ring_->run(count);
+  return "ring";
 }
 
 }  // namespace ringbench

@@ -10,12 +10,19 @@
 namespace ringbench {
 
 DirectAllreduce::DirectAllreduce(Transport& t, const void* in, void* out, size_t max_count,
-                                 DType dtype, ReduceOp op, std::chrono::milliseconds timeout)
+                                 DType dtype, ReduceOp op, std::chrono::milliseconds timeout,
+                                 bool recursive_doubling)
     : t_(t), in_(in), out_(out), max_count_(max_count), dtype_(dtype), op_(op), timeout_(timeout),
-      esize_(dtype_size(dtype)) {
-  if (t.size() > 1) {
-    scratch_.resize(static_cast<size_t>(t.size()) * max_count * esize_);
+      esize_(dtype_size(dtype)), rd_(recursive_doubling) {
+  const int n = t.size();
+  if (rd_ && (n & (n - 1)) != 0)
+    throw Error("recursive doubling needs a power-of-two number of ranks, not " +
+                std::to_string(n) + ": use the direct or ring algorithm");
+  if (n > 1) {
+    // One-shot keeps every rank's input; recursive doubling one partner's at a time.
+    scratch_.resize(static_cast<size_t>(rd_ ? 1 : n) * max_count * esize_);
     in_buf_ = t.register_buffer(const_cast<void*>(in), max_count * esize_);
+    if (rd_ && in != out) out_buf_ = t.register_buffer(out, max_count * esize_);
     scratch_buf_ = t.register_buffer(scratch_.data(), scratch_.size());
   }
 }
@@ -28,10 +35,31 @@ void DirectAllreduce::run(size_t count) {
     if (in_ != out_ && count) std::memmove(out_, in_, count * esize_);
     return;
   }
-  uint64_t tag = collective_tag({0xd1ec7, count, uint64_t(dtype_), uint64_t(op_), runs_++});
+  uint64_t tag =
+      collective_tag({rd_ ? 0x4dU : 0xd1ec7U, count, uint64_t(dtype_), uint64_t(op_), runs_++});
   run_collective(
-      t_, [&] { run_direct(count, tag); },
-      [&] { return describe_allreduce("direct", count, dtype_, op_); });
+      t_, [&] { rd_ ? run_rd(count, tag) : run_direct(count, tag); },
+      [&] { return describe_allreduce(name(), count, dtype_, op_); });
+}
+
+// Round k exchanges the partial sum with rank me ^ 2^k and adds it in; after log2(n) rounds
+// every rank holds the total. The first round reads the input, later ones the output.
+void DirectAllreduce::run_rd(size_t count, uint64_t tag) {
+  const int n = t_.size(), me = t_.rank();
+  const size_t bytes = count * esize_;
+  Buffer& out_buf = out_buf_ ? *out_buf_ : *in_buf_;
+  for (int bit = 1; bit < n; bit <<= 1) {
+    const int partner = me ^ bit;
+    auto recv = t_.irecv(partner, *scratch_buf_, 0, bytes, tag);
+    auto send = t_.isend(partner, bit == 1 ? *in_buf_ : out_buf, 0, bytes, tag);
+    recv->wait(timeout_);
+    send->wait(timeout_);  // the add below overwrites what was sent
+    const void* acc = bit == 1 ? in_ : out_;
+    if (bit << 1 == n && op_ == ReduceOp::avg)
+      reduce_sum_div(dtype_, out_, acc, scratch_.data(), count, static_cast<float>(n));
+    else
+      reduce_sum(dtype_, out_, acc, scratch_.data(), count);
+  }
 }
 
 void DirectAllreduce::run_direct(size_t count, uint64_t tag) {

@@ -1,7 +1,10 @@
-// One-shot allreduce for small messages: every rank sends its whole input to every other rank
-// over the full mesh, then reduces the n inputs locally in rank order. One network latency
-// instead of the ring's 2(n-1), at the price of (n-1)x the data per rank — the right trade
-// below a few tens of KiB. The rank order makes every rank's result bit-identical.
+// Allreduce for small messages, where latency, not bandwidth, decides:
+//  - one-shot: every rank sends its whole input to every other rank over the full mesh, then
+//    reduces the n inputs locally in rank order. One network latency instead of the ring's
+//    2(n-1), at the price of (n-1)x the data per rank.
+//  - recursive doubling (power-of-two rank counts): log2(n) rounds of pairwise exchange and
+//    add — fewer messages than one-shot (log2 n instead of n-1 per rank) for one more round.
+// Both give every rank a bit-identical result (rank order; commutative pairwise adds).
 #pragma once
 
 #include <chrono>
@@ -15,12 +18,15 @@ namespace ringbench {
 
 class DirectAllreduce {
  public:
+  // recursive_doubling needs a power-of-two rank count (Error otherwise).
   DirectAllreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
-                  ReduceOp op, std::chrono::milliseconds timeout);
+                  ReduceOp op, std::chrono::milliseconds timeout, bool recursive_doubling);
   void run(size_t count);
+  const char* name() const { return rd_ ? "rd" : "direct"; }
 
  private:
   void run_direct(size_t count, uint64_t tag);
+  void run_rd(size_t count, uint64_t tag);
   Transport& t_;
   const void* in_;
   void* out_;
@@ -29,8 +35,9 @@ class DirectAllreduce {
   ReduceOp op_;
   std::chrono::milliseconds timeout_;
   size_t esize_;
+  bool rd_;
   std::vector<char> scratch_;  // one slot per rank: peers' inputs, and ours when in-place
-  std::unique_ptr<Buffer> in_buf_, scratch_buf_;
+  std::unique_ptr<Buffer> in_buf_, out_buf_, scratch_buf_;
   uint64_t runs_ = 0;
 };
 

@@ -150,10 +150,11 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
                  "4 segments")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
-  cmd.add_option("--algo", a.algo, "Our allreduce: auto (direct for small messages, ring above), "
-                 "ring, or direct")->capture_default_str();
-  cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the one-shot direct "
-                 "algorithm")->capture_default_str();
+  cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
+                 "direct; ring above), ring, direct (one-shot) or rd (recursive doubling)")
+      ->capture_default_str();
+  cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the small-message "
+                 "algorithms")->capture_default_str();
 }
 
 int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) {
@@ -284,8 +285,11 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       std::printf("\n");
       if (a.impl == "ring")
         std::printf("# algorithm per row: %s\n",
-                    a.algo == "auto" ? ("direct (one-shot) up to " + std::to_string(parse_bytes(a.direct_max)) +
-                                        " B, ring above").c_str()
+                    a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
+                                                                       : "direct (one-shot)") +
+                                        std::string(" up to ") +
+                                        std::to_string(parse_bytes(a.direct_max)) + " B, ring above")
+                                           .c_str()
                                      : a.algo.c_str());
       for (auto& h : hosts) {
         std::printf("#  rank %2d  host %s  pid %d  cpu %s  path:", h["rank"].get<int>(),

@@ -1,4 +1,4 @@
-// Ring and direct allreduce with threads as ranks over loopback TCP: every rank count 1..8,
+// Ring, direct and recursive-doubling allreduce with threads as ranks over loopback TCP: every rank count 1..8,
 // element counts that are empty, tiny, not divisible by the rank count and large, every dtype
 // and op, in- and out-of-place, and ring segments small enough that even tiny inputs run
 // through the pipeline.
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/allreduce.h"
+#include "collectives/errors.h"
 #include "collectives/verify.h"
 #include "tests/rank_threads.h"
 
@@ -27,28 +28,33 @@ TEST_P(RingThreads, ExactForAllShapes) {
   const std::vector<size_t> counts = {0, 1, 7, 1000, (size_t{1} << 20) + 3};
   testing::run_ranks(n, [&](Transport& t) {
     for (size_t count : counts) {
-      // Tiny segments (a few elements) only where the message count stays reasonable.
-      std::vector<size_t> seg_bytes = {1 << 20};
+      // Ring runs with tiny segments (a few elements) only where the message count stays
+      // reasonable; then the small-message algorithms (recursive doubling for 2^k ranks).
+      struct Run {
+        AllreduceAlgo algo;
+        size_t seg;
+      };
+      std::vector<Run> runs = {{AllreduceAlgo::ring, 1 << 20}, {AllreduceAlgo::direct, 1 << 20}};
       if (count <= 1000) {
-        seg_bytes = {es, 3 * es, 64, 1 << 20};
+        for (size_t seg : {es, 3 * es, size_t{64}}) runs.push_back({AllreduceAlgo::ring, seg});
       } else {
-        seg_bytes.push_back(64 << 10);
+        runs.push_back({AllreduceAlgo::ring, 64 << 10});
       }
-      seg_bytes.push_back(0);  // 0: the direct algorithm instead of the ring
-      for (size_t seg : seg_bytes)
+      if ((n & (n - 1)) == 0) runs.push_back({AllreduceAlgo::rd, 1 << 20});
+      for (const Run& run : runs)
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
           for (bool inplace : {false, true}) {
             SCOPED_TRACE("rank " + std::to_string(t.rank()) + " count " + std::to_string(count) +
-                         (seg ? " ring seg " + std::to_string(seg) : std::string(" direct")) +
-                         " " + op_name(op) + (inplace ? " in-place" : " out-of-place"));
+                         " " + algo_name(run.algo) + " seg " + std::to_string(run.seg) + " " +
+                         op_name(op) + (inplace ? " in-place" : " out-of-place"));
             std::vector<char> in(count * es + 1), out(count * es + 1, 0x5a);
             fill_input(dtype, in.data(), count, t.rank(), n);
             AllreduceOptions ao;
-            ao.algo = seg ? AllreduceAlgo::ring : AllreduceAlgo::direct;
-            ao.ring.segment_bytes = seg ? seg : 1 << 20;
+            ao.algo = run.algo;
+            ao.ring.segment_bytes = run.seg;
             ao.ring.timeout = std::chrono::seconds(30);
             Allreduce ar(t, in.data(), inplace ? in.data() : out.data(), count, dtype, op, ao);
-            EXPECT_EQ(ar.run(count), ao.algo);
+            EXPECT_STREQ(ar.run(count), algo_name(ao.algo));
             const char* res = inplace ? in.data() : out.data();
             EXPECT_EQ(count_wrong(dtype, res, count, n, op), 0u);
             if (!inplace) {
@@ -86,6 +92,16 @@ TEST(RingThreadsReuse, SmallerCountsOnOneSetup) {
       EXPECT_EQ(count_wrong(DType::f32, out.data(), count, 4, ReduceOp::sum), 0u)
           << "count " << count;
     }
+  });
+}
+
+TEST(RingThreadsReuse, RecursiveDoublingNeedsPowerOfTwoRanks) {
+  testing::run_ranks(3, [&](Transport& t) {
+    std::vector<float> buf(16);
+    AllreduceOptions ao;
+    ao.algo = AllreduceAlgo::rd;
+    EXPECT_THROW(Allreduce(t, buf.data(), buf.data(), buf.size(), DType::f32, ReduceOp::sum, ao),
+                 Error);
   });
 }
 
