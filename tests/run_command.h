@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,13 +12,20 @@
 
 namespace ringbench::testing {
 
+// Unique per process and call: ctest runs tests of one binary as concurrent processes.
+inline std::string temp_path(const std::string& name) {
+  static int counter = 0;
+  return ::testing::TempDir() + name + "_" + std::to_string(getpid()) + "_" +
+         std::to_string(counter++);
+}
+
 struct CommandResult {
   int exit_code;
   std::string output;  // stdout and stderr together
 };
 
 inline CommandResult run_command(const std::string& cmd) {
-  std::string out_file = ::testing::TempDir() + "cmd_output_" + std::to_string(std::rand()) + ".txt";
+  std::string out_file = temp_path("cmd_output") + ".txt";
   int status = std::system((cmd + " >" + out_file + " 2>&1").c_str());
   std::ifstream in(out_file);
   std::stringstream ss;
@@ -27,8 +35,6 @@ inline CommandResult run_command(const std::string& cmd) {
   return {code, ss.str()};
 }
 
-inline std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + name + "_" + std::to_string(std::rand());
-}
+
 
 }  // namespace ringbench::testing
