@@ -147,15 +147,6 @@ int connect_tcp(const std::string& ip, int port, Clock::time_point deadline) {
                              " before the timeout (last error: " + last + ")");
 }
 
-int accept_until(int listen_fd, Clock::time_point deadline) {
-  for (;;) {
-    if (!poll_until(listen_fd, POLLIN, deadline)) return -1;
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd >= 0) return fd;
-    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) check_errno(false, "accept");
-  }
-}
-
 void set_nonblocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL, 0);
   check_errno(flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, "fcntl O_NONBLOCK");

@@ -22,8 +22,6 @@ double iface_speed_gbps(const std::string& iface);
 int listen_tcp(const std::string& ip, int port, int* bound_port);
 // Connects to ip:port, retrying refused connections until `deadline`; throws TimeoutError.
 int connect_tcp(const std::string& ip, int port, Clock::time_point deadline);
-// Waits for a connection on `listen_fd` until `deadline`; returns -1 when the deadline passes.
-int accept_until(int listen_fd, Clock::time_point deadline);
 
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
