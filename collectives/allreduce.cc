@@ -37,7 +37,7 @@ Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, 
     // The small-message algorithms keep copies of peers' inputs: set up only what they run.
     size_t small_count = forced_small ? max_count : std::min(max_count, opts.direct_max_bytes / esize_);
     small_ = std::make_unique<DirectAllreduce>(t, in, out, small_count, dtype, op,
-                                               opts.ring.timeout, rd);
+                                               opts.ring.timeout, rd, max_count);
   }
 }
 
@@ -46,12 +46,12 @@ bool Allreduce::small(size_t count) const {
   return opts_.algo != AllreduceAlgo::ring;
 }
 
-const char* Allreduce::run(size_t count) {
+const char* Allreduce::run(size_t count, size_t offset) {
   if (small(count)) {
-    small_->run(count);
+    small_->run(count, offset);
     return small_->name();
   }
-  ring_->run(count);
+  ring_->run(count, offset);
   return "ring";
 }
 

@@ -23,9 +23,10 @@ class Allreduce {
  public:
   Allreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
             const AllreduceOptions& opts = {});
-  // Every rank must pass the same count (and so end up in the same algorithm). Returns the
-  // name of the algorithm that ran: "ring", "direct" or "rd".
-  const char* run(size_t count);
+  // Allreduces elements [offset, offset + count) of the buffers. Every rank must pass the same
+  // count (and so end up in the same algorithm). Returns the name of the algorithm that ran:
+  // "ring", "direct" or "rd".
+  const char* run(size_t count, size_t offset = 0);
 
  private:
   bool small(size_t count) const;

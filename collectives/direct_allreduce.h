@@ -18,19 +18,22 @@ namespace ringbench {
 
 class DirectAllreduce {
  public:
-  // recursive_doubling needs a power-of-two rank count (Error otherwise).
+  // recursive_doubling needs a power-of-two rank count (Error otherwise). Runs reduce at most
+  // `max_count` elements, anywhere within the first `extent` (>= max_count; 0 = max_count)
+  // elements of in/out.
   DirectAllreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
-                  ReduceOp op, std::chrono::milliseconds timeout, bool recursive_doubling);
-  void run(size_t count);
+                  ReduceOp op, std::chrono::milliseconds timeout, bool recursive_doubling,
+                  size_t extent = 0);
+  void run(size_t count, size_t offset = 0);
   const char* name() const { return rd_ ? "rd" : "direct"; }
 
  private:
-  void run_direct(size_t count, uint64_t tag);
-  void run_rd(size_t count, uint64_t tag);
+  void run_direct(size_t count, size_t offset, uint64_t tag);
+  void run_rd(size_t count, size_t offset, uint64_t tag);
   Transport& t_;
   const void* in_;
   void* out_;
-  size_t max_count_;
+  size_t max_count_, extent_;
   DType dtype_;
   ReduceOp op_;
   std::chrono::milliseconds timeout_;

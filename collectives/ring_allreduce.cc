@@ -50,13 +50,16 @@ RingAllreduce::Range RingAllreduce::segment(Range r, size_t k) const {
   return {b, std::min(r.end, b + seg_elems_)};
 }
 
-void RingAllreduce::run(size_t count) {
-  if (count > max_count_)
-    throw Error("allreduce of " + std::to_string(count) + " elements exceeds the " +
-                std::to_string(max_count_) + " this ring was set up for");
+void RingAllreduce::run(size_t count, size_t offset) {
+  if (count > max_count_ || offset > max_count_ - count)
+    throw Error("allreduce of elements [" + std::to_string(offset) + ", " +
+                std::to_string(offset + count) + ") exceeds the " + std::to_string(max_count_) +
+                " this ring was set up for");
   const int n = t_.size();
   if (n == 1) {
-    if (in_ != out_ && count) std::memmove(out_, in_, count * esize_);
+    if (in_ != out_ && count)
+      std::memmove(static_cast<char*>(out_) + offset * esize_,
+                   static_cast<const char*>(in_) + offset * esize_, count * esize_);
     return;  // the average of one rank is its input
   }
   // Small chunks get small segments, so that even a chunk of a few hundred KiB pipelines.
@@ -67,22 +70,22 @@ void RingAllreduce::run(size_t count) {
   uint64_t tag = collective_tag(
       {count, uint64_t(dtype_), uint64_t(op_), uint64_t{seg_elems_ * esize_}, runs_++});
   run_collective(
-      t_, [&] { run_ring(count, tag); },
+      t_, [&] { run_ring(count, offset, tag); },
       [&] { return describe_allreduce("ring", count, dtype_, op_); });
 }
 
-void RingAllreduce::run_ring(size_t count, uint64_t tag) {
+void RingAllreduce::run_ring(size_t count, size_t offset, uint64_t tag) {
   const int n = t_.size(), r = t_.rank();
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   auto mod = [n](int v) { return ((v % n) + n) % n; };
-  const auto* in = static_cast<const char*>(in_);
-  auto* out = static_cast<char*>(out_);
+  const size_t es = esize_, base = offset * es;  // base: byte offset of element 0 of this run
+  const auto* in = static_cast<const char*>(in_) + base;
+  auto* out = static_cast<char*>(out_) + base;
   Buffer& out_buf = out_buf_ ? *out_buf_ : *in_buf_;
-  const size_t es = esize_;
   const size_t slot_bytes = slots_.size() / static_cast<size_t>(opts_.depth);
   std::vector<std::unique_ptr<Request>> sends;
   auto send = [&](const Buffer& b, Range seg) {
-    sends.push_back(t_.isend(right, b, seg.begin * es, (seg.end - seg.begin) * es, tag));
+    sends.push_back(t_.isend(right, b, base + seg.begin * es, (seg.end - seg.begin) * es, tag));
   };
 
   // Reduce-scatter: at step s send chunk r-s, receive chunk r-s-1 and add it in. After n-1
@@ -135,7 +138,7 @@ void RingAllreduce::run_ring(size_t count, uint64_t tag) {
   const size_t window = 2 * static_cast<size_t>(opts_.depth);
   auto post_ag = [&](size_t i) {
     Range seg = segment(chunk(count, mod(r - items[i].step)), items[i].seg);
-    recvs[i] = t_.irecv(left, out_buf, seg.begin * es, (seg.end - seg.begin) * es, tag);
+    recvs[i] = t_.irecv(left, out_buf, base + seg.begin * es, (seg.end - seg.begin) * es, tag);
   };
   for (size_t i = 0; i < items.size() && i < window; ++i) post_ag(i);
   {

@@ -33,9 +33,10 @@ class RingAllreduce {
   // `in` and `out` hold `max_count` elements each; in == out means in-place.
   RingAllreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
                 ReduceOp op, RingOptions opts = {});
-  // Allreduces the first `count` elements (count <= max_count). All ranks must pass the same
-  // count, dtype, op and segment size; a disagreement is an IoError on every rank.
-  void run(size_t count);
+  // Allreduces elements [offset, offset + count) (within max_count). All ranks must pass the
+  // same count, dtype, op and segment size; a disagreement is an IoError on every rank. A
+  // nonzero offset lets one ring serve every gradient bucket of a flat buffer.
+  void run(size_t count, size_t offset = 0);
 
  private:
   struct Range {
@@ -44,7 +45,7 @@ class RingAllreduce {
   Range chunk(size_t count, int c) const;
   size_t segments(Range r) const;
   Range segment(Range r, size_t k) const;
-  void run_ring(size_t count, uint64_t tag);
+  void run_ring(size_t count, size_t offset, uint64_t tag);
 
   Transport& t_;
   const void* in_;

@@ -10,6 +10,8 @@ packages=(
   libbenchmark-dev                    # microbenchmarks
   nlohmann-json3-dev libcli11-dev     # JSON output, command line
   iproute2 procps python3             # ip/ss; python3 summarizes benchmark runs
+  libdnnl-dev zlib1g-dev              # oneDNN CPU backend; gzip'd idx datasets
+  dataset-fashion-mnist               # the real dataset training is checked on
 )
 
 missing=()

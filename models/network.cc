@@ -1,0 +1,33 @@
+#include "models/network.h"
+
+#include <stdexcept>
+
+#include "models/backends.h"
+#include "ringbench/config.h"
+
+namespace ringbench::models {
+
+std::vector<std::string> available_backends() {
+#if RINGBENCH_HAVE_DNNL
+  return {"onednn", "reference"};
+#else
+  return {"reference"};
+#endif
+}
+
+std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch) {
+  if (batch < 1) throw std::invalid_argument("batch size must be >= 1, got " + std::to_string(batch));
+  if (backend == "reference") return make_reference_network(g, batch);
+#if RINGBENCH_HAVE_DNNL
+  if (backend == "onednn") return make_onednn_network(g, batch);
+#else
+  if (backend == "onednn")
+    throw std::invalid_argument("this ringbench was built without oneDNN (RINGBENCH_WITH_DNNL=OFF): "
+                                "use --backend reference, or rebuild with libdnnl-dev installed");
+#endif
+  std::string known;
+  for (const auto& b : available_backends()) known += (known.empty() ? "" : ", ") + b;
+  throw std::invalid_argument("unknown backend '" + backend + "': available: " + known);
+}
+
+}  // namespace ringbench::models

@@ -1,0 +1,66 @@
+// What a backend (naive reference, oneDNN, later CUDA) does with a Graph: run it forward and
+// backward at a fixed batch size. Parameters, gradients and batch-norm state live in flat
+// buffers the caller owns (laid out by Graph::params / Graph::state, in the backend's memory
+// space), so the training loop can allreduce gradient ranges while backward still runs.
+// Inputs and outputs cross this interface in plain NCHW float32; inside, a backend keeps
+// activations in whatever layout it prefers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/graph.h"
+
+namespace ringbench::models {
+
+struct ForwardArgs {
+  bool training = true;     // batch statistics (and running-stat updates), dropout on
+  uint64_t seed = 0;        // dropout masks: see dropout_keep()
+  uint64_t step = 0;
+  int64_t sample_offset = 0;  // global index of this batch's first sample (rank * batch)
+};
+
+enum class Phase { forward, backward };
+
+// Called after each node's forward or backward with its wall-clock span (for --timeline).
+using LayerTrace = std::function<void(int node, Phase phase, std::chrono::steady_clock::time_point begin,
+                                      std::chrono::steady_clock::time_point end)>;
+
+class Network {
+ public:
+  virtual ~Network() = default;
+  virtual const Graph& graph() const = 0;
+  virtual int batch() const = 0;
+  virtual std::string backend() const = 0;  // "reference", "onednn", ...
+  virtual std::string describe() const = 0; // e.g. implementation names chosen per primitive
+
+  // The buffers stay owned by the caller and must outlive the network (or the next bind).
+  // forward() reads params and, in training, updates state; backward() overwrites grads.
+  virtual void bind(float* params, float* grads, float* state) = 0;
+
+  virtual void set_input(const float* x) = 0;  // batch x input_dims, NCHW
+  virtual void forward(const ForwardArgs& args) = 0;
+  virtual void get_output(size_t i, float* y) = 0;  // batch x dims of graph().outputs[i]
+  // Gradient of the loss with respect to output i; outputs not set get zero.
+  virtual void set_output_grad(size_t i, const float* dy) = 0;
+  // Backward through the whole graph in reverse node order. `on_param_grads(node)` is called
+  // as soon as a node's parameter gradients are final in the grads buffer, so gradients
+  // become ready in exactly the reverse of their registration order.
+  virtual void backward(const std::function<void(int node)>& on_param_grads = {}) = 0;
+  virtual void get_input_grad(float* dx) = 0;  // batch x input_dims, NCHW (tests)
+
+  void set_trace(LayerTrace t) { trace_ = std::move(t); }
+
+ protected:
+  LayerTrace trace_;
+};
+
+// "reference" (naive loops, the numerical oracle) or "onednn" (when built with it).
+std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch);
+std::vector<std::string> available_backends();
+
+}  // namespace ringbench::models
