@@ -48,6 +48,13 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
+const Dims& Graph::dims_of(int x, const std::string& node) const {
+  if (x < 0 || x >= int(nodes.size()))
+    bad(node, "input node " + std::to_string(x) + " does not exist (the graph has " +
+                  std::to_string(nodes.size()) + " nodes)");
+  return nodes[size_t(x)].out;
+}
+
 int Graph::add(Node n) {
   for (int in : n.inputs)
     if (in < 0 || in >= int(nodes.size())) bad(n.name, "input node " + std::to_string(in) + " does not exist");
@@ -86,7 +93,7 @@ int Graph::input(Dims d) {
 }
 
 int Graph::conv(int x, const std::string& name, const ConvSpec& s) {
-  const Dims in = nodes.at(x).out;
+  const Dims in = dims_of(x, name);
   if (s.groups < 1 || in.c % s.groups || s.out_channels % s.groups || s.out_channels < 1)
     bad(name, "channels in (" + std::to_string(in.c) + ") and out (" + std::to_string(s.out_channels) +
                   ") must be positive multiples of groups (" + std::to_string(s.groups) + ")");
@@ -112,7 +119,7 @@ int Graph::batch_norm(int x, const std::string& name, const BatchNormSpec& s) {
   n.name = name;
   n.inputs = {x};
   n.bn = s;
-  n.out = nodes.at(x).out;
+  n.out = dims_of(x, name);
   const int id = add(std::move(n));
   const int c = nodes[id].out.c;
   add_param(id, name + ".gamma", "bn_gamma", {c}, false);
@@ -128,7 +135,7 @@ int Graph::relu(int x, const std::string& name) {
   n.kind = OpKind::relu;
   n.name = name;
   n.inputs = {x};
-  n.out = nodes.at(x).out;
+  n.out = dims_of(x, name);
   return add(std::move(n));
 }
 
@@ -139,7 +146,7 @@ int Graph::relu6(int x, const std::string& name) {
 }
 
 int Graph::max_pool(int x, const std::string& name, const PoolSpec& s) {
-  const Dims in = nodes.at(x).out;
+  const Dims in = dims_of(x, name);
   Node n;
   n.kind = OpKind::max_pool;
   n.name = name;
@@ -162,12 +169,12 @@ int Graph::concat(const std::vector<int>& xs, const std::string& name) {
   n.kind = OpKind::concat;
   n.name = name;
   n.inputs = xs;
-  n.out = nodes.at(xs[0]).out;
+  n.out = dims_of(xs[0], name);
   n.out.c = 0;
   for (int x : xs) {
-    const Dims d = nodes.at(x).out;
+    const Dims d = dims_of(x, name);
     if (d.h != n.out.h || d.w != n.out.w)
-      bad(name, "inputs differ in height/width: " + to_string(nodes.at(xs[0]).out) + " vs " + to_string(d));
+      bad(name, "inputs differ in height/width: " + to_string(dims_of(xs[0], name)) + " vs " + to_string(d));
     n.out.c += d.c;
   }
   return add(std::move(n));
@@ -175,7 +182,7 @@ int Graph::concat(const std::vector<int>& xs, const std::string& name) {
 
 int Graph::fc(int x, const std::string& name, const FcSpec& s) {
   if (s.out_features < 1) bad(name, "out_features must be positive");
-  const int64_t in = nodes.at(x).out.numel();
+  const int64_t in = dims_of(x, name).numel();
   Node n;
   n.kind = OpKind::fc;
   n.name = name;
@@ -195,7 +202,7 @@ int Graph::dropout(int x, const std::string& name, float rate) {
   n.name = name;
   n.inputs = {x};
   n.dropout.rate = rate;
-  n.out = nodes.at(x).out;
+  n.out = dims_of(x, name);
   return add(std::move(n));
 }
 

@@ -131,6 +131,7 @@ class Graph {
 
  private:
   int add(Node n);
+  const Dims& dims_of(int x, const std::string& node) const;
   int add_param(int node, const std::string& name, const std::string& kind,
                 std::vector<int> shape, bool decay);
 };

@@ -5,6 +5,10 @@
 #include "models/backends.h"
 #include "ringbench/config.h"
 
+#if RINGBENCH_HAVE_DNNL
+#include <omp.h>
+#endif
+
 namespace ringbench::models {
 
 std::vector<std::string> available_backends() {
@@ -28,6 +32,22 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
   std::string known;
   for (const auto& b : available_backends()) known += (known.empty() ? "" : ", ") + b;
   throw std::invalid_argument("unknown backend '" + backend + "': available: " + known);
+}
+
+void set_compute_threads(int n) {
+#if RINGBENCH_HAVE_DNNL
+  if (n > 0) omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+int compute_threads() {
+#if RINGBENCH_HAVE_DNNL
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
 }
 
 }  // namespace ringbench::models

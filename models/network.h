@@ -63,4 +63,8 @@ class Network {
 std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch);
 std::vector<std::string> available_backends();
 
+// Threads the CPU backend computes with (OpenMP); ranks sharing a machine should split its cores.
+void set_compute_threads(int n);
+int compute_threads();
+
 }  // namespace ringbench::models

@@ -1,1 +1,250 @@
-// placeholder
+#include "models/trainer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "models/loss.h"
+
+namespace ringbench::models {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+class RingReducer : public GradientReducer {
+ public:
+  RingReducer(Transport& t, float* grads, size_t count, const AllreduceOptions& o)
+      : ar_(t, grads, grads, count, DType::f32, ReduceOp::avg, o), name_(t.caps().name) {}
+  void allreduce_avg(size_t offset, size_t count) override { ar_.run(count, offset); }
+  std::string describe() const override { return "ring (ours) over " + name_; }
+
+ private:
+  Allreduce ar_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, size_t count,
+                                                   const AllreduceOptions& o) {
+  return std::make_unique<RingReducer>(t, grads, count, o);
+}
+
+// The communication thread: allreduces buckets in the order they were enqueued (the same on
+// every rank, since backward produces them in the same order everywhere).
+class Trainer::Comm {
+ public:
+  Comm(GradientReducer& r, const BucketPlan& plan, Timeline* tl)
+      : reducer_(r), plan_(plan), timeline_(tl), done_(plan.buckets.size(), false),
+        thread_([this] { loop(); }) {}
+  ~Comm() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void begin_step(bool trace) {
+    std::lock_guard lk(mu_);
+    std::fill(done_.begin(), done_.end(), false);
+    busy_s_ = 0;
+    trace_ = trace;
+  }
+  void enqueue(size_t b) {
+    {
+      std::lock_guard lk(mu_);
+      queue_.push_back(b);
+    }
+    cv_.notify_all();
+  }
+  void wait(size_t b, std::chrono::milliseconds timeout) {
+    std::unique_lock lk(mu_);
+    if (!done_cv_.wait_for(lk, timeout, [&] { return done_[b] || error_; }))
+      throw std::runtime_error("gradient bucket " + std::to_string(b) + " was not allreduced within " +
+                               std::to_string(timeout.count()) + " ms");
+    if (error_) std::rethrow_exception(error_);
+  }
+  double busy_seconds() {
+    std::lock_guard lk(mu_);
+    return busy_s_;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      const size_t b = queue_.front();
+      queue_.pop_front();
+      const bool trace = trace_;
+      lk.unlock();
+      const Bucket& bk = plan_.buckets[b];
+      const auto t0 = Clock::now();
+      std::exception_ptr err;
+      try {
+        reducer_.allreduce_avg(bk.offset, bk.count);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      const auto t1 = Clock::now();
+      if (trace && timeline_)
+        timeline_->add(int(10 + b), "allreduce bucket " + std::to_string(b), "allreduce", t0, t1);
+      lk.lock();
+      busy_s_ += seconds(t0, t1);
+      done_[b] = true;
+      if (err && !error_) error_ = err;
+      done_cv_.notify_all();
+      if (error_) return;  // a failed collective leaves the transport aborted
+    }
+  }
+
+  GradientReducer& reducer_;
+  const BucketPlan& plan_;
+  Timeline* timeline_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<size_t> queue_;
+  std::vector<bool> done_;
+  double busy_s_ = 0;
+  bool trace_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts after everything it uses
+};
+
+Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make_reducer)
+    : net_(net), g_(net.graph()), o_(o),
+      plan_(plan_buckets(g_, o.first_bucket_bytes, o.fusion_bytes)),
+      params_(g_.param_count), grads_(g_.param_count), velocity_(g_.param_count),
+      state_(g_.state_count) {
+  init_params(g_, o.seed, params_.data(), state_.data());
+  net_.bind(params_.data(), grads_.data(), state_.data());
+  const int b = net_.batch();
+  images_.resize(size_t(b) * size_t(g_.input_dims().numel()));
+  labels_.resize(size_t(b));
+  if (o.world > 1) {
+    if (!make_reducer) throw std::invalid_argument("a multi-rank trainer needs a gradient reducer");
+    reducer_ = make_reducer(grads_.data(), grads_.size());
+    comm_ = std::make_unique<Comm>(*reducer_, plan_, o.timeline);
+  }
+  if (o.timeline) {
+    o.timeline->name_track(0, "compute");
+    o.timeline->name_track(1, "step");
+    for (size_t i = 0; i < plan_.buckets.size(); ++i)
+      o.timeline->name_track(int(10 + i), "allreduce bucket " + std::to_string(i) + " (" +
+                                              std::to_string(plan_.buckets[i].count * 4) + " B)");
+  }
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::reducer() const { return reducer_ ? reducer_->describe() : "none (1 rank)"; }
+
+void Trainer::forward_loss(BatchSource& data, StepRecord& r) {
+  data.next(images_.data(), labels_.data());
+  net_.set_input(images_.data());
+  net_.forward({.training = true, .seed = o_.seed, .step = uint64_t(steps_),
+                .sample_offset = int64_t(o_.rank) * net_.batch()});
+  for (size_t i = 0; i < g_.outputs.size(); ++i) {
+    const int classes = g_.output_node(i).out.c;
+    scratch_.resize(size_t(net_.batch()) * size_t(classes) * 2);
+    float* logits = scratch_.data();
+    float* dlogits = logits + size_t(net_.batch()) * size_t(classes);
+    net_.get_output(i, logits);
+    LossResult l = softmax_xent(logits, labels_.data(), net_.batch(), classes,
+                                g_.outputs[i].loss_weight, dlogits);
+    net_.set_output_grad(i, dlogits);
+    r.loss += l.loss;
+    if (i == 0) r.correct = l.correct;
+  }
+}
+
+StepRecord Trainer::step(BatchSource& data, bool trace) {
+  StepRecord r;
+  r.step = steps_;
+  Timeline* tl = trace ? o_.timeline : nullptr;
+  if (tl)
+    net_.set_trace([&](int node, Phase ph, Clock::time_point b, Clock::time_point e) {
+      tl->add(0, g_.nodes[size_t(node)].name, ph == Phase::forward ? "forward" : "backward", b, e);
+    });
+  const auto t0 = Clock::now();
+  forward_loss(data, r);
+
+  // Backward: enqueue each bucket as soon as its lowest tensor's gradient is final.
+  size_t next = 0;
+  if (comm_) comm_->begin_step(trace);
+  net_.backward([&](int node) {
+    if (!comm_ || !o_.overlap || g_.nodes[size_t(node)].params.empty()) return;
+    const int lowest = g_.nodes[size_t(node)].params.front();
+    while (next < plan_.buckets.size() && plan_.buckets[next].first >= lowest) comm_->enqueue(next++);
+  });
+  const auto t_bwd = Clock::now();
+  if (comm_)
+    while (next < plan_.buckets.size()) comm_->enqueue(next++);
+
+  // Optimizer, bucket by bucket as each bucket's average arrives.
+  double waited = 0, optimizer = 0;
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    const auto w0 = Clock::now();
+    if (comm_) comm_->wait(b, o_.timeout);
+    const auto w1 = Clock::now();
+    sgd_update(g_, plan_.buckets[b].first, plan_.buckets[b].last, o_.sgd, params_.data(),
+               grads_.data(), velocity_.data());
+    waited += seconds(w0, w1);
+    optimizer += seconds(w1, Clock::now());
+  }
+  const auto t_end = Clock::now();
+  if (tl) {
+    tl->add(1, "step " + std::to_string(steps_), "step", t0, t_end);
+    net_.set_trace({});
+  }
+  r.step_s = seconds(t0, t_end);
+  r.compute_s = seconds(t0, t_bwd);
+  r.allreduce_s = comm_ ? comm_->busy_seconds() : 0;
+  r.exposed_s = waited;
+  r.optimizer_s = optimizer;
+  ++steps_;
+  return r;
+}
+
+Trainer::Eval Trainer::evaluate(const Dataset& d) {
+  Eval e;
+  const int b = net_.batch();
+  const size_t per = size_t(d.dims.numel());
+  if (!(d.dims == g_.input_dims()))
+    throw std::invalid_argument("dataset images are " + to_string(d.dims) + " but the model takes " +
+                                to_string(g_.input_dims()));
+  const int classes = g_.output_node(0).out.c;
+  std::vector<float> logits(size_t(b) * size_t(classes)), dlogits(logits.size());
+  for (size_t first = 0; first < d.size(); first += size_t(b)) {
+    const size_t n = std::min(size_t(b), d.size() - first);
+    for (size_t i = 0; i < size_t(b); ++i) {  // pad a partial batch with its first sample
+      const size_t src = first + (i < n ? i : 0);
+      std::copy_n(d.images.data() + src * per, per, images_.data() + i * per);
+      labels_[i] = d.labels[src];
+    }
+    net_.set_input(images_.data());
+    net_.forward({.training = false, .seed = o_.seed, .step = 0, .sample_offset = 0});
+    net_.get_output(0, logits.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float* z = logits.data() + i * size_t(classes);
+      const int pred = int(std::max_element(z, z + classes) - z);
+      e.correct += pred == labels_[i];
+      LossResult l = softmax_xent(z, &labels_[i], 1, classes, 1.0f, dlogits.data());
+      e.loss_sum += l.loss;
+    }
+    e.total += int64_t(n);
+  }
+  return e;
+}
+
+}  // namespace ringbench::models

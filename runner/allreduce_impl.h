@@ -16,9 +16,9 @@ namespace ringbench {
 class AllreduceImpl {
  public:
   virtual ~AllreduceImpl() = default;
-  // Out-of-place reduces `in` into `out`; in-place reduces `out` into itself. Returns the
-  // algorithm that ran ("ring", "direct", "mpi").
-  virtual const char* run(size_t count, bool inplace) = 0;
+  // Out-of-place reduces `in` into `out`; in-place reduces `out` into itself; elements
+  // [offset, offset + count). Returns the algorithm that ran ("ring", "direct", "mpi").
+  virtual const char* run(size_t count, bool inplace, size_t offset = 0) = 0;
 };
 
 std::unique_ptr<AllreduceImpl> make_ring_impl(Transport& t, const void* in, void* out,

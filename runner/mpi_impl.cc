@@ -40,13 +40,15 @@ class MpiImpl : public AllreduceImpl {
     watchdog_.join();
   }
 
-  const char* run(size_t count, bool inplace) override {
+  const char* run(size_t count, bool inplace, size_t offset) override {
+    const float* in = static_cast<const float*>(in_) + offset;
+    float* out = static_cast<float*>(out_) + offset;
     {
       std::lock_guard lk(mu_);
       started_ = std::chrono::steady_clock::now();
       busy_ = true;
     }
-    int rc = MPI_Allreduce(inplace ? MPI_IN_PLACE : in_, out_, static_cast<int>(count),
+    int rc = MPI_Allreduce(inplace ? MPI_IN_PLACE : in, out, static_cast<int>(count),
                            MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     {
       std::lock_guard lk(mu_);
@@ -61,7 +63,7 @@ class MpiImpl : public AllreduceImpl {
     if (op_ == ReduceOp::avg) {
       int n = 1;
       MPI_Comm_size(MPI_COMM_WORLD, &n);
-      divide(DType::f32, out_, out_, count, static_cast<float>(n));
+      divide(DType::f32, out, out, count, static_cast<float>(n));
     }
     return "mpi";
   }

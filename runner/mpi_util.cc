@@ -15,7 +15,10 @@ bool built_with_mpi() { return true; }
 void init() {
   int inited = 0;
   MPI_Initialized(&inited);
-  if (!inited && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw Error("MPI_Init failed");
+  // SERIALIZED: training calls MPI from its communication thread, never from two at once.
+  int provided = 0;
+  if (!inited && MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    throw Error("MPI_Init_thread failed");
   // Errors come back as codes and become exceptions with context, instead of aborting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }

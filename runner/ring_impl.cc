@@ -9,8 +9,8 @@ class RingImpl : public AllreduceImpl {
            const AllreduceOptions& opts)
       : out_of_place_(t, in, out, max_count, dtype, op, opts),
         in_place_(t, out, out, max_count, dtype, op, opts) {}
-  const char* run(size_t count, bool inplace) override {
-    return (inplace ? in_place_ : out_of_place_).run(count);
+  const char* run(size_t count, bool inplace, size_t offset) override {
+    return (inplace ? in_place_ : out_of_place_).run(count, offset);
   }
 
  private:

@@ -1,1 +1,478 @@
-// placeholder
+#include "runner/train_cmd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "collectives/allreduce.h"
+#include "collectives/errors.h"
+#include "collectives/tcp_transport.h"
+#include "models/network.h"
+#include "models/trainer.h"
+#include "models/zoo.h"
+#include "runner/allreduce_impl.h"
+#include "runner/metadata.h"
+#include "runner/world.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using Millis = std::chrono::milliseconds;
+namespace m = ringbench::models;
+
+class MpiReducer : public m::GradientReducer {
+ public:
+  MpiReducer(float* grads, size_t count, Millis timeout)
+      : impl_(make_mpi_impl(grads, grads, count, DType::f32, ReduceOp::avg, timeout)) {}
+  void allreduce_avg(size_t offset, size_t count) override { impl_->run(count, true, offset); }
+  std::string describe() const override { return "MPI_Allreduce"; }
+
+ private:
+  std::unique_ptr<AllreduceImpl> impl_;
+};
+
+// Two-sided 95% Student t quantile, for the confidence interval of a mean of n samples.
+double t95(size_t n) {
+  static const double t[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+                             2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+                             2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052,
+                             2.048, 2.045, 2.042};
+  const size_t df = n - 1;
+  return df < std::size(t) ? t[df] : 1.96;
+}
+
+struct MeanCi {
+  double mean = 0, ci95 = 0;
+};
+MeanCi mean_ci(const std::vector<double>& v) {
+  MeanCi r;
+  if (v.empty()) return r;
+  for (double x : v) r.mean += x;
+  r.mean /= double(v.size());
+  if (v.size() < 2) return r;
+  double ss = 0;
+  for (double x : v) ss += (x - r.mean) * (x - r.mean);
+  r.ci95 = t95(v.size()) * std::sqrt(ss / double(v.size() - 1)) / std::sqrt(double(v.size()));
+  return r;
+}
+
+json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
+
+// Cores this rank may use: the machine's, split between the ranks that share it.
+int default_threads(int ranks_here) {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks_here));
+}
+
+int ranks_on_this_host(const World& w) {
+  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::max(1, std::atoi(s));
+  if (w.launcher == "local" || w.launcher == "env") return w.size;  // all on this machine
+  return 1;
+}
+
+void validate(const TrainArgs& a) {
+  if (a.batch < 1) throw Error("--batch must be >= 1");
+  if (a.steps < 1 && a.epochs < 1) throw Error("--steps must be >= 1");
+  if (a.warmup < 0) throw Error("--warmup must be >= 0");
+  if (a.epochs < 0) throw Error("--epochs must be >= 0");
+  if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
+  if (a.transport != "tcp" && a.transport != "mpi")
+    throw Error("--transport " + a.transport + " is not available in this build: use tcp or mpi");
+  if (a.data != "synthetic" && a.data != "fashion-mnist")
+    throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
+  if (a.epochs > 0 && a.data == "synthetic")
+    throw Error("--epochs needs a real dataset (--data fashion-mnist); synthetic data has no epochs");
+  if (a.timeout_s < 0.1) throw Error("--timeout must be at least 0.1 seconds");
+  if (!(a.lr > 0)) throw Error("--lr must be > 0");
+  if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
+  if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
+  if (a.threads < 0) throw Error("--threads must be >= 0 (0: the cores split between local ranks)");
+}
+
+// Per-rank figures of the measured steps, sent to rank 0 through the store.
+json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
+  json r = {{"rank", rank}};
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "loss", "img_s"})
+    r[k] = json::array();
+  for (const auto& s : steps) {
+    r["step_s"].push_back(s.step_s);
+    r["compute_s"].push_back(s.compute_s);
+    r["allreduce_s"].push_back(s.allreduce_s);
+    r["exposed_s"].push_back(s.exposed_s);
+    r["optimizer_s"].push_back(s.optimizer_s);
+    r["loss"].push_back(s.loss);
+    r["img_s"].push_back(batch / s.step_s);
+  }
+  return r;
+}
+
+// For a per-step series: its mean over steps of the mean over ranks, and of the max over ranks.
+json across_ranks(const std::vector<json>& ranks, const char* key) {
+  const size_t steps = ranks[0][key].size();
+  double mean_sum = 0, max_sum = 0;
+  for (size_t i = 0; i < steps; ++i) {
+    double sum = 0, mx = 0;
+    for (const auto& r : ranks) {
+      const double v = r[key][i].get<double>();
+      sum += v;
+      mx = std::max(mx, v);
+    }
+    mean_sum += sum / double(ranks.size());
+    max_sum += mx;
+  }
+  const double n = double(std::max<size_t>(steps, 1));
+  return {{"mean_over_ranks", mean_sum / n}, {"max_over_ranks", max_sum / n}};
+}
+
+std::string timeline_path(const std::string& base, int rank, int n) {
+  if (n == 1) return base;
+  const auto dot = base.rfind('.');
+  const auto slash = base.rfind('/');
+  const std::string suffix = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return base + suffix;
+  return base.substr(0, dot) + suffix + base.substr(dot);
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
+  cmd.add_option("--batch", a.batch, "Images per rank per step")->capture_default_str();
+  cmd.add_option("--steps", a.steps, "Measured steps (after the warmup)")->capture_default_str();
+  cmd.add_option("--warmup", a.warmup, "Steps run before measuring")->capture_default_str();
+  cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
+                 "(warmup included; replaces --steps)")->capture_default_str();
+  cmd.add_option("--transport", a.transport, "Gradient allreduce: tcp (our ring) or mpi "
+                 "(MPI_Allreduce, needs mpirun)")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "Compute backend: auto (onednn when built), onednn or "
+                 "reference (naive loops; slow, for checking)")->capture_default_str();
+  cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
+                 "disables fusion")->capture_default_str();
+  cmd.add_option("--first-bucket-mb", a.first_bucket_mb, "Threshold of the first bucket in MiB, "
+                 "small so communication starts early")->capture_default_str();
+  cmd.add_flag("--no-overlap", a.no_overlap, "Allreduce only after backward has finished (to see "
+               "what overlap saves)");
+  cmd.add_option("--lr", a.lr, "Learning rate for one rank; scaled by the number of ranks")->capture_default_str();
+  cmd.add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
+  cmd.add_option("--weight-decay", a.weight_decay, "L2 weight decay on conv and fc weights")->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Seed of parameters, synthetic data, shuffling and dropout")->capture_default_str();
+  cmd.add_option("--data", a.data, "synthetic (random images, for throughput) or fashion-mnist")->capture_default_str();
+  cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
+                 "/usr/share/datasets/fashion-mnist)");
+  cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
+  cmd.add_option("--classes", a.classes, "Number of classes (0: the model's default)")->capture_default_str();
+  cmd.add_option("--image-size", a.image_size, "Input height and width (0: the model's default)")->capture_default_str();
+  cmd.add_flag("--aux-logits", a.aux_logits, "inception_v3: train with the auxiliary head");
+  cmd.add_option("--threads", a.threads, "Compute threads per rank (0: this machine's cores split "
+                 "between its ranks)")->capture_default_str();
+  cmd.add_option("--log-every", a.log_every, "Print a line every this many steps (0: never)")->capture_default_str();
+  cmd.add_option("--json", a.json, "Write the results and settings as JSON to this file");
+  cmd.add_option("--timeline", a.timeline, "Write a Chrome trace (Perfetto) per rank to this file "
+                 "(rank r's as FILE.rank<r>.json when there are several)");
+  cmd.add_option("--timeline-steps", a.timeline_steps, "Measured steps recorded in the timeline")->capture_default_str();
+  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
+  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
+  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+}
+
+int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
+  validate(a);
+  const Millis timeout(static_cast<long>(a.timeout_s * 1000));
+  // Check the model before starting any rank, so a typo fails once, at once.
+  m::ModelOptions mo{a.classes, a.image_size, a.aux_logits, -1};
+  m::Graph graph = [&] {
+    try {
+      return m::build_model(a.model, mo);
+    } catch (const std::invalid_argument& e) {
+      throw Error(e.what());
+    }
+  }();
+  const std::string backend = a.backend == "auto" ? m::available_backends().front() : a.backend;
+  if (a.ranks < 1) throw Error("--ranks must be >= 1");
+  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env())
+    return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
+
+  WorldOptions wo;
+  wo.addr = a.addr;
+  wo.iface = a.iface;
+  wo.timeout = timeout;
+  auto world = make_world(wo, a.transport == "mpi");
+  const int rank = world->rank, n = world->size;
+  if (a.ranks > 1 && a.ranks != n)
+    throw Error("--ranks " + std::to_string(a.ranks) + " conflicts with the " + world->launcher +
+                " world of " + std::to_string(n) + " ranks: drop --ranks under mpirun");
+  Store& store = *world->store;
+  const std::string tag = "[rank " + std::to_string(rank) + "] ";
+  json doc;
+  auto write_json = [&](const std::string& error) {
+    if (rank != 0 || a.json.empty()) return;
+    if (!error.empty()) doc["error"] = error;
+    write_file_atomic(a.json, doc.dump(2) + "\n");
+  };
+
+  try {
+    // Every rank must train the same thing; compare the options that shape it with rank 0's.
+    const std::string shape = a.model + " batch " + std::to_string(a.batch) + " steps " +
+                              std::to_string(a.steps) + " warmup " + std::to_string(a.warmup) +
+                              " epochs " + std::to_string(a.epochs) + " transport " + a.transport +
+                              " fusion " + std::to_string(a.fusion_mb) + " first " +
+                              std::to_string(a.first_bucket_mb) + " data " + a.data +
+                              " classes " + std::to_string(graph.output_node().out.c) + " size " +
+                              to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) +
+                              " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed);
+    store.set("train/shape/" + std::to_string(rank), shape);
+    const std::string shape0 = store.get("train/shape/0", timeout);
+    for (int r = 1; r < n; ++r) {
+      const std::string other = store.get("train/shape/" + std::to_string(r), timeout);
+      if (other != shape0)
+        throw Error("rank " + std::to_string(r) + "'s options (" + other + ") differ from rank 0's (" +
+                    shape0 + "): every rank must train the same model the same way");
+    }
+
+    const int threads = a.threads > 0 ? a.threads : default_threads(ranks_on_this_host(*world));
+    m::set_compute_threads(threads);
+    auto net = m::make_network(backend, graph, a.batch);
+
+    // Data: synthetic, or this rank's shard of Fashion-MNIST.
+    std::unique_ptr<m::BatchSource> source;
+    m::Dataset train_set, test_set;
+    int64_t total_steps = int64_t(a.warmup) + a.steps;
+    if (a.data == "synthetic") {
+      source = m::make_synthetic_source(graph.input_dims(), graph.output_node().out.c, a.batch,
+                                        a.seed, rank);
+    } else {
+      const std::string dir = a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir;
+      train_set = m::load_fashion_mnist(dir, true, rank, n);
+      if (!(train_set.dims == graph.input_dims()))
+        throw Error("Fashion-MNIST images are " + m::to_string(train_set.dims) + " but " + a.model +
+                    " takes " + m::to_string(graph.input_dims()) + ": use --model lenet");
+      source = m::make_dataset_source(train_set, a.batch, a.seed);
+      if (a.epochs > 0) {
+        const int64_t smallest_shard = 60000 / n;  // every rank must run the same number of steps
+        const int64_t per_epoch = std::min<int64_t>(smallest_shard, int64_t(train_set.size())) / a.batch;
+        total_steps = std::max<int64_t>(int64_t(a.epochs) * per_epoch, a.warmup + 1);
+      }
+      if (a.eval) test_set = m::load_fashion_mnist(dir, false, rank, n);
+    }
+    const int64_t measured_steps = total_steps - a.warmup;
+
+    m::TrainOptions to;
+    to.rank = rank;
+    to.world = n;
+    to.sgd = {float(a.lr * n), float(a.momentum), float(a.weight_decay)};
+    to.first_bucket_bytes = size_t(a.first_bucket_mb * (1 << 20));
+    to.fusion_bytes = size_t(a.fusion_mb * (1 << 20));
+    to.overlap = !a.no_overlap;
+    to.seed = a.seed;
+    to.timeout = 2 * timeout;
+    std::unique_ptr<m::Timeline> timeline;
+    if (!a.timeline.empty()) {
+      timeline = std::make_unique<m::Timeline>(rank);
+      to.timeline = timeline.get();
+    }
+    std::unique_ptr<Transport> transport;
+    json path;
+    if (n > 1 && a.transport == "tcp") {
+      TcpOptions tcp;
+      tcp.addr = a.addr;
+      tcp.iface = a.iface;
+      tcp.default_addr = world->default_addr;
+      tcp.sockets_per_peer = a.sockets_per_peer;
+      tcp.timeout = timeout;
+      tcp.job_id = world->job_id;
+      transport = make_tcp_transport(store, rank, n, tcp);
+      for (auto& [k, v] : transport->path_info()) path[k] = v;
+    } else if (n > 1) {
+      path = {{"transport", "mpi"},
+              {"pml", std::getenv("OMPI_MCA_pml") ? std::getenv("OMPI_MCA_pml") : "default"},
+              {"btl", std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "default"}};
+    } else {
+      path = {{"transport", "none (1 rank)"}};
+    }
+    m::Trainer trainer(*net, to, [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
+      if (a.transport == "mpi") return std::make_unique<MpiReducer>(grads, count, 2 * timeout);
+      AllreduceOptions ao;
+      ao.ring.timeout = 2 * timeout;
+      return m::make_ring_reducer(*transport, grads, count, ao);
+    });
+
+    // Deterministic initialisation must give every rank the same parameters: check it.
+    uint64_t h = 1469598103934665603ull;
+    for (float v : trainer.params()) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+    json self = host_info();
+    self["rank"] = rank;
+    self["path"] = path;
+    self["param_hash"] = h;
+    self["threads"] = threads;
+    store.set("train/meta/" + std::to_string(rank), self.dump());
+    json hosts = json::array();
+    for (int r = 0; r < n; ++r) {
+      hosts.push_back(json::parse(store.get("train/meta/" + std::to_string(r), timeout)));
+      if (hosts.back()["param_hash"] != h)
+        throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
+                    std::to_string(rank) + " (different build or seed?)");
+    }
+
+    const auto& plan = trainer.plan();
+    json buckets = json::array();
+    for (const auto& b : plan.buckets)
+      buckets.push_back({{"offset", b.offset}, {"count", b.count}, {"bytes", b.count * 4},
+                         {"tensors", b.last - b.first + 1},
+                         {"first_tensor", graph.params[size_t(b.last)].name},
+                         {"last_tensor", graph.params[size_t(b.first)].name}});
+    auto b = build_info();
+    doc["meta"] = {{"command", argv}, {"model", a.model}, {"params", graph.param_count},
+                   {"param_tensors", graph.params.size()}, {"input", m::to_string(graph.input_dims())},
+                   {"classes", graph.output_node().out.c}, {"aux_logits", a.aux_logits},
+                   {"backend", net->backend()}, {"backend_detail", net->describe()},
+                   {"threads_per_rank", threads}, {"batch_per_rank", a.batch}, {"ranks", n},
+                   {"launcher", world->launcher}, {"job_id", world->job_id},
+                   {"transport", n > 1 ? a.transport : "none"}, {"allreduce", trainer.reducer()},
+                   {"path", path}, {"warmup", a.warmup}, {"steps", measured_steps},
+                   {"data", a.data}, {"overlap", !a.no_overlap},
+                   {"sgd", {{"lr_base", a.lr}, {"lr", a.lr * n}, {"momentum", a.momentum},
+                            {"weight_decay", a.weight_decay}}},
+                   {"seed", a.seed},
+                   {"buckets", {{"first_bucket_bytes", plan.first_bucket_bytes},
+                                {"fusion_bytes", plan.fusion_bytes}, {"list", buckets}}},
+                   {"build", b}, {"hosts", hosts}};
+    if (rank == 0) {
+      std::printf("# ringbench %s (%s) train: %s, %zu parameters in %zu tensors, input %s, %d classes\n",
+                  b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
+                  a.model.c_str(), graph.param_count, graph.params.size(),
+                  m::to_string(graph.input_dims()).c_str(), graph.output_node().out.c);
+      std::printf("# backend %s, %d threads per rank: %s\n", net->backend().c_str(), threads,
+                  net->describe().c_str());
+      std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
+                  world->launcher.c_str(), a.batch, trainer.reducer().c_str(),
+                  a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
+      std::printf("# buckets (fusion %g MiB, first %g MiB): %s\n", a.fusion_mb, a.first_bucket_mb,
+                  m::describe(plan).c_str());
+      std::printf("# sgd lr %g (= %g x %d ranks) momentum %g weight decay %g, seed %llu, data %s\n",
+                  a.lr * n, a.lr, n, a.momentum, a.weight_decay, (unsigned long long)a.seed,
+                  source->describe().c_str());
+      for (auto& hj : hosts) {
+        std::printf("#  rank %2d  host %s  pid %d  cpu %s  threads %d  path:", hj["rank"].get<int>(),
+                    hj["host"].get<std::string>().c_str(), hj["pid"].get<int>(),
+                    hj["cpu"].get<std::string>().c_str(), hj["threads"].get<int>());
+        for (auto& [k, v] : hj["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
+        std::printf("\n");
+      }
+      std::fflush(stdout);
+    }
+
+    std::vector<m::StepRecord> measured;
+    int traced = 0;
+    for (int64_t s = 0; s < total_steps; ++s) {
+      const bool measuring = s >= a.warmup;
+      const bool trace = timeline && measuring && traced < a.timeline_steps;
+      traced += trace;
+      m::StepRecord r = trainer.step(*source, trace);
+      if (!std::isfinite(r.loss))
+        throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) +
+                    ": lower --lr");
+      if (measuring) measured.push_back(r);
+      if (rank == 0 && a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps)) {
+        std::printf("step %5lld/%lld%s  loss %.4f  %.1f img/sec per rank  step %.3f s  compute %.3f s  "
+                    "allreduce %.3f s  exposed %.3f s\n",
+                    (long long)(s + 1), (long long)total_steps, measuring ? "" : " (warmup)", r.loss,
+                    a.batch / r.step_s, r.step_s, r.compute_s, r.allreduce_s, r.exposed_s);
+        std::fflush(stdout);
+      }
+    }
+
+    // Gather every rank's measured steps on rank 0.
+    store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, a.batch).dump());
+    std::vector<json> ranks;
+    for (int r = 0; r < n; ++r)
+      ranks.push_back(json::parse(store.get("train/steps/" + std::to_string(r), 2 * timeout)));
+
+    json eval;
+    if (!test_set.labels.empty()) {
+      m::Trainer::Eval e = trainer.evaluate(test_set);
+      store.set("train/eval/" + std::to_string(rank), json{e.correct, e.total, e.loss_sum}.dump());
+      int64_t correct = 0, total = 0;
+      double loss = 0;
+      for (int r = 0; r < n; ++r) {
+        json v = json::parse(store.get("train/eval/" + std::to_string(r), 2 * timeout));
+        correct += v[0].get<int64_t>();
+        total += v[1].get<int64_t>();
+        loss += v[2].get<double>();
+      }
+      eval = {{"test_accuracy", double(correct) / double(total)}, {"test_loss", loss / double(total)},
+              {"correct", correct}, {"samples", total}};
+    }
+
+    if (timeline)
+      write_file_atomic(timeline_path(a.timeline, rank, n), timeline->to_json());
+
+    if (rank == 0) {
+      std::vector<double> per_rank_means, totals(measured.size(), 0.0);
+      json per_rank = json::array();
+      for (const auto& r : ranks) {
+        std::vector<double> img;
+        for (const auto& v : r["img_s"]) img.push_back(v.get<double>());
+        for (size_t i = 0; i < img.size() && i < totals.size(); ++i) totals[i] += img[i];
+        MeanCi mc = mean_ci(img);
+        per_rank.push_back({{"rank", r["rank"]}, {"img_s", to_json(mc)}});
+        per_rank_means.insert(per_rank_means.end(), img.begin(), img.end());
+      }
+      const MeanCi per = mean_ci(per_rank_means), total = mean_ci(totals);
+      json summary = {{"img_s_per_rank", to_json(per)}, {"total_img_s", to_json(total)},
+                      {"step_s", across_ranks(ranks, "step_s")},
+                      {"compute_s", across_ranks(ranks, "compute_s")},
+                      {"allreduce_s", across_ranks(ranks, "allreduce_s")},
+                      {"exposed_s", across_ranks(ranks, "exposed_s")},
+                      {"optimizer_s", across_ranks(ranks, "optimizer_s")},
+                      {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
+      const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
+      summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
+      doc["summary"] = summary;
+      doc["per_rank"] = per_rank;
+      doc["ranks"] = ranks;
+      if (!eval.is_null()) doc["eval"] = eval;
+
+      std::printf("Img/sec per rank: %.1f +-%.1f (95%% CI over %zu steps x %d ranks)\n", per.mean,
+                  per.ci95, measured.size(), n);
+      std::printf("Total img/sec on %d rank(s): %.1f +-%.1f\n", n, total.mean, total.ci95);
+      std::printf("# per step (s):        mean over ranks   max over ranks\n");
+      for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
+        std::printf("#   %-18s %12.4f %16.4f\n", k, summary[k]["mean_over_ranks"].get<double>(),
+                    summary[k]["max_over_ranks"].get<double>());
+      if (ar > 0)
+        std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
+      if (!eval.is_null())
+        std::printf("Test accuracy: %.2f%% (%lld of %lld), test loss %.4f\n",
+                    100 * eval["test_accuracy"].get<double>(), (long long)eval["correct"].get<int64_t>(),
+                    (long long)eval["samples"].get<int64_t>(), eval["test_loss"].get<double>());
+      std::fflush(stdout);
+      write_json("");
+    }
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::cerr << tag << "ringbench train: error: " << e.what() << std::endl;
+    try {
+      write_json(e.what());
+    } catch (const std::exception& e2) {
+      std::cerr << tag << "ringbench train: cannot write " << a.json << ": " << e2.what() << "\n";
+    }
+    world->mpi = false;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ringbench

@@ -57,5 +57,22 @@ TEST(Mpirun, MpiBaselineRejectsHalf) {
   EXPECT_NE(r.output.find("supports --dtype float only"), std::string::npos) << r.output;
 }
 
+// Training under mpirun, gradients over our ring and over MPI_Allreduce: both report the path.
+TEST(Mpirun, TrainOverRingAndMpi) {
+  skip_without_mpi();
+  for (const std::string transport : {"tcp", "mpi"}) {
+    std::string json = temp_path("train_mpirun.json");
+    auto r = run_command(mpirun(2) + RINGBENCH_BIN " train --model lenet --batch 4 --steps 2 "
+                         "--warmup 1 --threads 1 --transport " + transport + " --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream f(json);
+    auto doc = nlohmann::json::parse(f);
+    EXPECT_EQ(doc["meta"]["launcher"], "mpirun");
+    EXPECT_EQ(doc["meta"]["ranks"], 2);
+    EXPECT_EQ(doc["meta"]["path"]["transport"], transport);
+    EXPECT_EQ(doc["meta"]["allreduce"], transport == "mpi" ? "MPI_Allreduce" : "ring (ours) over tcp");
+  }
+}
+
 }  // namespace
 }  // namespace ringbench

@@ -1,0 +1,100 @@
+// The data-parallel training loop. Each rank runs forward and backward on its own batch; as
+// backward produces each gradient bucket, a communication thread starts averaging it across
+// ranks (in the same bucket order on every rank), so communication overlaps the rest of
+// backward. The optimizer then updates bucket by bucket, waiting only for the bucket it needs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/allreduce.h"
+#include "models/bucket_plan.h"
+#include "models/data.h"
+#include "models/network.h"
+#include "models/sgd.h"
+#include "models/timeline.h"
+
+namespace ringbench::models {
+
+// Averages a range of the flat gradient buffer across ranks, in place (our ring over a
+// transport, or MPI_Allreduce). Only the trainer's communication thread calls it.
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  virtual void allreduce_avg(size_t offset, size_t count) = 0;
+  virtual std::string describe() const = 0;
+};
+// Our ring (or, for small buckets, the small-message algorithms) over a transport.
+std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, size_t count,
+                                                   const AllreduceOptions& o);
+
+// Makes the reducer for the gradient buffer (registration and connection happen here, at
+// setup, never in a step).
+using ReducerFactory = std::function<std::unique_ptr<GradientReducer>(float* grads, size_t count)>;
+
+struct TrainOptions {
+  int rank = 0, world = 1;
+  SgdOptions sgd;                       // lr already scaled with the world size
+  size_t first_bucket_bytes = 1 << 20;
+  size_t fusion_bytes = 25 << 20;       // 0: one bucket per tensor
+  bool overlap = true;                  // false: allreduce every bucket after backward (ablation)
+  uint64_t seed = 42;                   // parameters (same on every rank) and dropout
+  std::chrono::milliseconds timeout{60000};  // limit on waiting for any bucket
+  Timeline* timeline = nullptr;         // record layers and buckets of traced steps
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;       // this rank's batch loss (weighted sum over outputs)
+  int correct = 0;       // this rank's correctly classified samples (first output)
+  double step_s = 0;     // wall time of the whole step
+  double compute_s = 0;  // forward (with the loss) + backward
+  double allreduce_s = 0;  // time the communication thread spent in allreduces
+  double exposed_s = 0;  // time the step waited for allreduces after backward ended
+  double optimizer_s = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make_reducer);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  StepRecord step(BatchSource& data, bool trace = false);
+  // Accuracy of the current parameters on `d` in inference mode (all of its samples; the last
+  // partial batch is padded and the padding not counted).
+  struct Eval {
+    int64_t correct = 0, total = 0;
+    double loss_sum = 0;
+  };
+  Eval evaluate(const Dataset& d);
+
+  const BucketPlan& plan() const { return plan_; }
+  std::vector<float>& params() { return params_; }
+  std::vector<float>& state() { return state_; }
+  const std::vector<float>& grads() const { return grads_; }
+  std::string reducer() const;
+  int64_t steps_done() const { return steps_; }
+
+ private:
+  class Comm;
+  void forward_loss(BatchSource& data, StepRecord& r);
+
+  Network& net_;
+  const Graph& g_;
+  TrainOptions o_;
+  BucketPlan plan_;
+  std::vector<float> params_, grads_, velocity_, state_;
+  std::vector<float> images_, scratch_;
+  std::vector<int32_t> labels_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<Comm> comm_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace ringbench::models

@@ -1,0 +1,98 @@
+// End-to-end tests of `ringbench train`: local ranks, the output users read (Horovod's img/sec
+// lines), the JSON and timeline files, and clear errors for bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_command.h"
+
+namespace ringbench {
+namespace {
+
+using testing::run_command;
+using testing::temp_path;
+const std::string kBin = RINGBENCH_BIN;
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+TEST(TrainCli, TwoLocalRanksReportJsonAndTimeline) {
+  const std::string json = temp_path("train") + ".json", trace = temp_path("trace") + ".json";
+  auto r = run_command(kBin + " train --model lenet --batch 8 --steps 4 --warmup 1 --log-every 2 "
+                       "--ranks 2 --fusion-mb 1 --json " + json + " --timeline " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Img/sec per rank:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Total img/sec on 2 rank(s):"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ring (ours) over tcp"), std::string::npos) << r.output;
+  auto doc = read_json(json);
+  EXPECT_EQ(doc["meta"]["params"], 1663370);
+  EXPECT_EQ(doc["meta"]["ranks"], 2);
+  EXPECT_EQ(doc["meta"]["steps"], 4);
+  EXPECT_EQ(doc["meta"]["path"]["transport"], "tcp");
+  EXPECT_GE(doc["meta"]["buckets"]["list"].size(), 2u);
+  ASSERT_EQ(doc["ranks"].size(), 2u);
+  for (const auto& rk : doc["ranks"]) EXPECT_EQ(rk["step_s"].size(), 4u);
+  const double per = doc["summary"]["img_s_per_rank"]["mean"], total = doc["summary"]["total_img_s"]["mean"];
+  EXPECT_GT(per, 0);
+  // Total is summed over ranks per step, so it is close to (not exactly) 2 x per rank.
+  EXPECT_GT(total, 1.5 * per);
+  EXPECT_LT(total, 2.5 * per);
+  EXPECT_GE(doc["summary"]["exposed_s"]["max_over_ranks"].get<double>(),
+            doc["summary"]["exposed_s"]["mean_over_ranks"].get<double>());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string path = trace.substr(0, trace.size() - 5) + ".rank" + std::to_string(rank) + ".json";
+    auto tl = read_json(path);
+    int fwd = 0, bwd = 0, ar = 0;
+    for (const auto& e : tl["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      fwd += e["cat"] == "forward";
+      bwd += e["cat"] == "backward";
+      ar += e["cat"] == "allreduce";
+    }
+    EXPECT_GT(fwd, 0) << path;
+    EXPECT_GT(bwd, 0) << path;
+    EXPECT_GT(ar, 0) << path;
+    std::remove(path.c_str());
+  }
+  std::remove(json.c_str());
+}
+
+TEST(TrainCli, SingleRankNoAllreduce) {
+  auto r = run_command(kBin + " train --model lenet --batch 4 --steps 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Total img/sec on 1 rank(s):"), std::string::npos) << r.output;
+}
+
+TEST(TrainCli, BadInputIsAClearError) {
+  auto r = run_command(kBin + " train --model resnet50");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("mobilenet_v1"), std::string::npos) << "should list the models: " << r.output;
+  r = run_command(kBin + " train --transport verbs");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("use tcp or mpi"), std::string::npos) << r.output;
+  r = run_command(kBin + " train --batch 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--batch"), std::string::npos) << r.output;
+  r = run_command(kBin + " train --epochs 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("real dataset"), std::string::npos) << r.output;
+  r = run_command(kBin + " train --data fashion-mnist --data-dir /nonexistent --steps 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
+}
+
+TEST(TrainCli, RanksWithDifferentOptionsFail) {
+  // Ranks started by hand through the environment, rank 1 with another batch size.
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  const std::string env = "RINGBENCH_WORLD_SIZE=2 RINGBENCH_STORE=127.0.0.1:" + port + " RINGBENCH_JOB_ID=t" + port;
+  auto r = run_command("(" + env + " RINGBENCH_RANK=0 RINGBENCH_STORE_SERVE=1 " + kBin +
+                       " train --batch 4 --steps 1 --timeout 5 & " + env + " RINGBENCH_RANK=1 " + kBin +
+                       " train --batch 8 --steps 1 --timeout 5; wait)");
+  EXPECT_NE(r.output.find("differ from rank 0's"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ringbench

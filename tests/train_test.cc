@@ -1,0 +1,295 @@
+// The training loop's parts (loss, SGD, bucket plan) and its data-parallel contract: N ranks
+// with batch b each reach the same weights as one rank with batch N*b.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "models/bucket_plan.h"
+#include "models/loss.h"
+#include "models/network.h"
+#include "models/sgd.h"
+#include "models/trainer.h"
+#include "models/zoo.h"
+#include "rank_threads.h"
+
+namespace m = ringbench::models;
+using ringbench::Transport;
+
+namespace {
+
+// A small CNN with every kind of layer whose math is batch-independent (no batch norm), and a
+// dropout whose mask must follow the global sample index across ranks.
+m::Graph small_cnn() {
+  m::Graph g;
+  int x = g.input({2, 10, 10});
+  x = g.conv(x, "conv0", {.out_channels = 8, .kh = 3, .kw = 3, .pad = m::Pads::same(1), .bias = true});
+  x = g.relu(x, "conv0.relu");
+  x = g.max_pool(x, "pool0", {.kh = 2, .kw = 2, .stride_h = 2, .stride_w = 2, .pad = {}});
+  int a = g.conv(x, "a", {.out_channels = 4, .kh = 1, .kw = 3, .pad = {0, 0, 1, 1}});
+  int b = g.avg_pool(x, "b", {.kh = 3, .kw = 3, .pad = m::Pads::same(1), .exclude_padding = true});
+  x = g.concat({a, b}, "cat");
+  x = g.fc(x, "fc0", {.out_features = 24});
+  x = g.relu(x, "fc0.relu");
+  x = g.dropout(x, "drop", 0.25f);
+  x = g.fc(x, "fc1", {.out_features = 5});
+  g.add_output(x);
+  return g;
+}
+
+// Global batch `step` is a deterministic function of (step, global sample); rank r of n gets
+// samples [r*b, (r+1)*b) of it.
+class SliceSource : public m::BatchSource {
+ public:
+  SliceSource(m::Dims d, int classes, int b, int rank) : d_(d), classes_(classes), b_(b), rank_(rank) {}
+  void next(float* x, int32_t* y) override {
+    const int64_t per = d_.numel();
+    for (int i = 0; i < b_; ++i) {
+      const int64_t s = int64_t(rank_) * b_ + i;
+      for (int64_t e = 0; e < per; ++e)
+        x[i * per + e] = float(std::sin(0.37 * double(step_ * 1000 + s * 31 + e)));
+      y[i] = int32_t((s * 7 + step_ * 3) % classes_);
+    }
+    ++step_;
+  }
+  std::string describe() const override { return "slice"; }
+
+ private:
+  m::Dims d_;
+  int classes_, b_, rank_;
+  int64_t step_ = 0;
+};
+
+std::vector<float> train_single(const m::Graph& g, const std::string& backend, int batch, int steps,
+                                m::TrainOptions o) {
+  auto net = m::make_network(backend, g, batch);
+  m::Trainer t(*net, o, nullptr);
+  SliceSource src(g.input_dims(), g.output_node().out.c, batch, 0);
+  for (int s = 0; s < steps; ++s) t.step(src);
+  return t.params();
+}
+
+std::vector<float> train_ranks(const m::Graph& g, const std::string& backend, int n, int batch,
+                               int steps, m::TrainOptions o) {
+  std::vector<std::vector<float>> result(static_cast<size_t>(n));
+  ringbench::testing::run_ranks(n, [&](Transport& t) {
+    auto net = m::make_network(backend, g, batch);
+    m::TrainOptions ro = o;
+    ro.rank = t.rank();
+    ro.world = n;
+    m::Trainer tr(*net, ro, [&](float* grads, size_t count) {
+      return m::make_ring_reducer(t, grads, count, {});
+    });
+    SliceSource src(g.input_dims(), g.output_node().out.c, batch, t.rank());
+    for (int s = 0; s < steps; ++s) tr.step(src);
+    result[size_t(t.rank())] = tr.params();
+  });
+  for (int r = 1; r < n; ++r) EXPECT_EQ(result[0], result[size_t(r)]) << "rank " << r << " diverged from rank 0";
+  return result[0];
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(a[i])));
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+TEST(Loss, SoftmaxCrossEntropyValuesAndGradient) {
+  const float logits[6] = {1, 2, 3, 0, 0, 0};
+  const int32_t labels[2] = {2, 1};
+  float d[6];
+  m::LossResult r = m::softmax_xent(logits, labels, 2, 3, 1.0f, d);
+  const double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, l1 = std::log(3.0);
+  EXPECT_NEAR(r.loss, (l0 + l1) / 2, 1e-6);
+  EXPECT_EQ(r.correct, 1);  // sample 1 ties: argmax is class 0, label 1
+  // Central differences of the batch-mean loss.
+  for (int i = 0; i < 6; ++i) {
+    float p[6], q[6], dd[6];
+    std::copy(logits, logits + 6, p);
+    std::copy(logits, logits + 6, q);
+    p[i] += 1e-3f;
+    q[i] -= 1e-3f;
+    const double num = (m::softmax_xent(p, labels, 2, 3, 1.0f, dd).loss -
+                        m::softmax_xent(q, labels, 2, 3, 1.0f, dd).loss) / 2e-3;
+    EXPECT_NEAR(d[i], num, 1e-3) << "logit " << i;
+  }
+  // The weight scales loss and gradient (Inception's aux head has 0.4).
+  float dw[6];
+  EXPECT_NEAR(m::softmax_xent(logits, labels, 2, 3, 0.4f, dw).loss, 0.4 * r.loss, 1e-6);
+  EXPECT_NEAR(dw[0], 0.4f * d[0], 1e-7);
+  const int32_t bad[2] = {3, 0};
+  EXPECT_THROW(m::softmax_xent(logits, bad, 2, 3, 1.0f, d), std::out_of_range);
+}
+
+TEST(Sgd, MomentumAndDecayOnWeightsOnly) {
+  m::Graph g;
+  int x = g.input({1, 1, 2});
+  g.fc(x, "fc", {.out_features = 1, .bias = true});  // weight [1,2] (decayed), bias [1] (not)
+  std::vector<float> w = {1.0f, -2.0f, 0.5f}, grad = {0.1f, 0.2f, 0.3f}, v = {0.5f, 0.0f, 1.0f};
+  m::sgd_update(g, 0, 1, {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, w.data(), grad.data(), v.data());
+  EXPECT_FLOAT_EQ(v[0], 0.9f * 0.5f + 0.1f + 0.01f * 1.0f);
+  EXPECT_FLOAT_EQ(w[0], 1.0f - 0.1f * v[0]);
+  EXPECT_FLOAT_EQ(v[1], 0.2f + 0.01f * -2.0f);
+  EXPECT_FLOAT_EQ(v[2], 0.9f * 1.0f + 0.3f);  // bias: no decay
+  EXPECT_FLOAT_EQ(w[2], 0.5f - 0.1f * v[2]);
+}
+
+TEST(BucketPlan, ContiguousRangesInBackpropOrder) {
+  const m::Graph g = small_cnn();
+  for (size_t fusion : {size_t(0), size_t(64), size_t(1) << 10, size_t(25) << 20}) {
+    const m::BucketPlan p = m::plan_buckets(g, 128, fusion);
+    size_t end = g.param_count;  // buckets walk the flat buffer from its end to its start
+    int next_tensor = int(g.params.size()) - 1;
+    for (const m::Bucket& b : p.buckets) {
+      EXPECT_EQ(b.offset + b.count, end);
+      EXPECT_EQ(b.last, next_tensor);
+      EXPECT_LE(b.first, b.last);
+      EXPECT_EQ(b.offset, g.params[size_t(b.first)].offset);
+      end = b.offset;
+      next_tensor = b.first - 1;
+    }
+    EXPECT_EQ(end, 0u);
+    EXPECT_EQ(next_tensor, -1);
+    if (fusion == 0) {
+      EXPECT_EQ(p.buckets.size(), g.params.size());
+    }
+    if (fusion == (size_t(25) << 20)) {
+      EXPECT_EQ(p.buckets.size(), 2u);  // the first bucket, then all the rest
+    }
+  }
+  // Thresholds: every closed bucket but the last reached its threshold, and dropping its last
+  // tensor would have kept it below.
+  const m::BucketPlan p = m::plan_buckets(g, 128, 1024);
+  for (size_t i = 0; i + 1 < p.buckets.size(); ++i) {
+    const size_t cap = i == 0 ? 128 : 1024;
+    const m::Bucket& b = p.buckets[i];
+    EXPECT_GE(b.count * 4, cap);
+    EXPECT_LT((b.count - g.params[size_t(b.first)].numel) * 4, cap);
+  }
+}
+
+TEST(Trainer, LossFallsOnAFixedBatch) {
+  const m::Graph g = small_cnn();
+  auto net = m::make_network("reference", g, 8);
+  m::TrainOptions o;
+  o.sgd.lr = 0.05f;
+  m::Trainer t(*net, o, nullptr);
+  auto src = m::make_synthetic_source(g.input_dims(), 5, 8, 1, 0);
+  const double first = t.step(*src).loss;
+  double last = first;
+  for (int i = 0; i < 15; ++i) last = t.step(*src).loss;
+  EXPECT_LT(last, 0.5 * first) << "15 SGD steps on one batch should at least halve its loss";
+}
+
+class DataParallel : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+// N ranks x batch b == 1 rank x batch N*b: same data, same dropout masks, same averaged
+// gradients up to float summation order.
+TEST_P(DataParallel, SameWeightsAsOneRankWithTheGlobalBatch) {
+  const auto [n, fusion] = GetParam();
+  const m::Graph g = small_cnn();
+  m::TrainOptions o;
+  o.sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
+  o.fusion_bytes = fusion;
+  o.first_bucket_bytes = 256;
+  const int b = 3, steps = 4;
+  const auto one = train_single(g, "reference", n * b, steps, o);
+  const auto many = train_ranks(g, "reference", n, b, steps, o);
+  const auto start = train_single(g, "reference", n * b, 0, o);
+  EXPECT_GT(max_rel_diff(one, start), 1e-2) << "training must have moved the weights";
+  EXPECT_LT(max_rel_diff(one, many), 2e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(FusionOnAndOff, DataParallel,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(size_t(0), size_t(1) << 10, size_t(25) << 20)));
+
+namespace {
+// Records the buckets it is asked to reduce (and does nothing else: one rank's "average").
+class RecordingReducer : public m::GradientReducer {
+ public:
+  explicit RecordingReducer(std::vector<size_t>* offsets) : offsets_(offsets) {}
+  void allreduce_avg(size_t offset, size_t) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    offsets_->push_back(offset);
+  }
+  std::string describe() const override { return "recording"; }
+
+ private:
+  std::vector<size_t>* offsets_;
+};
+}  // namespace
+
+// Buckets are reduced in plan order, the first one while backward still runs.
+TEST(Trainer, AllreduceStartsDuringBackward) {
+  const m::Graph g = m::build_model("lenet");
+  auto net = m::make_network("reference", g, 4);
+  std::vector<size_t> offsets;
+  m::Timeline tl(0);
+  m::TrainOptions o;
+  o.world = 2;  // pretend: the reducer stands in for the other rank
+  o.fusion_bytes = 0;
+  o.timeline = &tl;
+  m::Trainer t(*net, o, [&](float*, size_t) { return std::make_unique<RecordingReducer>(&offsets); });
+  auto src = m::make_synthetic_source(g.input_dims(), 10, 4, 1, 0);
+  t.step(*src, true);
+  ASSERT_EQ(offsets.size(), t.plan().buckets.size());
+  for (size_t i = 0; i < offsets.size(); ++i) EXPECT_EQ(offsets[i], t.plan().buckets[i].offset);
+  const auto trace = nlohmann::json::parse(tl.to_json())["traceEvents"];
+  double first_allreduce = 1e300, last_backward_end = 0;
+  for (const auto& e : trace) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "allreduce") first_allreduce = std::min(first_allreduce, e["ts"].get<double>());
+    if (e["cat"] == "backward")
+      last_backward_end = std::max(last_backward_end, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_LT(first_allreduce, last_backward_end)
+      << "the first bucket's allreduce must start before backward ends";
+  // --no-overlap: nothing starts before backward is done.
+  offsets.clear();
+  m::Timeline tl2(0);
+  o.overlap = false;
+  o.timeline = &tl2;
+  m::Trainer t2(*net, o, [&](float*, size_t) { return std::make_unique<RecordingReducer>(&offsets); });
+  t2.step(*src, true);
+  first_allreduce = 1e300;
+  last_backward_end = 0;
+  for (const auto& e : nlohmann::json::parse(tl2.to_json())["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "allreduce") first_allreduce = std::min(first_allreduce, e["ts"].get<double>());
+    if (e["cat"] == "backward")
+      last_backward_end = std::max(last_backward_end, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_GE(first_allreduce, last_backward_end);
+}
+
+// A failing allreduce surfaces in the step, not as a hang.
+TEST(Trainer, ReducerFailureIsAnErrorOfTheStep) {
+  class Failing : public m::GradientReducer {
+   public:
+    void allreduce_avg(size_t, size_t) override { throw std::runtime_error("peer 1 is gone"); }
+    std::string describe() const override { return "failing"; }
+  };
+  const m::Graph g = small_cnn();
+  auto net = m::make_network("reference", g, 2);
+  m::TrainOptions o;
+  o.world = 2;
+  o.timeout = std::chrono::milliseconds(5000);
+  m::Trainer t(*net, o, [](float*, size_t) { return std::make_unique<Failing>(); });
+  auto src = m::make_synthetic_source(g.input_dims(), 5, 2, 1, 0);
+  try {
+    t.step(*src);
+    FAIL() << "the step should have thrown";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("peer 1 is gone"), std::string::npos) << e.what();
+  }
+}
