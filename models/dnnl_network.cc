@@ -8,7 +8,14 @@
 //
 // Gradients flow the same way: each node owns a gradient in its activation's layout. The
 // first consumer (in backward order) of a node overwrites that gradient, later consumers add
-// into it (sum, or a reorder with a sum post-op across layouts).
+// into it (sum, or a reorder with a sum post-op across layouts). The network input's gradient
+// (tests only) is left out of backward() and computed on demand by get_input_grad(), unless a
+// batch norm reads the input (its one primitive makes both input and parameter gradients);
+// it then uses the weights as they are at that call.
+//
+// FCs run on plain NCHW with the flat weights in place (the weights are the big tensor there);
+// convs reorder their weights to the blocked layout they want once per forward, and their
+// weight gradients back into the flat buffer in backward.
 //
 // File layout: helpers, the network class, its setup (one function per op family), its
 // execution, then the profiler.
@@ -89,7 +96,7 @@ class OnednnNetwork final : public Network {
   void backward(const std::function<void(int node)>& on_param_grads) override;
   void get_input_grad(float* dx) override;
 
-  // Times each op of a training step alone (after a training forward and a backward).
+  // See profile_onednn_primitives(); call after a training forward and a backward.
   std::vector<PrimitiveTime> profile(int reps);
 
  private:
@@ -179,9 +186,7 @@ class OnednnNetwork final : public Network {
   std::vector<std::pair<std::string, int>> impls_;  // describe(): "conv fwd jit:avx512_core", count
   std::vector<std::vector<float>> dropout_mask_;    // per node: 0 or 1 / (1 - rate) per element
 
-  float* params_ = nullptr;
-  float* grads_ = nullptr;
-  float* state_ = nullptr;
+  float* state_ = nullptr;  // read by the running-statistics loops
   ForwardArgs args_;
   bool bound_ = false, forwarded_ = false, backwarded_ = false, last_training_ = true;
   bool input_grad_ready_ = false;
@@ -741,8 +746,6 @@ void OnednnNetwork::bind(float* params, float* grads, float* state) {
     throw std::invalid_argument("onednn network: bind() needs parameter and gradient buffers");
   if (g_.state_count > 0 && !state)
     throw std::invalid_argument("onednn network: bind() needs a state buffer (the graph has batch norm)");
-  params_ = params;
-  grads_ = grads;
   state_ = state;
   for (const View& v : views_) {
     float* base = v.buf == Buf::params ? params : v.buf == Buf::grads ? grads : state;

@@ -5,6 +5,8 @@
 #include "models/backends.h"
 #include "ringbench/config.h"
 
+#include <xmmintrin.h>
+
 #if RINGBENCH_HAVE_DNNL
 #include <omp.h>
 #endif
@@ -35,8 +37,14 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
 }
 
 void set_compute_threads(int n) {
+  // Flush denormals to zero (FTZ + DAZ), as deep-learning frameworks do: tiny gradients in
+  // denormal range otherwise slow whole layers down many times over. The MXCSR is per thread,
+  // so set it in every OpenMP worker (they persist between parallel regions) and here.
+  _mm_setcsr(_mm_getcsr() | 0x8040);
 #if RINGBENCH_HAVE_DNNL
   if (n > 0) omp_set_num_threads(n);
+#pragma omp parallel
+  _mm_setcsr(_mm_getcsr() | 0x8040);
 #else
   (void)n;
 #endif

@@ -198,8 +198,12 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   }();
   const std::string backend = a.backend == "auto" ? m::available_backends().front() : a.backend;
   if (a.ranks < 1) throw Error("--ranks must be >= 1");
-  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env())
+  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
+    // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
+    // a descheduled worker stalls its team (and spinning starves the communication threads).
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
+  }
 
   WorldOptions wo;
   wo.addr = a.addr;
