@@ -390,10 +390,11 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                     ": lower --lr");
       if (measuring) measured.push_back(r);
       if (rank == 0 && a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps)) {
-        std::printf("step %5lld/%lld%s  loss %.4f  %.1f img/sec per rank  step %.3f s  compute %.3f s  "
-                    "allreduce %.3f s  exposed %.3f s\n",
+        std::printf("step %5lld/%lld%s  loss %.4f  acc %5.1f%%  %.1f img/sec per rank  step %.3f s  "
+                    "compute %.3f s  allreduce %.3f s  exposed %.3f s\n",
                     (long long)(s + 1), (long long)total_steps, measuring ? "" : " (warmup)", r.loss,
-                    a.batch / r.step_s, r.step_s, r.compute_s, r.allreduce_s, r.exposed_s);
+                    100.0 * r.correct / a.batch, a.batch / r.step_s, r.step_s, r.compute_s,
+                    r.allreduce_s, r.exposed_s);
         std::fflush(stdout);
       }
     }
