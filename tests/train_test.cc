@@ -284,7 +284,8 @@ TEST(Trainer, AllreduceStartsDuringBackward) {
   t2.step(*src, true);
   first_allreduce = 1e300;
   last_backward_end = 0;
-  for (const auto& e : nlohmann::json::parse(tl2.to_json())["traceEvents"]) {
+  const auto trace2 = nlohmann::json::parse(tl2.to_json())["traceEvents"];  // not a temporary's member
+  for (const auto& e : trace2) {
     if (e["ph"] != "X") continue;
     if (e["cat"] == "allreduce") first_allreduce = std::min(first_allreduce, e["ts"].get<double>());
     if (e["cat"] == "backward")
