@@ -171,11 +171,9 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   wo.addr = a.addr;
   wo.iface = a.iface;
   wo.timeout = timeout;
-  auto world = make_world(wo, a.impl == "mpi");
+  wo.ranks = a.ranks;
+  auto world = make_command_world(wo, a.impl == "mpi");
   const int rank = world->rank, n = world->size;
-  if (a.ranks > 1 && a.ranks != n)
-    throw Error("--ranks " + std::to_string(a.ranks) + " conflicts with the " + world->launcher +
-                " world of " + std::to_string(n) + " ranks: drop --ranks under mpirun");
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";
 
@@ -197,14 +195,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                               op_name(op) + " --segment " + a.segment + " --min-segment " + a.min_segment +
                               " --algo " + a.algo + " --direct-max " + a.direct_max;
     // Every rank checks every rank, so all of them stop with the same message.
-    store.set("allreduce/shape/" + std::to_string(rank), shape);
-    const std::string shape0 = store.get("allreduce/shape/0", timeout);
-    for (int r = 1; r < n; ++r) {
-      std::string other = store.get("allreduce/shape/" + std::to_string(r), timeout);
-      if (other != shape0)
-        throw Error("rank " + std::to_string(r) + "'s options (" + other +
-                    ") differ from rank 0's (" + shape0 + "): every rank must run the same sweep");
-    }
+    check_same_options(store, "allreduce/shape", shape, rank, n, timeout, "run the same sweep");
 
     const size_t es = dtype_size(dtype);
     const size_t max_count = maxb / es;
@@ -234,9 +225,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       ao.direct_max_bytes = parse_bytes(a.direct_max);
       impl = make_ring_impl(*transport, in.data, out.data, max_count, dtype, op, ao);
     } else {
-      path = {{"transport", "mpi"},
-              {"pml", std::getenv("OMPI_MCA_pml") ? std::getenv("OMPI_MCA_pml") : "default"},
-              {"btl", std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "default"}};
+      path = mpi_path_info();
       impl = make_mpi_impl(in.data, out.data, max_count, dtype, op, 2 * timeout);
     }
     json self = host_info();

@@ -1,5 +1,7 @@
 #include "runner/metadata.h"
 
+#include <cstdlib>
+
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -63,6 +65,11 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     std::remove(tmp.c_str());
     throw Error("cannot rename " + tmp + " to " + path);
   }
+}
+
+nlohmann::json mpi_path_info() {
+  auto env = [](const char* k) { return std::getenv(k) ? std::getenv(k) : "default"; };
+  return {{"transport", "mpi"}, {"pml", env("OMPI_MCA_pml")}, {"btl", env("OMPI_MCA_btl")}};
 }
 
 }  // namespace ringbench

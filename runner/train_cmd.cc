@@ -209,11 +209,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   wo.addr = a.addr;
   wo.iface = a.iface;
   wo.timeout = timeout;
-  auto world = make_world(wo, a.transport == "mpi");
+  wo.ranks = a.ranks;
+  auto world = make_command_world(wo, a.transport == "mpi");
   const int rank = world->rank, n = world->size;
-  if (a.ranks > 1 && a.ranks != n)
-    throw Error("--ranks " + std::to_string(a.ranks) + " conflicts with the " + world->launcher +
-                " world of " + std::to_string(n) + " ranks: drop --ranks under mpirun");
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";
   json doc;
@@ -233,14 +231,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                               " classes " + std::to_string(graph.output_node().out.c) + " size " +
                               to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) +
                               " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed);
-    store.set("train/shape/" + std::to_string(rank), shape);
-    const std::string shape0 = store.get("train/shape/0", timeout);
-    for (int r = 1; r < n; ++r) {
-      const std::string other = store.get("train/shape/" + std::to_string(r), timeout);
-      if (other != shape0)
-        throw Error("rank " + std::to_string(r) + "'s options (" + other + ") differ from rank 0's (" +
-                    shape0 + "): every rank must train the same model the same way");
-    }
+    check_same_options(store, "train/shape", shape, rank, n, timeout, "train the same model the same way");
 
     const int threads = a.threads > 0 ? a.threads : default_threads(ranks_on_this_host(*world));
     m::set_compute_threads(threads);
@@ -296,9 +287,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       transport = make_tcp_transport(store, rank, n, tcp);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
     } else if (n > 1) {
-      path = {{"transport", "mpi"},
-              {"pml", std::getenv("OMPI_MCA_pml") ? std::getenv("OMPI_MCA_pml") : "default"},
-              {"btl", std::getenv("OMPI_MCA_btl") ? std::getenv("OMPI_MCA_btl") : "default"}};
+      path = mpi_path_info();
     } else {
       path = {{"transport", "none (1 rank)"}};
     }

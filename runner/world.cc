@@ -221,4 +221,24 @@ int launch_local(int ranks, const std::vector<std::string>& args,
   return result;
 }
 
+std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mpi) {
+  auto world = make_world(opts, need_mpi);
+  if (opts.ranks > 1 && opts.ranks != world->size)
+    throw Error("--ranks " + std::to_string(opts.ranks) + " conflicts with the " + world->launcher +
+                " world of " + std::to_string(world->size) + " ranks: drop --ranks under mpirun");
+  return world;
+}
+
+void check_same_options(Store& store, const std::string& key, const std::string& options,
+                        int rank, int n, std::chrono::milliseconds timeout, const std::string& what) {
+  store.set(key + "/" + std::to_string(rank), options);
+  const std::string first = store.get(key + "/0", timeout);
+  for (int r = 1; r < n; ++r) {
+    const std::string other = store.get(key + "/" + std::to_string(r), timeout);
+    if (other != first)
+      throw Error("rank " + std::to_string(r) + "'s options (" + other + ") differ from rank 0's (" +
+                  first + "): every rank must " + what);
+  }
+}
+
 }  // namespace ringbench

@@ -52,4 +52,14 @@ int launch_local(int ranks, const std::vector<std::string>& args,
 // True in a child started by launch_local (or any env-launched rank).
 bool launched_by_env();
 
+// make_world() for a subcommand given `--ranks ranks`: rejects a --ranks that disagrees with
+// the world mpirun (or the environment) made.
+std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mpi);
+
+// Every rank publishes `options` (what must be equal for the job to make sense) under `key`
+// and compares every rank's with rank 0's, so all of them stop with the same message when one
+// differs. `what` ends the message: "every rank must ...".
+void check_same_options(Store& store, const std::string& key, const std::string& options,
+                        int rank, int n, std::chrono::milliseconds timeout, const std::string& what);
+
 }  // namespace ringbench
