@@ -8,6 +8,9 @@
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
 #include "runner/allreduce_cmd.h"
+#include "runner/cluster.h"
+#include "runner/report.h"
+#include "runner/sweep_cmd.h"
 #include "runner/train_cmd.h"
 
 int main(int argc, char** argv) {
@@ -33,11 +36,57 @@ int main(int argc, char** argv) {
       "(ringbench train --ranks 2).");
   ringbench::add_train_options(*train, tr);
 
+  ringbench::SweepArgs sw;
+  auto* sweep = app.add_subcommand(
+      "sweep",
+      "Run a sweep config (models x node counts x transports x repeats, allreduce size sweeps) on a "
+      "local, emulated or real cluster; results and report in RESULTS/<run-id>/.\n"
+      "ringbench sweep configs/quick.yaml | mpirun -np 4 -H a,b,c,d ringbench sweep CONFIG | "
+      "ringbench sweep --resume RUN_DIR");
+  ringbench::add_sweep_options(*sweep, sw);
+
+  std::string report_dir;
+  ringbench::ReportOptions ro;
+  auto* report = app.add_subcommand("report", "Regenerate RUN_DIR's summary.csv, report.md and plots "
+                                    "from its raw.jsonl alone");
+  report->add_option("run_dir", report_dir, "A sweep's results directory")->required();
+  report->add_option("--straggler-margin", ro.straggler_margin, "Flag a rank whose median step time "
+                     "exceeds the ranks' median by more than this fraction")->capture_default_str();
+
+  std::string run_a, run_b;
+  ringbench::CompareOptions co;
+  auto* compare = app.add_subcommand("compare", "Per-point deltas between two sweeps' results, with "
+                                     "regressions beyond the noise flagged");
+  compare->add_option("run_a", run_a, "Baseline results directory")->required();
+  compare->add_option("run_b", run_b, "Results directory to compare with it")->required();
+  compare->add_option("--threshold", co.threshold, "Changes smaller than this fraction are never "
+                      "regressions")->capture_default_str();
+  compare->add_flag("--fail-on-regression", co.fail_on_regression, "Exit with 1 when a point regressed");
+
+  std::string cluster_action, link = "10gbit";
+  int cluster_nodes = 4;
+  auto* cluster = app.add_subcommand("cluster", "An emulated cluster on this machine (network namespaces "
+                                     "on a bridge, tc-limited links): up, down or status");
+  cluster->add_option("action", cluster_action, "up, down or status")->required()
+      ->check(CLI::IsMember({"up", "down", "status"}));
+  cluster->add_option("--nodes", cluster_nodes, "Nodes (namespaces)")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cluster->add_option("--link", link, "Link rate of every node (tc syntax: 1gbit, 10gbit, 25gbit)")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   std::vector<std::string> args(argv, argv + argc);
   try {
     if (allreduce->parsed()) return ringbench::run_allreduce(ar, args);
     if (train->parsed()) return ringbench::run_train(tr, args);
+    if (sweep->parsed()) return ringbench::run_sweep(sw, args);
+    if (report->parsed()) {
+      ringbench::write_report(report_dir, ro);
+      std::cout << "wrote " << report_dir << "/report.md, summary.csv and plots/\n";
+      return 0;
+    }
+    if (compare->parsed()) return ringbench::compare_runs(run_a, run_b, co);
+    if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);
   } catch (const std::exception& e) {
     std::cerr << "ringbench: error: " << e.what() << "\n";
     return 1;

@@ -12,6 +12,7 @@ packages=(
   iproute2 procps python3             # ip/ss; python3 summarizes benchmark runs
   libdnnl-dev zlib1g-dev              # oneDNN CPU backend; gzip'd idx datasets
   dataset-fashion-mnist               # the real dataset training is checked on
+  libyaml-cpp-dev gnuplot-nox         # sweep configs; the report's SVG plots
 )
 
 missing=()

@@ -1,0 +1,1301 @@
+// report.md, summary.csv and gnuplot SVGs from raw.jsonl alone, and the comparison of two runs.
+#include "runner/report.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "collectives/errors.h"
+#include "runner/metadata.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and formatting
+
+// Two-sided 95% Student t quantile, for the confidence interval of a mean of n samples.
+double t95(size_t n) {
+  static const double t[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+                             2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+                             2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052,
+                             2.048, 2.045, 2.042};
+  const size_t df = n - 1;
+  return df < std::size(t) ? t[df] : 1.96;
+}
+
+struct MeanCi {
+  double mean = 0, ci95 = 0;
+  size_t n = 0;
+};
+
+MeanCi mean_ci(const std::vector<double>& v) {
+  MeanCi r;
+  r.n = v.size();
+  if (v.empty()) return r;
+  for (double x : v) r.mean += x;
+  r.mean /= double(v.size());
+  if (v.size() < 2) return r;
+  double ss = 0;
+  for (double x : v) ss += (x - r.mean) * (x - r.mean);
+  r.ci95 = t95(v.size()) * std::sqrt(ss / double(v.size() - 1)) / std::sqrt(double(v.size()));
+  return r;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// Fixed decimals; never "-0.00".
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
+  return s;
+}
+
+std::string fixed(const std::optional<double>& v, int decimals) {
+  return v ? fixed(*v, decimals) : "";
+}
+
+std::string percent(double fraction) { return fixed(100 * fraction, 0) + "%"; }
+
+// "4K", "1M", "64M" (binary units, as the -b/-e options take them).
+std::string fmt_bytes(uint64_t b) {
+  const char* units[] = {"G", "M", "K"};
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t u = uint64_t(1) << (10 * (3 - i));
+    if (b >= u && b % u == 0) return std::to_string(b / u) + units[i];
+  }
+  return std::to_string(b) + "B";
+}
+
+// "x ± ci" with a CI only where there are two samples or more.
+std::string with_ci(const MeanCi& m, int decimals, const std::string& unit = "") {
+  std::string s = fixed(m.mean, decimals) + unit;
+  return m.n >= 2 ? s + " ± " + fixed(m.ci95, decimals) : s;
+}
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\r', ' ');
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// raw.jsonl
+
+struct Record {
+  json j;
+  std::string point, kind, model, transport, profile, status, error, started_at;
+  int repeat = 0, batch = 0, image_size = 0, nodes = 0;
+};
+
+std::string str_or(const json& j, const char* key, const std::string& def) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+}
+
+int int_or(const json& j, const char* key, int def) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int>() : def;
+}
+
+uint64_t uint_or(const json& j, const char* key, uint64_t def) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : def;
+}
+
+bool bool_or(const json& j, const char* key, bool def) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : def;
+}
+
+std::string required_str(const json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string())
+    throw Error(where + ": \"" + key + "\" is missing or not a string");
+  return it->get<std::string>();
+}
+
+int required_int(const json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer())
+    throw Error(where + ": \"" + key + "\" is missing or not an integer");
+  return it->get<int>();
+}
+
+const json* find_at(const json& j, const char* pointer) {
+  const json::json_pointer p(pointer);
+  return j.contains(p) ? &j.at(p) : nullptr;
+}
+
+std::optional<double> number_at(const json& j, const char* pointer) {
+  const json* v = find_at(j, pointer);
+  return v && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+}
+
+Record to_record(const json& j, const std::string& where) {
+  if (!j.is_object()) throw Error(where + " is not a JSON object");
+  if (int_or(j, "schema", 0) != 1)
+    throw Error(where + ": schema " + (j.contains("schema") ? j["schema"].dump() : "(missing)") +
+                " is not the one this ringbench reads (1): report it with the ringbench that ran it");
+  Record r;
+  r.j = j;
+  r.point = required_str(j, "point", where);
+  r.repeat = required_int(j, "repeat", where);
+  r.kind = required_str(j, "kind", where);
+  r.nodes = required_int(j, "nodes", where);
+  r.status = required_str(j, "status", where);
+  if (r.repeat < 1) throw Error(where + ": \"repeat\" must be >= 1");
+  if (r.kind != "train" && r.kind != "collectives")
+    throw Error(where + ": kind \"" + r.kind + "\" is neither train nor collectives");
+  if (r.status != "ok" && r.status != "failed" && r.status != "skipped")
+    throw Error(where + ": status \"" + r.status + "\" is none of ok, failed, skipped");
+  if (r.kind == "train") {
+    r.model = required_str(j, "model", where);
+    r.batch = required_int(j, "batch", where);
+    r.image_size = int_or(j, "image_size", 0);
+  }
+  r.transport = str_or(j, "transport", "none");
+  r.profile = str_or(j, "profile", "none");
+  r.error = str_or(j, "error", "");
+  r.started_at = str_or(j, "started_at", "");
+  if (r.status == "ok" && r.kind == "train" && !number_at(j, "/train/summary/total_img_s/mean"))
+    throw Error(where + ": status ok but train.summary.total_img_s.mean is missing");
+  if (r.status == "ok" && r.kind == "collectives" &&
+      !(find_at(j, "/collectives/rows") && j["collectives"]["rows"].is_array()))
+    throw Error(where + ": status ok but collectives.rows is missing");
+  return r;
+}
+
+bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
+
+// Every record of raw.jsonl, in file order. An unparsable last line is what a sweep killed
+// mid-write leaves: it is dropped with a warning; anywhere else it is an error.
+std::vector<Record> read_records(const std::string& run_dir) {
+  const std::string path = run_dir + "/raw.jsonl";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!fs::exists(path))
+      throw Error(path + " not found: is " + run_dir + " a sweep's results directory?");
+    throw Error("cannot read " + path + ": " + std::strerror(errno));
+  }
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  size_t last = lines.size();
+  while (last > 0 && is_blank(lines[last - 1])) --last;
+
+  std::vector<Record> records;
+  for (size_t i = 0; i < last; ++i) {
+    if (is_blank(lines[i])) continue;
+    const std::string where = path + " line " + std::to_string(i + 1);
+    json j;
+    try {
+      j = json::parse(lines[i]);
+    } catch (const json::parse_error& e) {
+      if (i + 1 < last) throw Error(where + " is not valid JSON: " + e.what());
+      std::cerr << "ringbench report: warning: " << where
+                << " is incomplete (the sweep was interrupted while writing it): ignored\n";
+      continue;
+    }
+    records.push_back(to_record(j, where));
+  }
+  if (records.empty()) throw Error(path + " has no records: the sweep finished no point");
+  return records;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Points and what is derived from them
+
+struct Straggler {
+  int repeat = 0, rank = 0;
+  std::string host;
+  double median_s = 0, ranks_median_s = 0;
+};
+
+struct SizeStats {
+  std::set<std::string> algos;
+  std::vector<double> time_us, busbw;
+  uint64_t wrong = 0;
+  bool checked = false;
+};
+
+struct WrongResult {
+  int repeat = 0;
+  uint64_t bytes = 0, wrong = 0;
+  bool inplace = false;
+};
+
+struct Point {
+  std::string id, kind, model, transport, profile;
+  int batch = 0, image_size = 0, nodes = 0;
+  std::vector<Record> repeats;  // by repeat number
+
+  // kind train, over the ok repeats
+  std::map<int, double> total;  // total img/s by repeat
+  std::vector<double> per_rank;
+  std::optional<double> step_s, compute_s, exposed_s, allreduce_s, optimizer_s, hidden;
+  std::optional<MeanCi> efficiency, ratio_vs_tcp;
+  std::string efficiency_na;  // why there is no efficiency
+  std::vector<Straggler> stragglers;
+
+  // kind collectives, out-of-place rows of the ok repeats by size; wrong results of all rows
+  std::map<uint64_t, SizeStats> sizes;
+  std::vector<WrongResult> wrong;
+
+  std::vector<const Record*> ok() const {
+    std::vector<const Record*> v;
+    for (const auto& r : repeats)
+      if (r.status == "ok") v.push_back(&r);
+    return v;
+  }
+  int count(const std::string& status) const {
+    return int(std::count_if(repeats.begin(), repeats.end(),
+                             [&](const Record& r) { return r.status == status; }));
+  }
+  // ok: every repeat ran; skipped: none was attempted; failed: anything else.
+  std::string status() const {
+    const int n = int(repeats.size());
+    return count("ok") == n ? "ok" : count("skipped") == n ? "skipped" : "failed";
+  }
+  bool same_config(const Point& o) const {
+    return kind == o.kind && model == o.model && batch == o.batch &&
+           image_size == o.image_size && profile == o.profile;
+  }
+};
+
+int transport_rank(const std::string& t) {
+  const char* order[] = {"tcp", "verbs", "mpi", "nccl"};
+  for (int i = 0; i < 4; ++i)
+    if (t == order[i]) return i;
+  return 4;  // none and anything else, alphabetically
+}
+
+auto order_key(const Point& p) {
+  return std::tuple(p.kind == "train" ? 0 : 1, p.kind, p.model, p.batch, p.image_size, p.profile,
+                    p.nodes, transport_rank(p.transport), p.transport, p.id);
+}
+
+struct Run {
+  std::string sweep, run_id;
+  json cluster;
+  std::vector<std::string> started;  // every started_at, sorted
+  std::vector<Point> points;         // in report order
+};
+
+// The rank 0 section ("train" or "collectives") of a record.
+const json* section(const Record& r) {
+  const auto it = r.j.find(r.kind);
+  return it != r.j.end() && it->is_object() ? &*it : nullptr;
+}
+
+std::string host_of(const Record& r, int rank) {
+  const json* s = section(r);
+  const json* hosts = s ? find_at(*s, "/meta/hosts") : nullptr;
+  if (hosts && hosts->is_array())
+    for (const auto& h : *hosts)
+      if (int_or(h, "rank", -1) == rank) return str_or(h, "host", "?");
+  return "?";
+}
+
+std::vector<Straggler> find_stragglers(const Record& r, double margin) {
+  const json* ranks = find_at(r.j, "/train/ranks");
+  if (!ranks || !ranks->is_array() || ranks->size() < 2) return {};
+  std::vector<std::pair<int, double>> medians;
+  for (const auto& rk : *ranks) {
+    std::vector<double> steps;
+    if (rk.contains("step_s") && rk["step_s"].is_array())
+      for (const auto& s : rk["step_s"])
+        if (s.is_number()) steps.push_back(s.get<double>());
+    if (!steps.empty()) medians.emplace_back(int_or(rk, "rank", int(medians.size())), median(steps));
+  }
+  std::vector<double> values;
+  for (const auto& m : medians) values.push_back(m.second);
+  const double all = median(values);
+  std::vector<Straggler> out;
+  for (const auto& [rank, m] : medians)
+    if (m > all * (1 + margin)) out.push_back({r.repeat, rank, host_of(r, rank), m, all});
+  return out;
+}
+
+std::optional<double> mean_over(const std::vector<const Record*>& recs, const char* pointer) {
+  std::vector<double> v;
+  for (const Record* r : recs)
+    if (auto x = number_at(r->j, pointer)) v.push_back(*x);
+  return v.empty() ? std::nullopt : std::optional<double>(mean_ci(v).mean);
+}
+
+void train_stats(Point& p, double margin) {
+  const auto ok = p.ok();
+  for (const Record* r : ok) {
+    p.total[r->repeat] = *number_at(r->j, "/train/summary/total_img_s/mean");
+    if (auto x = number_at(r->j, "/train/summary/img_s_per_rank/mean")) p.per_rank.push_back(*x);
+    for (auto& s : find_stragglers(*r, margin)) p.stragglers.push_back(s);
+  }
+  p.step_s = mean_over(ok, "/train/summary/step_s/mean_over_ranks");
+  p.compute_s = mean_over(ok, "/train/summary/compute_s/mean_over_ranks");
+  p.exposed_s = mean_over(ok, "/train/summary/exposed_s/mean_over_ranks");
+  p.allreduce_s = mean_over(ok, "/train/summary/allreduce_s/mean_over_ranks");
+  p.optimizer_s = mean_over(ok, "/train/summary/optimizer_s/mean_over_ranks");
+  p.hidden = mean_over(ok, "/train/summary/hidden_fraction");
+}
+
+void collectives_stats(Point& p) {
+  for (const Record* r : p.ok()) {
+    for (const auto& row : r->j["collectives"]["rows"]) {
+      if (!row.is_object()) continue;
+      const uint64_t bytes = uint_or(row, "bytes", 0), wrong = uint_or(row, "wrong", 0);
+      const bool inplace = bool_or(row, "inplace", false);
+      const bool checked = row.contains("wrong") && row["wrong"].is_number();
+      if (wrong > 0) p.wrong.push_back({r->repeat, bytes, wrong, inplace});
+      if (inplace) continue;
+      SizeStats& s = p.sizes[bytes];
+      s.algos.insert(str_or(row, "algo", "?"));
+      if (auto t = number_at(row, "/time_us")) s.time_us.push_back(*t);
+      if (auto b = number_at(row, "/busbw_gbps")) s.busbw.push_back(*b);
+      s.wrong += wrong;
+      s.checked = s.checked || checked;
+    }
+  }
+}
+
+// num[r] / den[r] / scale for every repeat r of num; den's median where den lacks repeat r.
+std::vector<double> paired(const std::map<int, double>& num, const std::map<int, double>& den,
+                           double scale) {
+  std::vector<double> den_values;
+  for (const auto& d : den) den_values.push_back(d.second);
+  const double den_median = median(den_values);
+  std::vector<double> out;
+  for (const auto& [repeat, x] : num) {
+    const auto it = den.find(repeat);
+    const double d = it != den.end() ? it->second : den_median;
+    if (d > 0) out.push_back(x / scale / d);
+  }
+  return out;
+}
+
+const Point* find_peer(const std::vector<Point>& points, const Point& p, int nodes,
+                       const std::string& transport) {
+  for (const auto& o : points)
+    if (o.same_config(p) && o.nodes == nodes && o.transport == transport) return &o;
+  return nullptr;
+}
+
+void cross_point_stats(std::vector<Point>& points) {
+  for (auto& p : points) {
+    if (p.kind != "train" || p.total.empty()) continue;
+    const Point* base = find_peer(points, p, 1, "none");
+    if (!base)
+      p.efficiency_na = "n/a (no N=1 point)";
+    else if (base->total.empty())
+      p.efficiency_na = "n/a (N=1 point failed)";
+    else
+      p.efficiency = mean_ci(paired(p.total, base->total, p.nodes));
+    if (p.transport == "tcp" || p.transport == "none") continue;
+    const Point* tcp = find_peer(points, p, p.nodes, "tcp");
+    if (tcp && !tcp->total.empty()) p.ratio_vs_tcp = mean_ci(paired(p.total, tcp->total, 1));
+  }
+}
+
+// The last record of each (point, repeat) wins: a resumed sweep appends the points it re-ran.
+std::vector<Point> group_points(std::vector<Record> records) {
+  std::map<std::pair<std::string, int>, Record> latest;
+  for (auto& r : records) latest.insert_or_assign({r.point, r.repeat}, std::move(r));
+  std::map<std::string, Point> by_id;
+  for (auto& [key, r] : latest) {
+    Point& p = by_id[r.point];
+    if (p.repeats.empty()) {
+      p.id = r.point;
+      p.kind = r.kind;
+      p.model = r.model;
+      p.transport = r.transport;
+      p.profile = r.profile;
+      p.batch = r.batch;
+      p.image_size = r.image_size;
+      p.nodes = r.nodes;
+    }
+    p.repeats.push_back(std::move(r));
+  }
+  std::vector<Point> points;
+  for (auto& [id, p] : by_id) points.push_back(std::move(p));
+  std::sort(points.begin(), points.end(),
+            [](const Point& a, const Point& b) { return order_key(a) < order_key(b); });
+  return points;
+}
+
+Run load_run(const std::string& run_dir, double straggler_margin) {
+  std::vector<Record> records = read_records(run_dir);
+  Run run;
+  run.sweep = str_or(records.front().j, "sweep", "?");
+  run.run_id = str_or(records.front().j, "run_id", "?");
+  run.cluster = records.front().j.value("cluster", json::object());
+  run.points = group_points(std::move(records));
+  for (auto& p : run.points) {
+    for (const auto& r : p.repeats)
+      if (!r.started_at.empty()) run.started.push_back(r.started_at);
+    if (p.kind == "train") train_stats(p, straggler_margin);
+    else collectives_stats(p);
+  }
+  std::sort(run.started.begin(), run.started.end());
+  cross_point_stats(run.points);
+  return run;
+}
+
+// " b32 224px" where a model has several (batch, image size), and the profile if any.
+std::string config_suffix(const Point& p, bool with_config) {
+  std::string s;
+  if (with_config) s += " b" + std::to_string(p.batch);
+  if (with_config && p.image_size > 0) s += " " + std::to_string(p.image_size) + "px";
+  if (p.profile != "none") s += " " + p.profile;
+  return s;
+}
+
+// "lenet n2 tcp", plus the config suffix.
+std::string label(const Point& p, bool with_config) {
+  return p.model + " n" + std::to_string(p.nodes) + " " + p.transport +
+         config_suffix(p, with_config);
+}
+
+// Models trained with more than one (batch, image size).
+std::set<std::string> multi_config_models(const Run& run) {
+  std::map<std::string, std::set<std::pair<int, int>>> configs;
+  for (const auto& p : run.points)
+    if (p.kind == "train") configs[p.model].insert({p.batch, p.image_size});
+  std::set<std::string> out;
+  for (const auto& [model, c] : configs)
+    if (c.size() > 1) out.insert(model);
+  return out;
+}
+
+std::vector<const Point*> points_of(const Run& run, const std::string& kind) {
+  std::vector<const Point*> v;
+  for (const auto& p : run.points)
+    if (p.kind == kind) v.push_back(&p);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// summary.csv
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i) line += ',';
+    line += csv_field(cells[i]);
+  }
+  return line + "\n";
+}
+
+std::vector<std::string> train_cells(const Point& p) {
+  if (p.total.empty()) return std::vector<std::string>(13, "");
+  std::vector<double> totals;
+  for (const auto& t : p.total) totals.push_back(t.second);
+  const MeanCi t = mean_ci(totals);
+  const auto ci = [](const std::optional<MeanCi>& m, int d) {
+    return m && m->n >= 2 ? fixed(m->ci95, d) : "";
+  };
+  return {fixed(median(totals), 2),
+          t.n >= 2 ? fixed(t.ci95, 2) : "",
+          p.per_rank.empty() ? "" : fixed(median(p.per_rank), 2),
+          p.efficiency ? fixed(p.efficiency->mean, 4) : "",
+          ci(p.efficiency, 4),
+          p.ratio_vs_tcp ? fixed(p.ratio_vs_tcp->mean, 4) : "",
+          ci(p.ratio_vs_tcp, 4),
+          fixed(p.step_s, 6),
+          fixed(p.compute_s, 6),
+          fixed(p.exposed_s, 6),
+          fixed(p.allreduce_s, 6),
+          fixed(p.hidden, 4),
+          std::to_string(p.stragglers.size())};
+}
+
+// The size with the highest median busbw.
+std::optional<std::pair<uint64_t, double>> peak_busbw(const Point& p) {
+  std::optional<std::pair<uint64_t, double>> best;
+  for (const auto& [bytes, s] : p.sizes)
+    if (!s.busbw.empty() && (!best || median(s.busbw) > best->second))
+      best = std::pair(bytes, median(s.busbw));
+  return best;
+}
+
+std::string summary_csv(const Run& run) {
+  std::string csv = csv_line(
+      {"kind", "point", "model", "batch", "image_size", "nodes", "transport", "profile",
+       "repeats_ok", "repeats_failed", "total_img_s_median", "total_img_s_ci95",
+       "img_s_per_rank_median", "efficiency_mean", "efficiency_ci95", "ratio_vs_tcp_mean",
+       "ratio_vs_tcp_ci95", "step_s", "compute_s", "exposed_s", "allreduce_s", "hidden_fraction",
+       "stragglers", "busbw_gbps_max", "busbw_at_bytes"});
+  for (const auto& p : run.points) {
+    const bool train = p.kind == "train";
+    std::vector<std::string> cells = {
+        p.kind, p.id, p.model, train ? std::to_string(p.batch) : "",
+        train ? std::to_string(p.image_size) : "", std::to_string(p.nodes), p.transport, p.profile,
+        std::to_string(p.count("ok")), std::to_string(p.count("failed"))};
+    const auto more = train ? train_cells(p) : std::vector<std::string>(13, "");
+    cells.insert(cells.end(), more.begin(), more.end());
+    const auto peak = train ? std::nullopt : peak_busbw(p);
+    cells.push_back(peak ? fixed(peak->second, 3) : "");
+    cells.push_back(peak ? std::to_string(peak->first) : "");
+    csv += csv_line(cells);
+  }
+  return csv;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plots: a gnuplot script and its data beside each SVG in RUN_DIR/plots, so users can tweak them
+
+struct Fd {
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  void reset() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  int fd;
+};
+
+std::string find_in_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Reads both pipes to their end; false when poll failed.
+bool drain(int out_fd, int err_fd, std::string& out, std::string& err) {
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  std::string* sinks[2] = {&out, &err};
+  char buf[65536];
+  for (int open_fds = 2; open_fds > 0;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, size_t(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  return true;
+}
+
+// Runs `gnuplot SCRIPT` in `dir` (the script names its data files relative to it) and returns
+// what it wrote to stdout: the SVG.
+std::string run_gnuplot(const std::string& gnuplot, const std::string& dir,
+                        const std::string& script) {
+  int out[2], err[2];
+  check_errno(pipe2(out, O_CLOEXEC) == 0, "pipe for gnuplot");
+  Fd out_r{out[0]}, out_w{out[1]};
+  check_errno(pipe2(err, O_CLOEXEC) == 0, "pipe for gnuplot");
+  Fd err_r{err[0]}, err_w{err[1]};
+  const pid_t pid = fork();
+  check_errno(pid >= 0, "fork for gnuplot");
+  if (pid == 0) {
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (chdir(dir.c_str()) == 0 && null_fd >= 0 && dup2(null_fd, 0) == 0 && dup2(out[1], 1) == 1 &&
+        dup2(err[1], 2) == 2)
+      execl(gnuplot.c_str(), "gnuplot", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  out_w.reset();
+  err_w.reset();
+  std::string svg, messages;
+  const bool drained = drain(out_r.fd, err_r.fd, svg, messages);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  check_errno(drained, "reading gnuplot's output");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || svg.empty())
+    throw Error("gnuplot failed on plots/" + script + " (" + gnuplot + "): " + one_line(messages));
+  if (!messages.empty())
+    std::cerr << "ringbench report: gnuplot on plots/" << script << ": " << messages;
+  return svg;
+}
+
+std::string gp_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string num6(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+struct Series {
+  std::string title;
+  std::vector<std::array<double, 3>> rows;  // x, y, error
+};
+
+struct Plot {
+  std::string name, title, xlabel, ylabel, setup, plot, dat;
+};
+
+// Data blocks of `series` (gnuplot's `index`) and the plot clauses that draw them.
+void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style) {
+  for (size_t i = 0; i < series.size(); ++i) {
+    plot.dat += "# " + series[i].title + "\n";
+    for (const auto& r : series[i].rows)
+      plot.dat += num6(r[0]) + " " + num6(r[1]) + " " + num6(r[2]) + "\n";
+    plot.dat += "\n\n";
+    plot.plot += plot.plot.empty() ? "plot " : ", \\\n     ";
+    plot.plot += gp_quote(plot.name + ".dat") + " index " + std::to_string(i) + " using 1:2:3 with " +
+                 style + " title " + gp_quote(series[i].title);
+  }
+}
+
+std::string gp_script(const Plot& p) {
+  return "# " + p.name + ".svg from " + p.name + ".dat, written by `ringbench report`.\n" +
+         "# Regenerate: gnuplot " + p.name + ".gp > " + p.name + ".svg\n" +
+         "set terminal svg size 720,420 dynamic enhanced font 'sans,11' background rgb 'white'\n" +
+         "set title " + gp_quote(p.title) + " noenhanced\n" +
+         "set xlabel " + gp_quote(p.xlabel) + "\n" +
+         "set ylabel " + gp_quote(p.ylabel) + "\n" +
+         "set grid\nset key top left noenhanced\n" + p.setup + p.plot + "\n";
+}
+
+class Plotter {
+ public:
+  Plotter(const std::string& run_dir, bool wanted) : dir_(run_dir + "/plots") {
+    if (!wanted) {
+      note_ = "Plots skipped: turned off.";
+      return;
+    }
+    gnuplot_ = find_in_path("gnuplot");
+    if (gnuplot_.empty()) note_ = "Plots skipped: gnuplot not found (apt-get install gnuplot-nox).";
+  }
+  bool enabled() const { return note_.empty(); }
+  const std::string& note() const { return note_; }
+
+  void render(const Plot& p) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) throw Error("cannot create " + dir_ + ": " + ec.message());
+    write_file_atomic(dir_ + "/" + p.name + ".dat", p.dat);
+    write_file_atomic(dir_ + "/" + p.name + ".gp", gp_script(p));
+    write_file_atomic(dir_ + "/" + p.name + ".svg", run_gnuplot(gnuplot_, dir_, p.name + ".gp"));
+  }
+
+ private:
+  std::string dir_, gnuplot_, note_;
+};
+
+// A file name made of the model's name (letters, digits, '-', '_', '.').
+std::string file_safe(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  return s;
+}
+
+std::string nodes_axis(const std::vector<const Point*>& pts) {
+  std::set<int> nodes;
+  for (const Point* p : pts) nodes.insert(p->nodes);
+  std::string tics;
+  for (int n : nodes) tics += (tics.empty() ? "" : ", ") + std::to_string(n);
+  return "set xrange [" + fixed(*nodes.begin() - 0.5, 1) + ":" + fixed(*nodes.rbegin() + 0.5, 1) +
+         "]\nset xtics (" + tics + ")\n";
+}
+
+// One series per (config, transport) of a model; every series starts at its N=1 point.
+template <class Value>
+std::vector<Series> model_series(const Run& run, const std::vector<const Point*>& pts, Value value) {
+  const bool multi = multi_config_models(run).count(pts.front()->model) > 0;
+  std::map<std::string, Series> by_title;
+  std::vector<std::string> order;
+  for (const Point* p : pts) {
+    const auto v = value(*p);
+    if (!v || (p->nodes == 1 && p->transport == "none")) continue;
+    const std::string title = p->transport + config_suffix(*p, multi);
+    if (!by_title.count(title)) {
+      order.push_back(title);
+      by_title[title].title = title;
+      const Point* base = find_peer(run.points, *p, 1, "none");
+      if (const auto b = base ? value(*base) : std::nullopt)
+        by_title[title].rows.push_back({1, (*b)[0], (*b)[1]});
+    }
+    by_title[title].rows.push_back({double(p->nodes), (*v)[0], (*v)[1]});
+  }
+  std::vector<Series> out;
+  for (const auto& t : order) out.push_back(by_title[t]);
+  return out;
+}
+
+using Pair = std::optional<std::array<double, 2>>;
+
+Pair throughput_value(const Point& p) {
+  if (p.total.empty()) return std::nullopt;
+  std::vector<double> v;
+  for (const auto& t : p.total) v.push_back(t.second);
+  return std::array<double, 2>{median(v), mean_ci(v).ci95};
+}
+
+Pair efficiency_value(const Point& p) {
+  if (!p.efficiency) return std::nullopt;
+  return std::array<double, 2>{p.efficiency->mean, p.efficiency->ci95};
+}
+
+// The plots of one model; returns the names of those drawn.
+std::vector<std::string> model_plots(const Run& run, const std::vector<const Point*>& pts,
+                                     Plotter& plotter) {
+  const std::string model = pts.front()->model, base = file_safe(model);
+  std::vector<std::string> drawn;
+  const auto draw = [&](const std::string& kind, const std::string& title,
+                        const std::string& ylabel, const std::vector<Series>& series,
+                        const std::string& setup, const std::string& extra) {
+    if (series.empty()) return;
+    Plot p{base + "-" + kind, title, "nodes (N, one rank each)", ylabel, nodes_axis(pts) + setup,
+           "", ""};
+    add_series(p, series, "yerrorlines");
+    p.plot += extra;
+    plotter.render(p);
+    drawn.push_back(p.name);
+  };
+  draw("throughput", model + ": total img/s vs nodes (median over repeats, 95% CI)", "total img/s",
+       model_series(run, pts, throughput_value), "set yrange [0:*]\n", "");
+  const auto efficiency = model_series(run, pts, efficiency_value);
+  double top = 1;  // room above the ideal line
+  for (const auto& s : efficiency)
+    for (const auto& r : s.rows) top = std::max(top, r[1] + r[2]);
+  draw("efficiency", model + ": scaling efficiency vs nodes (mean over repeats, 95% CI)",
+       "scaling efficiency", efficiency,
+       "set yrange [0:" + fixed(1.15 * top, 2) + "]\nset key bottom left\n",
+       ", \\\n     1 with lines dt 2 lc rgb 'gray40' title 'ideal'");
+  return drawn;
+}
+
+bool busbw_plot(const Run& run, Plotter& plotter) {
+  std::vector<Series> series;
+  for (const Point* p : points_of(run, "collectives")) {
+    Series s{p->transport + " N=" + std::to_string(p->nodes) +
+                 (p->profile != "none" ? " " + p->profile : ""), {}};
+    for (const auto& [bytes, st] : p->sizes)
+      if (!st.busbw.empty())
+        s.rows.push_back({double(bytes), median(st.busbw), mean_ci(st.busbw).ci95});
+    if (!s.rows.empty()) series.push_back(s);
+  }
+  if (series.empty()) return false;
+  Plot p{"busbw", "allreduce busbw vs message size (out-of-place, median over repeats, 95% CI)",
+         "message size (bytes)", "busbw (GB/s)",
+         "set logscale x 2\nset format x '%.0b%BB'\nset yrange [0:*]\n", "", ""};
+  add_series(p, series, "yerrorlines");
+  plotter.render(p);
+  return true;
+}
+
+bool time_breakdown_plot(const Run& run, Plotter& plotter) {
+  const auto multi = multi_config_models(run);
+  Plot p{"time-breakdown", "where a training step goes (seconds, mean over ranks and repeats)", "",
+         "seconds per step",
+         "set style data histograms\nset style histogram rowstacked\n"
+         "set style fill solid 0.85 border -1\nset boxwidth 0.7\n"
+         "set xtics rotate by -30 left noenhanced\nset yrange [0:*]\nset key outside right top\n",
+         "plot 'time-breakdown.dat' using 2:xtic(1) title 'compute', '' using 3 title 'exposed comm', "
+         "'' using 4 title 'optimizer'",
+         "# point compute_s exposed_s optimizer_s\n"};
+  bool any = false;
+  for (const Point* pt : points_of(run, "train")) {
+    if (!pt->compute_s || !pt->exposed_s || !pt->optimizer_s) continue;
+    std::string l = label(*pt, multi.count(pt->model) > 0);
+    std::replace(l.begin(), l.end(), '"', '\'');
+    p.dat += "\"" + l + "\" " + num6(*pt->compute_s) + " " + num6(*pt->exposed_s) + " " +
+             num6(*pt->optimizer_s) + "\n";
+    any = true;
+  }
+  if (any) plotter.render(p);
+  return any;
+}
+
+// ---------------------------------------------------------------------------------------------
+// report.md
+
+std::string md_cell(std::string s) {
+  std::string out;
+  for (char c : one_line(std::move(s))) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+// `align`: one 'l' or 'r' per column.
+std::string md_table(const std::vector<std::string>& head, const std::string& align,
+                     const std::vector<std::vector<std::string>>& rows) {
+  std::string t = "|", rule = "|";
+  for (size_t i = 0; i < head.size(); ++i) {
+    t += " " + md_cell(head[i]);
+    t += " |";
+    rule += align[i] == 'r' ? "---:|" : "---|";
+  }
+  t += "\n" + rule + "\n";
+  for (const auto& row : rows) {
+    t += "|";
+    for (const auto& c : row) {
+      t += ' ';
+      t += md_cell(c);
+      t += " |";
+    }
+    t += "\n";
+  }
+  return t + "\n";
+}
+
+std::string image(const std::string& alt, const std::string& name) {
+  return "![" + alt + "](plots/" + name + ".svg)\n\n";
+}
+
+std::string cluster_line(const json& c) {
+  std::string s = "Cluster: " + str_or(c, "type", "?");
+  s += c.contains("link") && c["link"].is_string() ? ", " + c["link"].get<std::string>() + " links"
+                                                   : ", links not rate-limited";
+  if (c.contains("cpus_per_node") && c["cpus_per_node"].is_number_integer()) {
+    const int cpus = c["cpus_per_node"].get<int>();
+    s += ", " + std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs") + " per node";
+  }
+  const std::string note = str_or(c, "note", "");
+  return s + (note.empty() ? "" : " (" + note + ")") + ".\n";
+}
+
+std::string md_header(const Run& run, const Plotter& plotter) {
+  std::string md = "# ringbench sweep `" + run.sweep + "`, run `" + run.run_id + "`\n\n";
+  for (const auto& p : run.points)
+    for (const auto& w : p.wrong)
+      md += "> **FAILED: wrong results.** " + p.id + " repeat " + std::to_string(w.repeat) + ": " +
+            std::to_string(w.wrong) + " wrong elements at " + fmt_bytes(w.bytes) +
+            (w.inplace ? " (in-place)" : " (out-of-place)") +
+            ". The allreduce computed a wrong sum: no number of this run can be trusted.\n\n";
+  md += cluster_line(run.cluster);
+  if (!run.started.empty())
+    md += "Points started from " + run.started.front() + " to " + run.started.back() + ".\n";
+  std::map<std::string, int> points, repeats;
+  for (const auto& p : run.points) {
+    ++points[p.status()];
+    for (const auto& r : p.repeats) ++repeats[r.status];
+  }
+  const auto counts = [](std::map<std::string, int>& m) {
+    return std::to_string(m["ok"]) + " ok, " + std::to_string(m["failed"]) + " failed, " +
+           std::to_string(m["skipped"]) + " skipped";
+  };
+  md += "Points: " + counts(points) + " (repeats: " + counts(repeats) + ").\n\n";
+  if (!plotter.enabled()) md += plotter.note() + "\n\n";
+  return md;
+}
+
+std::string md_definitions(const ReportOptions& opts) {
+  char margin[32];
+  std::snprintf(margin, sizeof margin, "%g%%", 100 * opts.straggler_margin);
+  return std::string("## Definitions\n\n") +
+         "- **total img/s**: images per second summed over the ranks, averaged over a run's "
+         "measured steps. Tables give the median over repeats ± the CI.\n"
+         "- **scaling efficiency(N)** = (total img/s at N / N) / (img/s at N=1), same model, batch, "
+         "image size and profile. Computed per repeat (repeat r at N over repeat r at N=1, or over "
+         "the N=1 median when that repeat is missing), then mean ± CI; 1.0 is linear scaling.\n"
+         "- **X vs tcp** = total img/s with transport X / total img/s with tcp at the same N, "
+         "paired by repeat, mean ± CI.\n"
+         "- **CI**: 95% Student-t confidence interval of the mean over repeats (none with one "
+         "repeat).\n"
+         "- **step, compute, exposed comm, optimizer**: seconds per step, mean over ranks and "
+         "repeats. Exposed comm is the allreduce time not hidden behind backward; hidden % = 1 - "
+         "exposed / allreduce.\n"
+         "- **straggler**: a rank whose median step time exceeds the median of all ranks' median "
+         "step times by more than " + margin + " (the straggler margin).\n"
+         "- **busbw** = algbw × 2(N-1)/N (as nccl-tests), GB = 10^9 bytes; time is the slowest "
+         "rank's mean.\n\n";
+}
+
+std::string stragglers_cell(const Point& p) {
+  std::map<int, int> by_rank;
+  for (const auto& s : p.stragglers) ++by_rank[s.rank];
+  std::string c;
+  for (const auto& [rank, n] : by_rank)
+    c += (c.empty() ? "" : ", ") + ("rank " + std::to_string(rank)) + " in " + std::to_string(n) +
+         "/" + std::to_string(p.total.size());
+  return c.empty() ? "-" : c;
+}
+
+std::vector<std::string> train_row(const Point& p) {
+  std::vector<std::string> row = {std::to_string(p.nodes), p.transport, p.profile};
+  if (p.total.empty()) {
+    const std::string why = p.status() == "skipped" ? "skipped" : "failed";
+    row.insert(row.end(), {why, "", "", "", "", "", "", ""});
+    return row;
+  }
+  std::vector<double> totals;
+  for (const auto& t : p.total) totals.push_back(t.second);
+  MeanCi total = mean_ci(totals);
+  total.mean = median(totals);
+  const auto secs = [](const std::optional<double>& v) { return v ? fixed(*v, 4) : "-"; };
+  row.push_back(with_ci(total, 1));
+  row.push_back(p.per_rank.empty() ? "-" : fixed(median(p.per_rank), 1));
+  row.push_back(p.efficiency ? with_ci(*p.efficiency, 3) : p.efficiency_na);
+  row.push_back(secs(p.step_s));
+  row.push_back(secs(p.compute_s));
+  row.push_back(secs(p.exposed_s));
+  row.push_back(p.hidden ? percent(*p.hidden) : "-");
+  row.push_back(stragglers_cell(p));
+  return row;
+}
+
+// "mpi vs tcp" tables of one (model, batch, image size); `suffix` names it in the heading.
+std::string md_ratios(const std::vector<const Point*>& pts, const std::string& suffix) {
+  std::map<std::string, std::vector<const Point*>> by_transport;
+  std::vector<std::string> order;
+  for (const Point* p : pts) {
+    if (!p->ratio_vs_tcp) continue;
+    if (!by_transport.count(p->transport)) order.push_back(p->transport);
+    by_transport[p->transport].push_back(p);
+  }
+  std::string md;
+  for (const auto& t : order) {
+    std::vector<std::vector<std::string>> rows;
+    for (const Point* p : by_transport[t]) {
+      const Point* tcp = nullptr;
+      for (const Point* o : pts)
+        if (o->nodes == p->nodes && o->profile == p->profile && o->transport == "tcp") tcp = o;
+      rows.push_back({std::to_string(p->nodes), p->profile, fixed((*throughput_value(*p))[0], 1),
+                      fixed((*throughput_value(*tcp))[0], 1), with_ci(*p->ratio_vs_tcp, 3, "×")});
+    }
+    md += "### " + t + " vs tcp" + suffix + "\n\n" +
+          md_table({"N", "profile", t + " total img/s", "tcp total img/s", t + " / tcp"}, "rlrrr",
+                   rows);
+  }
+  return md;
+}
+
+std::string config_text(const Point& p) {
+  return "batch " + std::to_string(p.batch) + " per rank, " +
+         (p.image_size > 0 ? "image size " + std::to_string(p.image_size) : "default image size");
+}
+
+// One table per (batch, image size) of a model, its ratio tables, then the model's plots.
+std::string md_model(const Run& run, const std::vector<const Point*>& pts, Plotter& plotter) {
+  const std::string model = pts.front()->model;
+  const bool multi = multi_config_models(run).count(model) > 0;
+  std::string md = "## " + model + "\n\n";
+  for (size_t i = 0; i < pts.size();) {
+    std::vector<const Point*> config;
+    for (const Point* first = pts[i]; i < pts.size() && pts[i]->batch == first->batch &&
+                                      pts[i]->image_size == first->image_size;
+         ++i)
+      config.push_back(pts[i]);
+    const std::string text = config_text(*config.front());
+    md += multi ? "### " + text + "\n\n" : "Training with " + text + ".\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const Point* p : config) rows.push_back(train_row(*p));
+    md += md_table({"N", "transport", "profile", "total img/s", "img/s per rank",
+                    "scaling efficiency", "step s", "compute s", "exposed comm s", "hidden %",
+                    "stragglers"},
+                   "rllrrrrrrrl", rows);
+    md += md_ratios(config, multi ? " (" + text + ")" : "");
+  }
+  if (plotter.enabled())
+    for (const auto& name : model_plots(run, pts, plotter))
+      md += image(name.substr(file_safe(model).size() + 1) + " of " + model, name);
+  return md;
+}
+
+std::string md_train(const Run& run, Plotter& plotter) {
+  std::string md;
+  const auto train = points_of(run, "train");
+  for (size_t i = 0; i < train.size();) {
+    std::vector<const Point*> model;
+    for (const std::string& m = train[i]->model; i < train.size() && train[i]->model == m; ++i)
+      model.push_back(train[i]);
+    md += md_model(run, model, plotter);
+  }
+  return md;
+}
+
+std::string md_time(const Run& run, Plotter& plotter) {
+  const auto multi = multi_config_models(run);
+  std::vector<std::vector<std::string>> rows;
+  for (const Point* p : points_of(run, "train")) {
+    if (!p->step_s || !p->compute_s || !p->exposed_s || !p->optimizer_s) continue;
+    const double other = *p->step_s - *p->compute_s - *p->exposed_s - *p->optimizer_s;
+    rows.push_back({label(*p, multi.count(p->model) > 0), fixed(*p->step_s, 4),
+                    fixed(*p->compute_s, 4), fixed(*p->exposed_s, 4), fixed(*p->optimizer_s, 4),
+                    fixed(other, 4), p->allreduce_s ? fixed(*p->allreduce_s, 4) : "-",
+                    p->hidden ? percent(*p->hidden) : "-"});
+  }
+  if (rows.empty()) return "";
+  std::string md =
+      "## Where the time goes\n\nSeconds per step, mean over ranks and repeats. Other = step - "
+      "compute - exposed comm - optimizer (input data, bookkeeping). The allreduce runs during "
+      "backward: only its exposed part adds to the step.\n\n" +
+      md_table({"point", "step s", "compute s", "exposed comm s", "optimizer s", "other s",
+                "allreduce s", "hidden %"},
+               "lrrrrrrr", rows);
+  if (plotter.enabled() && time_breakdown_plot(run, plotter))
+    md += image("time per step: compute, exposed comm, optimizer", "time-breakdown");
+  return md;
+}
+
+std::string md_stragglers(const Run& run, const ReportOptions& opts) {
+  const auto train = points_of(run, "train");
+  if (train.empty()) return "";
+  char margin[32];
+  std::snprintf(margin, sizeof margin, "%g%%", 100 * opts.straggler_margin);
+  std::string md = std::string("## Stragglers\n\nIn every ok training run, each rank's median step ") +
+                   "time against the median of the ranks' medians; flagged above it by more than " +
+                   margin + ".\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const Point* p : train)
+    for (const auto& s : p->stragglers)
+      rows.push_back({p->id, std::to_string(s.repeat), std::to_string(s.rank), s.host,
+                      fixed(s.median_s, 4), fixed(s.ranks_median_s, 4),
+                      percent(s.median_s / s.ranks_median_s - 1)});
+  if (rows.empty()) return md + "No straggler.\n\n";
+  return md + md_table({"point", "repeat", "rank", "host", "rank's median step s",
+                        "ranks' median s", "excess"},
+                       "lrrlrrr", rows);
+}
+
+std::vector<std::string> size_row(uint64_t bytes, const SizeStats& s) {
+  std::string algos;
+  for (const auto& a : s.algos) algos += (algos.empty() ? "" : "/") + a;
+  return {fmt_bytes(bytes), algos, s.time_us.empty() ? "-" : fixed(median(s.time_us), 1),
+          s.busbw.empty() ? "-" : fixed(median(s.busbw), 3),
+          s.checked ? std::to_string(s.wrong) : "not checked"};
+}
+
+std::string md_collectives(const Run& run, Plotter& plotter) {
+  const auto coll = points_of(run, "collectives");
+  if (coll.empty()) return "";
+  std::string md = "## Collectives (allreduce)\n\nOut-of-place rows, median over the ok repeats; "
+                   "#wrong summed over them (any wrong element fails the run: see the top).\n\n";
+  for (const Point* p : coll) {
+    md += "### N=" + std::to_string(p->nodes) + ", " + p->transport +
+          (p->profile != "none" ? ", " + p->profile : "") + " (" + p->id + ")\n\n";
+    if (p->sizes.empty()) {
+      md += "No results: the point " + p->status() + ".\n\n";
+      continue;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [bytes, s] : p->sizes) rows.push_back(size_row(bytes, s));
+    md += md_table({"size", "algo", "time us", "busbw GB/s", "#wrong"}, "rlrrr", rows);
+  }
+  if (plotter.enabled() && busbw_plot(run, plotter))
+    md += image("allreduce busbw vs message size", "busbw");
+  return md;
+}
+
+// "transport=tcp addr=10.77.0.1:41234 iface=eth0 link_gbps=1": the transport first.
+std::string path_text(const json& path) {
+  if (!path.is_object()) return path.dump();
+  const auto value = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  std::string s = path.contains("transport") ? "transport=" + value(path["transport"]) : "";
+  for (const auto& [k, v] : path.items())
+    if (k != "transport") s += (s.empty() ? "" : " ") + k + "=" + value(v);
+  return s;
+}
+
+std::string md_paths(const Run& run) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : run.points) {
+    std::vector<std::string> row = {p.id, "-", "n/a (no repeat ran)"};
+    for (const auto& r : p.repeats) {
+      const json* s = section(r);
+      const json* hosts = s ? find_at(*s, "/meta/hosts") : nullptr;
+      if (!hosts || !hosts->is_array() || hosts->empty()) continue;
+      const json& rank0 = (*hosts)[0];
+      row = {p.id, host_of(r, 0), path_text(rank0.is_object() ? rank0.value("path", json()) : json())};
+      break;
+    }
+    rows.push_back(row);
+  }
+  return "## Transport path actually used\n\nRank 0's path as the transport reported it "
+         "(meta.hosts[0].path of the first repeat that ran).\n\n" +
+         md_table({"point", "rank 0 host", "path"}, "lll", rows);
+}
+
+std::string md_failures(const Run& run) {
+  std::string md = "## Failed and skipped points\n\n";
+  size_t n = 0;
+  for (const auto& p : run.points)
+    for (const auto& r : p.repeats)
+      if (r.status != "ok") {
+        md += "- `" + p.id + "` repeat " + std::to_string(r.repeat) + ": " + r.status + ": " +
+              (r.error.empty() ? "(no error recorded)" : one_line(r.error)) + "\n";
+        ++n;
+      }
+  return md + (n ? "\n" : "None.\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare
+
+struct Measure {
+  std::string metric;
+  std::optional<double> value;  // none: the point has no result
+  double noise = 0;             // CI95 / median
+};
+
+Measure relative(const std::string& metric, const std::vector<double>& v) {
+  if (v.empty()) return {metric, std::nullopt, 0};
+  const double m = median(v);
+  return {metric, m, v.size() >= 2 && m > 0 ? mean_ci(v).ci95 / m : 0};
+}
+
+// Train: median total img/s. Collectives: median busbw at `bytes`.
+Measure measure(const Point& p, std::optional<uint64_t> bytes) {
+  if (p.kind == "train") {
+    std::vector<double> v;
+    for (const auto& t : p.total) v.push_back(t.second);
+    return relative("total img/s", v);
+  }
+  if (!bytes) return {"busbw GB/s", std::nullopt, 0};
+  return relative("busbw GB/s @" + fmt_bytes(*bytes), p.sizes.at(*bytes).busbw);
+}
+
+// The largest size with busbw in both runs.
+std::optional<uint64_t> common_size(const Point& a, const Point& b) {
+  for (auto it = a.sizes.rbegin(); it != a.sizes.rend(); ++it) {
+    const auto other = b.sizes.find(it->first);
+    if (!it->second.busbw.empty() && other != b.sizes.end() && !other->second.busbw.empty())
+      return it->first;
+  }
+  return std::nullopt;
+}
+
+struct Verdict {
+  std::string point, metric, a, b, delta, noise, verdict;
+  bool broke = false;  // a result in A, none in B
+};
+
+Verdict judge(const Point* a, const Point* b, const CompareOptions& opts) {
+  if (!b) return {a->id, "", "", "", "", "", "only in A"};
+  if (!a) return {b->id, "", "", "", "", "", "only in B"};
+  const auto bytes = a->kind == "collectives" ? common_size(*a, *b) : std::nullopt;
+  if (a->kind == "collectives" && !bytes && !a->sizes.empty() && !b->sizes.empty())
+    return {a->id, "busbw GB/s", "", "", "", "", "no common size"};
+  const Measure ma = measure(*a, bytes), mb = measure(*b, bytes);
+  const int decimals = a->kind == "train" ? 1 : 3;
+  const bool skipped = a->status() == "skipped" && b->status() == "skipped";
+  Verdict v{a->id, ma.metric, ma.value ? fixed(*ma.value, decimals) : a->status(),
+            mb.value ? fixed(*mb.value, decimals) : b->status(), "", "",
+            skipped ? "skipped" : "failed", ma.value && !mb.value};
+  if (!ma.value || !mb.value || *ma.value <= 0) return v;
+  const double delta = *mb.value / *ma.value - 1, noise = std::max(ma.noise, mb.noise);
+  const double bar = std::max(opts.threshold, noise);
+  v.delta = (delta >= 0 ? "+" : "") + fixed(100 * delta, 1);
+  v.noise = fixed(100 * noise, 1);
+  v.verdict = delta < -bar ? "REGRESSION" : delta > bar ? "faster" : "ok";
+  return v;
+}
+
+void print_verdicts(const std::vector<Verdict>& rows) {
+  size_t wp = 5, wm = 6;
+  for (const auto& r : rows) {
+    wp = std::max(wp, r.point.size());
+    wm = std::max(wm, r.metric.size());
+  }
+  const auto line = [&](const Verdict& r) {
+    std::printf("%-*s  %-*s  %10s  %10s  %8s  %8s  %s\n", int(wp), r.point.c_str(), int(wm),
+                r.metric.c_str(), r.a.c_str(), r.b.c_str(), r.delta.c_str(), r.noise.c_str(),
+                r.verdict.c_str());
+  };
+  line({"point", "metric", "A", "B", "delta %", "noise %", "verdict"});
+  for (const auto& r : rows) line(r);
+}
+
+}  // namespace
+
+void write_report(const std::string& run_dir, const ReportOptions& opts) {
+  const Run run = load_run(run_dir, opts.straggler_margin);
+  Plotter plotter(run_dir, opts.plots);
+  const std::string md = md_header(run, plotter) + md_definitions(opts) + md_train(run, plotter) +
+                         md_time(run, plotter) + md_stragglers(run, opts) +
+                         md_collectives(run, plotter) + md_paths(run) + md_failures(run);
+  write_file_atomic(run_dir + "/summary.csv", summary_csv(run));
+  write_file_atomic(run_dir + "/report.md", md);
+}
+
+int compare_runs(const std::string& run_a, const std::string& run_b, const CompareOptions& opts) {
+  const Run a = load_run(run_a, ReportOptions{}.straggler_margin);
+  const Run b = load_run(run_b, ReportOptions{}.straggler_margin);
+  std::map<std::string, std::pair<const Point*, const Point*>> matched;
+  for (const auto& p : a.points) matched[p.id].first = &p;
+  for (const auto& p : b.points) matched[p.id].second = &p;
+  std::vector<std::pair<const Point*, const Point*>> pairs;
+  for (const auto& m : matched) pairs.push_back(m.second);
+  const auto key = [](const std::pair<const Point*, const Point*>& m) {
+    return order_key(m.first ? *m.first : *m.second);
+  };
+  std::sort(pairs.begin(), pairs.end(),
+            [&](const auto& x, const auto& y) { return key(x) < key(y); });
+
+  std::printf("A: %s (sweep %s, run %s)\nB: %s (sweep %s, run %s)\n", run_a.c_str(),
+              a.sweep.c_str(), a.run_id.c_str(), run_b.c_str(), b.sweep.c_str(), b.run_id.c_str());
+  std::printf("A regression: B worse than A by more than the threshold (%s%%) and the noise "
+              "(the larger relative 95%% CI of the two runs).\n\n",
+              fixed(100 * opts.threshold, 1).c_str());
+  std::vector<Verdict> rows;
+  std::map<std::string, int> counts;
+  int broke = 0;
+  for (const auto& [pa, pb] : pairs) {
+    rows.push_back(judge(pa, pb, opts));
+    ++counts[rows.back().verdict];
+    broke += rows.back().broke;
+  }
+  print_verdicts(rows);
+  const int regressions = counts["REGRESSION"];
+  std::printf("\n%d regression%s beyond noise, %d faster, %d ok, %d failed, %d skipped, "
+              "%d only in A, %d only in B\n",
+              regressions, regressions == 1 ? "" : "s", counts["faster"], counts["ok"],
+              counts["failed"], counts["skipped"], counts["only in A"], counts["only in B"]);
+  if (broke)
+    std::printf("%d point%s with a result in A failed in B: --fail-on-regression counts %s as "
+                "regressions\n",
+                broke, broke == 1 ? "" : "s", broke == 1 ? "it" : "them");
+  std::fflush(stdout);
+  return opts.fail_on_regression && regressions + broke > 0 ? 1 : 0;
+}
+
+}  // namespace ringbench

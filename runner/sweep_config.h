@@ -1,0 +1,78 @@
+// Sweep configs (YAML): what to run (models × node counts × transports × profiles × repeats,
+// and/or an allreduce size sweep) and on which cluster. load_sweep_config() validates the whole
+// file before anything runs: every error names the key and what is allowed.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace ringbench {
+
+struct SweepModel {
+  std::string model;
+  int batch = 32;
+  int image_size = 0;  // 0: the model's default
+};
+
+struct TrainSweep {
+  std::vector<SweepModel> models;
+  int warmup = 5, steps = 20;
+  double fusion_mb = 25, first_bucket_mb = 1;
+  bool overlap = true;
+  std::string backend = "auto";
+};
+
+struct CollectivesSweep {
+  std::string min_bytes = "4K", max_bytes = "64M";
+  double step_factor = 4;
+  int iters = 20, warmup_iters = 5;
+  std::string dtype = "float";
+  bool check = true;
+};
+
+struct ClusterConfig {
+  std::string type = "local";   // local | emulated | mpirun
+  std::string link = "10gbit";  // emulated: tc rate of every node's link
+  int cpus_per_node = 0;        // local/emulated: 0 = this machine's cores ÷ the largest node count
+  std::vector<std::string> hosts;  // mpirun: ringbench runs mpirun -H hosts itself when given
+};
+
+struct SweepConfig {
+  std::string name;
+  std::vector<int> nodes{1, 2, 4};
+  std::vector<std::string> transports{"tcp"};
+  std::vector<std::string> profiles{"none"};
+  int repeats = 3;
+  uint64_t seed = 42;
+  double timeout_s = 600;  // per point
+  ClusterConfig cluster;
+  bool has_train = false, has_collectives = false;
+  TrainSweep train;
+  CollectivesSweep collectives;
+};
+
+// Parses and validates; throws Error("<file>: <key>: <what is wrong>; <what is allowed>").
+SweepConfig load_sweep_config(const std::string& path);
+SweepConfig parse_sweep_config(const std::string& yaml_text, const std::string& origin);
+// The config with every default filled in, as YAML (config.yaml "as run") and as JSON.
+std::string to_yaml(const SweepConfig& c);
+nlohmann::json to_json(const SweepConfig& c);
+
+// One measurement: a training run or an allreduce size sweep on `nodes` ranks.
+struct SweepPoint {
+  std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none"
+  std::string kind;       // train | collectives
+  SweepModel model;       // train only
+  int nodes = 1;
+  std::string transport;  // "none" for one node: nothing to communicate
+  std::string profile;
+  int repeat = 1;         // 1-based
+};
+
+// Every point in the order run: repeats outermost, so each pass covers every configuration
+// and slow drift of a shared machine spreads over all of them; N = 1 runs once per model and
+// profile (transport "none"), not once per transport.
+std::vector<SweepPoint> expand_points(const SweepConfig& c);
+
+}  // namespace ringbench

@@ -1,0 +1,401 @@
+#include "runner/sweep_exec.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "collectives/errors.h"
+#include "collectives/net.h"
+#include "collectives/store.h"
+#include "ringbench/config.h"
+#include "runner/metadata.h"
+#include "runner/mpi_util.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using Millis = std::chrono::milliseconds;
+
+// A rank that failed gives its peers this long to report their own view before they are killed.
+constexpr Millis kGrace{30000};
+
+std::string random_id() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+// First line of a command's output ("" when it fails); for versions in env.json.
+std::string command_line_output(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// The executable's path as the shell would find it on PATH ("" when it is not there).
+std::string find_on_path(const std::string& exe) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(ss, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return dir + "/" + exe;
+  return "";
+}
+bool on_path(const std::string& exe) { return !find_on_path(exe).empty(); }
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::vector<std::string> rank_env(int rank, int n, const std::string& store, const std::string& job,
+                                  const std::string& launcher) {
+  return {"RINGBENCH_RANK=" + std::to_string(rank), "RINGBENCH_WORLD_SIZE=" + std::to_string(n),
+          "RINGBENCH_STORE=" + store, "RINGBENCH_JOB_ID=" + job, "RINGBENCH_LAUNCHER=" + launcher};
+}
+
+class LocalExecutor : public Executor {
+ public:
+  ~LocalExecutor() override {
+    if (!agent_dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(agent_dir_, ec);
+    }
+  }
+
+  LocalExecutor(const SweepConfig& c, EmulatedCluster* cluster, std::string note)
+      : cluster_(cluster), note_(std::move(note)), cores_(usable_cores()) {
+    const int max_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
+    cpus_per_node_ = c.cluster.cpus_per_node > 0 ? c.cluster.cpus_per_node : std::max(1, cores_ / max_nodes);
+    if (cpus_per_node_ > cores_)
+      throw Error("cluster.cpus_per_node is " + std::to_string(cpus_per_node_) + " but this machine has " +
+                  std::to_string(cores_) + " usable cores");
+    if (cpus_per_node_ * max_nodes > cores_)
+      note_ += std::string(note_.empty() ? "" : "; ") + std::to_string(max_nodes) + " nodes of " +
+               std::to_string(cpus_per_node_) + " CPU(s) share " + std::to_string(cores_) +
+               " cores, so scaling above " + std::to_string(std::max(1, cores_ / cpus_per_node_)) +
+               " node(s) measures CPU contention as much as the network";
+  }
+
+  std::string unavailable(const SweepPoint& p) const override {
+    if (cluster_ && p.nodes > cluster_->nodes())
+      return "needs " + std::to_string(p.nodes) + " nodes; the emulated cluster has " +
+             std::to_string(cluster_->nodes());
+    return transport_unavailable(p.transport);
+  }
+
+  LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
+    if (job.point->transport == "mpi") return run_mpirun(job, stop);
+    // The point's rendezvous store; on an emulated cluster it listens on the bridge.
+    int port = 0, fd = -1;
+    std::string host = "127.0.0.1";
+    if (cluster_) {
+      host = cluster_->switch_addr();
+      std::string err;
+      std::thread([&] {  // setns() moves only this thread; the socket stays in the switch
+        if (setns(cluster_->switch_ns_fd(), CLONE_NEWNET) != 0) {
+          err = std::string("setns into the switch namespace: ") + std::strerror(errno);
+          return;
+        }
+        try {
+          fd = net::listen_tcp(host, 0, &port);
+        } catch (const std::exception& e) {
+          err = e.what();
+        }
+      }).join();
+      if (fd < 0) throw Error("cannot host the point's store on the emulated cluster: " + err);
+    } else {
+      fd = net::listen_tcp(host, 0, &port);
+    }
+    TcpStoreServer server(fd);
+    const std::string store = host + ":" + std::to_string(port), id = random_id();
+    std::vector<RankLaunch> ranks;
+    for (int k = 0; k < job.point->nodes; ++k) {
+      RankLaunch r;
+      r.argv = {self_exe()};
+      r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
+        r.env = rank_env(k, job.point->nodes, store, id, cluster_ ? "emulated" : "local");
+      r.env.push_back("OMP_WAIT_POLICY=passive");
+      r.log_path = job.log_base + ".rank" + std::to_string(k) + ".log";
+      r.netns_fd = cluster_ ? cluster_->node_ns_fd(k) : -1;
+      for (int i = 0; i < cpus_per_node_; ++i) r.cpus.push_back((k * cpus_per_node_ + i) % cores_);
+      ranks.push_back(std::move(r));
+    }
+    return run_ranks(ranks, job.timeout, kGrace, stop);
+  }
+
+  json cluster_record() const override {
+    return {{"type", cluster_ ? "emulated" : "local"},
+            {"link", cluster_ ? json(cluster_->spec().link) : json(nullptr)},
+            {"cpus_per_node", cpus_per_node_}, {"note", note_}};
+  }
+
+  json describe() const override {
+    json d = cluster_ ? cluster_->describe() : json{{"type", "local"}, {"addr", "127.0.0.1"}};
+    d["cpus_per_node"] = cpus_per_node_;
+    d["cores"] = cores_;
+    d["note"] = note_;
+    return d;
+  }
+
+  std::vector<std::string> rank_args(const std::string& kind) const override {
+    std::vector<std::string> a;
+    if (kind == "train") a = {"--threads", std::to_string(cpus_per_node_)};
+    if (cluster_) a.insert(a.end(), {"--iface", cluster_->node_iface()});
+    return a;
+  }
+
+ private:
+  // The MPI_Allreduce baseline: Open MPI over TCP (never shared memory, which would not be the
+  // network the other transports cross), launched by mpirun as one process tree.
+  LaunchOutcome run_mpirun(const PointJob& job, const std::atomic<bool>* stop) {
+    const int n = job.point->nodes;
+    RankLaunch r;
+    r.argv = {find_on_path("mpirun"), "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none",
+              "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"};
+    if (geteuid() == 0) r.argv.push_back("--allow-run-as-root");
+    if (cluster_) {
+      // mpirun runs in the switch namespace and starts each rank in its node's namespace
+      // through an rsh agent that runs `ip netns exec`.
+      std::string hosts;
+      for (int k = 0; k < n; ++k) hosts += (k ? "," : "") + std::string("n") + std::to_string(k);
+      const std::string subnet = cluster_->spec().subnet + ".0/24";
+      for (const auto& kv : {std::pair{"btl_tcp_if_include", subnet}, {"oob_tcp_if_include", subnet},
+                             {"plm_rsh_agent", agent_script()}})
+        r.argv.insert(r.argv.end(), {"--mca", kv.first, kv.second});
+      r.argv.insert(r.argv.end(), {"-H", hosts, "--map-by", "node"});
+      r.netns_fd = cluster_->switch_ns_fd();
+    } else {
+      r.argv.insert(r.argv.end(), {"--mca", "btl_tcp_if_include", "lo"});
+    }
+    r.argv.insert(r.argv.end(), {"-x", "OMP_WAIT_POLICY=passive", self_exe()});
+    r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
+    r.log_path = job.log_base + ".mpirun.log";
+    return run_ranks({r}, job.timeout, kGrace, stop);
+  }
+
+  // Open MPI calls the agent like ssh: AGENT HOST COMMAND...; the command is a shell string.
+  // Each node's daemon gets its own session directory, as on separate machines (daemons
+  // sharing one race to create it).
+  std::string agent_script() {
+    if (!agent_dir_.empty()) return agent_dir_ + "/agent.sh";
+    char tmpl[] = "/tmp/ringbench-mpirun-XXXXXX";
+    if (!mkdtemp(tmpl)) throw Error(std::string("cannot create a directory for mpirun's agent: ") + std::strerror(errno));
+    agent_dir_ = tmpl;
+    const std::string prefix = cluster_->node_ns(0).substr(0, cluster_->node_ns(0).rfind("-n"));
+    const std::string text =
+        "#!/bin/sh\n# ringbench: mpirun's rsh agent for the emulated cluster\nhost=$1\nshift\n"
+        "export OMPI_MCA_orte_tmpdir_base=" + agent_dir_ + "/$host\nmkdir -p \"$OMPI_MCA_orte_tmpdir_base\"\n"
+        "exec ip netns exec " + prefix + "-$host /bin/sh -c \"$*\"\n";
+    write_file_atomic(agent_dir_ + "/agent.sh", text);
+    chmod((agent_dir_ + "/agent.sh").c_str(), 0755);
+    return agent_dir_ + "/agent.sh";
+  }
+
+  EmulatedCluster* cluster_;
+  std::string note_;
+  int cores_, cpus_per_node_ = 1;
+  std::string agent_dir_;
+};
+
+// Control messages of the sweep under mpirun go through the world's TCP store: waiting ranks
+// sleep in a socket read instead of spinning in an MPI call next to the ranks being measured.
+std::string cmd_key(int64_t i) { return "sweep/cmd/" + std::to_string(i); }
+std::string res_key(int64_t i, int r) { return "sweep/res/" + std::to_string(i) + "/" + std::to_string(r); }
+
+// One sweep rank's part of a point: its rank of the point, as a child process.
+json run_my_rank(const json& cmd, int rank, const std::string& log_path, const std::atomic<bool>* stop) {
+  RankLaunch r;
+  r.argv = {self_exe()};
+  for (const auto& a : cmd["args"]) r.argv.push_back(a.get<std::string>());
+  r.env = rank_env(rank, cmd["nodes"].get<int>(), cmd["store"], cmd["job"], "mpirun-sweep");
+  r.log_path = log_path;
+  LaunchOutcome o = run_ranks({r}, Millis(cmd["timeout_ms"].get<int64_t>()), kGrace, stop);
+  std::ifstream f(log_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string log = ss.str();
+  if (log.size() > 65536) log = "[...]\n" + log.substr(log.size() - 65536);
+  return {{"code", o.exit_codes[0]}, {"timed_out", o.timed_out}, {"interrupted", o.interrupted},
+          {"wall_s", o.wall_s}, {"log", log}};
+}
+
+class MpiWorkerExecutor : public Executor {
+ public:
+  MpiWorkerExecutor(World& w) : w_(w) {}
+
+  std::string unavailable(const SweepPoint& p) const override {
+    if (p.nodes > w_.size)
+      return "needs " + std::to_string(p.nodes) + " nodes; mpirun started " + std::to_string(w_.size) + " rank(s)";
+    if (p.transport == "mpi")
+      return "the MPI_Allreduce baseline cannot run inside `mpirun ringbench sweep` (a point's ranks "
+             "are child processes, not MPI ranks); measure it with its own mpirun of "
+             "`ringbench train --transport mpi`";
+    return transport_unavailable(p.transport);
+  }
+
+  LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
+    const int n = job.point->nodes;
+    TcpStoreServer server("0.0.0.0", 0);
+    json cmd = {{"op", "run"}, {"args", job.args}, {"nodes", n},
+                {"store", w_.default_addr + ":" + std::to_string(server.port())},
+                {"job", random_id()}, {"timeout_ms", job.timeout.count()}};
+    w_.store->set(cmd_key(++seq_), cmd.dump());
+    json mine = run_my_rank(cmd, 0, job.log_base + ".rank0.log", stop);
+    LaunchOutcome out;
+    out.exit_codes.push_back(mine["code"]);
+    out.timed_out = mine["timed_out"];
+    out.interrupted = mine["interrupted"];
+    out.wall_s = mine["wall_s"];
+    for (int r = 1; r < n; ++r) {
+      json res;
+      try {
+        res = json::parse(w_.store->get(res_key(seq_, r), job.timeout + 2 * kGrace));
+      } catch (const std::exception& e) {
+        res = {{"code", -1}, {"timed_out", true}, {"interrupted", false}, {"wall_s", 0},
+               {"log", std::string("ringbench sweep: no word from sweep rank ") + std::to_string(r) +
+                           " about this point: " + e.what() + "\n"}};
+      }
+      out.exit_codes.push_back(res["code"]);
+      out.timed_out = out.timed_out || res["timed_out"].get<bool>();
+      out.interrupted = out.interrupted || res["interrupted"].get<bool>();
+      write_file_atomic(job.log_base + ".rank" + std::to_string(r) + ".log", res["log"].get<std::string>());
+    }
+    return out;
+  }
+
+  json cluster_record() const override {
+    return {{"type", "mpirun"}, {"link", nullptr}, {"cpus_per_node", nullptr},
+            {"note", std::to_string(w_.size) + " sweep ranks under mpirun; a point on N nodes runs on "
+                     "sweep ranks 0..N-1"}};
+  }
+
+  json describe() const override {
+    json hosts = json::array();
+    for (int r = 0; r < w_.size; ++r)
+      hosts.push_back(json::parse(w_.store->get("sweep/host/" + std::to_string(r), Millis(60000))));
+    return {{"type", "mpirun"}, {"ranks", w_.size}, {"hosts", hosts}};
+  }
+
+  void finish() {
+    w_.store->set(cmd_key(++seq_), json{{"op", "done"}}.dump());
+  }
+
+ private:
+  World& w_;
+  int64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_local_executor(const SweepConfig& c, EmulatedCluster* cluster,
+                                              const std::string& note) {
+  return std::make_unique<LocalExecutor>(c, cluster, note);
+}
+
+std::unique_ptr<Executor> make_mpi_executor(const SweepConfig&, World& world) {
+  world.store->set("sweep/host/0", environment_info().dump());
+  return std::make_unique<MpiWorkerExecutor>(world);
+}
+
+void finish_serving(Executor& e) {
+  if (auto* m = dynamic_cast<MpiWorkerExecutor*>(&e)) m->finish();
+}
+
+void serve_points(World& w, const std::atomic<bool>* stop) {
+  w.store->set("sweep/host/" + std::to_string(w.rank), environment_info().dump());
+  char dir_tmpl[] = "/tmp/ringbench-sweep-XXXXXX";
+  if (!mkdtemp(dir_tmpl)) throw Error(std::string("cannot create a directory for the point logs: ") + std::strerror(errno));
+  const std::string log_path = std::string(dir_tmpl) + "/rank.log";
+  for (int64_t i = 1;; ++i) {
+    json cmd;
+    for (;;) {  // points can take long: wait in slices, leave when told to stop
+      if (stop && stop->load()) return;
+      try {
+        cmd = json::parse(w.store->get(cmd_key(i), Millis(5000)));
+        break;
+      } catch (const TimeoutError&) {
+      }
+    }
+    if (cmd["op"] == "done") break;
+    if (w.rank < cmd["nodes"].get<int>()) w.store->set(res_key(i, w.rank), run_my_rank(cmd, w.rank, log_path, stop).dump());
+  }
+  unlink(log_path.c_str());
+  rmdir(dir_tmpl);
+}
+
+std::string transport_unavailable(const std::string& t) {
+  if (t == "tcp" || t == "none") return "";
+  if (t == "mpi") {
+    if (!RINGBENCH_HAVE_MPI) return "this ringbench was built without MPI (RINGBENCH_WITH_MPI=OFF)";
+    if (!on_path("mpirun")) return "mpirun is not on PATH (apt-get install openmpi-bin)";
+    return "";
+  }
+  if (t == "verbs")
+    return RINGBENCH_HAVE_VERBS ? "" : "this ringbench has no RDMA verbs transport (RINGBENCH_WITH_VERBS: not implemented yet)";
+  if (t == "nccl")
+    return RINGBENCH_HAVE_NCCL ? "" : "this ringbench has no NCCL baseline (RINGBENCH_WITH_NCCL: not implemented yet; needs the CUDA backend)";
+  return "unknown transport '" + t + "'";
+}
+
+json environment_info() {
+  json e;
+  e["host"] = host_info();
+  e["build"] = build_info();
+  e["mpirun"] = on_path("mpirun") ? command_line_output("mpirun --version | head -1") : "not found";
+  const std::string gpus = on_path("nvidia-smi") ? command_line_output("nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader") : "";
+  e["gpu"] = gpus.empty() ? json("none (no nvidia-smi or no GPU)") : json(gpus);
+  e["cuda"] = RINGBENCH_HAVE_CUDA ? "built" : "not built (RINGBENCH_WITH_CUDA=OFF)";
+  e["cudnn"] = e["cuda"];
+  e["nccl"] = RINGBENCH_HAVE_NCCL ? "built" : "not built (RINGBENCH_WITH_NCCL=OFF)";
+  const std::string rdma = command_line_output("dpkg-query -W -f='${Version}' libibverbs1");
+  e["rdma_core"] = rdma.empty() ? "not installed" : rdma;
+  json devs = json::array();
+  if (DIR* d = opendir("/sys/class/infiniband")) {
+    while (dirent* ent = readdir(d)) {
+      const std::string name = ent->d_name;
+      if (name[0] == '.') continue;
+      const std::string base = "/sys/class/infiniband/" + name;
+      devs.push_back({{"name", name}, {"node_type", read_first_line(base + "/node_type")},
+                      {"port1_link_layer", read_first_line(base + "/ports/1/link_layer")},
+                      {"port1_state", read_first_line(base + "/ports/1/state")},
+                      {"port1_rate", read_first_line(base + "/ports/1/rate")}});
+    }
+    closedir(d);
+  }
+  e["rdma_devices"] = devs;
+  json vars = json::object();
+  for (char** v = environ; *v; ++v) {
+    const std::string kv = *v;
+    for (const char* prefix : {"OMP_", "OMPI_MCA_", "RINGBENCH_", "NCCL_", "UCX_", "CUDA_VISIBLE_DEVICES", "DNNL_", "ONEDNN_"})
+      if (kv.rfind(prefix, 0) == 0) vars[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+  }
+  e["environment"] = vars;
+  return e;
+}
+
+}  // namespace ringbench

@@ -1,0 +1,138 @@
+// Sweep configs: the shipped ones load, defaults fill in, every mistake is an error naming the
+// key, and points expand in the documented order.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "collectives/errors.h"
+#include "runner/sweep_config.h"
+
+namespace ringbench {
+namespace {
+
+const std::string kMinimal = R"(
+name: t
+cluster: {type: local}
+train:
+  models: [{model: lenet, batch: 16}]
+)";
+
+// The error message of parsing `yaml`, or "" when it parses.
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_sweep_config(yaml, "test.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const std::string& yaml, const std::vector<std::string>& parts) {
+  const std::string e = error_of(yaml);
+  ASSERT_FALSE(e.empty()) << "accepted:\n" << yaml;
+  EXPECT_EQ(e.rfind("test.yaml: ", 0), 0u) << e;
+  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' not in: " << e;
+}
+
+TEST(SweepConfig, ShippedConfigsLoad) {
+  int n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(RINGBENCH_SOURCE_DIR "/configs")) {
+    if (f.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(f.path().string());
+    const SweepConfig c = load_sweep_config(f.path().string());
+    EXPECT_FALSE(expand_points(c).empty());
+    ++n;
+  }
+  EXPECT_GE(n, 3);
+  const SweepConfig h = load_sweep_config(RINGBENCH_SOURCE_DIR "/configs/four-node-pvrdma-vs-tcp.yaml");
+  EXPECT_EQ(h.transports, (std::vector<std::string>{"tcp", "verbs"}));
+  EXPECT_EQ(h.nodes, (std::vector<int>{1, 2, 4}));
+  ASSERT_EQ(h.train.models.size(), 2u);
+  EXPECT_EQ(h.train.models[1].model, "inception_v3");
+}
+
+TEST(SweepConfig, DefaultsFillIn) {
+  const SweepConfig c = parse_sweep_config(kMinimal, "test.yaml");
+  EXPECT_EQ(c.name, "t");
+  EXPECT_EQ(c.nodes, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(c.transports, (std::vector<std::string>{"tcp"}));
+  EXPECT_EQ(c.profiles, (std::vector<std::string>{"none"}));
+  EXPECT_EQ(c.repeats, 3);
+  EXPECT_TRUE(c.has_train);
+  EXPECT_FALSE(c.has_collectives);
+  EXPECT_EQ(c.train.models[0].batch, 16);
+  EXPECT_EQ(c.train.steps, 20);
+}
+
+TEST(SweepConfig, AsRunRoundTrips) {
+  const SweepConfig c = load_sweep_config(RINGBENCH_SOURCE_DIR "/configs/quick.yaml");
+  const SweepConfig again = parse_sweep_config(to_yaml(c), "config.yaml");
+  EXPECT_EQ(to_json(again), to_json(c));
+}
+
+TEST(SweepConfig, MistakesNameTheKey) {
+  expect_error("name: t\ncluster: {type: local}\n", {"train", "measures nothing"});
+  expect_error(kMinimal + "speed: 3\n", {"speed", "unknown key", "transports"});
+  expect_error(kMinimal + "nodes: [1, 0]\n", {"nodes", ">= 1"});
+  expect_error(kMinimal + "nodes: [2, 2]\n", {"nodes", "twice"});
+  expect_error(kMinimal + "nodes: [1, two]\n", {"nodes[1]", "node counts"});
+  expect_error(kMinimal + "nodes: 4\n", {"nodes", "list"});
+  expect_error(kMinimal + "transports: [tcp, rdma]\n", {"transports", "'rdma'", "verbs"});
+  expect_error(kMinimal + "profiles: [grid_a100-4c]\n", {"profiles", "grid_a100-4c", "none"});
+  expect_error(kMinimal + "repeats: 0\n", {"repeats", ">= 1"});
+  expect_error(kMinimal + "timeout: soon\n", {"timeout", "number", "soon"});
+  expect_error("name: t\ntrain: {models: [lenet]}\n", {"cluster", "missing"});
+  expect_error("name: t\ncluster: {type: cloud}\ntrain: {models: [lenet]}\n", {"cluster.type", "cloud", "emulated"});
+  expect_error("name: t\ncluster: {type: local, link: 1gbit}\ntrain: {models: [lenet]}\n", {"cluster.link", "emulated"});
+  expect_error("name: t\ncluster: {type: emulated, link: fast}\ntrain: {models: [lenet]}\n", {"cluster.link", "fast", "10gbit"});
+  expect_error("name: t\ncluster: {type: local, hosts: [a]}\ntrain: {models: [lenet]}\n", {"cluster.hosts", "mpirun"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {steps: 3}\n", {"train.models", "missing"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [resnet50]}\n", {"train.models[0].model", "resnet50", "inception_v3"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 0}]}\n", {"train.models[0].batch", ">= 1"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: many}]}\n", {"train.models[0].batch", "integer", "many"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, size: 3}]}\n", {"train.models[0].size", "unknown key"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [lenet], backend: cuda}\n", {"train.backend", "cuda", "onednn"});
+  expect_error("name: t\ncluster: {type: local}\ncollectives: {min_bytes: 1M, max_bytes: 4K}\n", {"collectives.max_bytes", "min_bytes"});
+  expect_error("name: t\ncluster: {type: local}\ncollectives: {max_bytes: lots}\n", {"collectives.max_bytes", "lots"});
+  expect_error("name: t\ncluster: {type: local}\ncollectives: {dtype: int8}\n", {"collectives.dtype", "int8", "bfloat16"});
+  expect_error("name: t\nnodes: [1]\ncluster: {type: local}\ncollectives: {}\n", {"nodes", ">= 2"});
+  expect_error("name: a/b\ncluster: {type: local}\ntrain: {models: [lenet]}\n", {"name", "a/b"});
+  expect_error("cluster: {type: local}\ntrain: {models: [lenet]}\n", {"name", "missing"});
+  expect_error("- just\n- a list\n", {"mapping"});
+  expect_error("name: [unclosed\n", {"not valid YAML"});
+}
+
+TEST(SweepConfig, MissingFileSaysSo) {
+  try {
+    load_sweep_config("/nonexistent/sweep.yaml");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/sweep.yaml"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepConfig, PointsExpandInOrder) {
+  const SweepConfig c = parse_sweep_config(R"(
+name: t
+nodes: [1, 2, 4]
+transports: [tcp, mpi]
+repeats: 2
+cluster: {type: local}
+train: {models: [lenet, {model: mobilenet_v1, batch: 8, image_size: 96}]}
+collectives: {}
+)", "test.yaml");
+  const auto points = expand_points(c);
+  // Per repeat: 2 models x (N=1 once + 2 transports x 2) + collectives 2 transports x 2.
+  ASSERT_EQ(points.size(), 2u * (2 * 5 + 4));
+  EXPECT_EQ(points[0].id, "train/lenet/b32/n1/none/none");
+  EXPECT_EQ(points[1].id, "train/lenet/b32/n2/tcp/none");
+  EXPECT_EQ(points[2].id, "train/lenet/b32/n2/mpi/none");
+  EXPECT_EQ(points[5].id, "train/mobilenet_v1/b8/s96/n1/none/none");
+  EXPECT_EQ(points[10].id, "collectives/n2/tcp/none");
+  for (size_t i = 0; i < points.size(); ++i) EXPECT_EQ(points[i].repeat, i < 14 ? 1 : 2);
+  EXPECT_EQ(points[14].id, points[0].id);
+}
+
+}  // namespace
+}  // namespace ringbench

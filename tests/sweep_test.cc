@@ -1,0 +1,214 @@
+// End-to-end tests of `ringbench sweep`, `report` and `compare` with the real binary: points on
+// loopback, a failed point that does not stop the sweep, skipped transports, Ctrl-C and
+// --resume, the emulated cluster (as root) and the sweep under mpirun.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "runner/cluster.h"
+#include "tests/run_command.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using testing::run_command;
+using testing::temp_path;
+namespace fs = std::filesystem;
+const std::string kBin = RINGBENCH_BIN;
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<json> read_raw(const std::string& dir) {
+  std::vector<json> out;
+  std::ifstream f(dir + "/raw.jsonl");
+  for (std::string line; std::getline(f, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+// A config file with `body` under a fresh name; returns its path.
+std::string write_config(const std::string& body) {
+  const std::string path = temp_path("sweep") + ".yaml";
+  std::ofstream(path) << body;
+  return path;
+}
+
+const std::string kLenet = R"(
+train:
+  models: [{model: lenet, batch: 8}]
+  warmup: 1
+  steps: 3
+)";
+
+class SweepTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = temp_path("run"); }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(SweepTest, TwoPointsOnLoopbackEndToEnd) {
+  const std::string cfg = write_config("name: e2e\nnodes: [1, 2]\ntransports: [tcp, verbs]\nrepeats: 1\n"
+                                       "cluster: {type: local}\n" + kLenet);
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[2/3] train/lenet/b8/n2/tcp/none r1: ok"), std::string::npos) << r.output;
+  for (const char* f : {"config.yaml", "env.json", "raw.jsonl", "summary.csv", "report.md"})
+    EXPECT_TRUE(fs::exists(dir_ + "/" + f)) << f;
+  EXPECT_FALSE(fs::exists(dir_ + "/tmp"));
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 3u);
+  EXPECT_EQ(raw[0]["point"], "train/lenet/b8/n1/none/none");
+  EXPECT_EQ(raw[1]["point"], "train/lenet/b8/n2/tcp/none");
+  for (int i : {0, 1}) {
+    EXPECT_EQ(raw[i]["status"], "ok") << raw[i].dump();
+    EXPECT_EQ(raw[i]["train"]["ranks"].size(), size_t(raw[i]["nodes"].get<int>()));
+    EXPECT_GT(raw[i]["train"]["summary"]["total_img_s"]["mean"].get<double>(), 0);
+    EXPECT_EQ(raw[i]["cluster"]["type"], "local");
+  }
+  EXPECT_EQ(raw[1]["train"]["meta"]["hosts"][0]["path"]["transport"], "tcp");
+  EXPECT_EQ(raw[2]["status"], "skipped");
+  EXPECT_NE(raw[2]["error"].get<std::string>().find("verbs"), std::string::npos);
+  const json env = json::parse(read_text(dir_ + "/env.json"));
+  for (const char* k : {"host", "build", "gpu", "rdma_core", "environment", "cluster", "run_id"})
+    EXPECT_TRUE(env.contains(k)) << k;
+
+  // The report comes from raw.jsonl alone: regenerating it gives the same bytes.
+  const std::string report = read_text(dir_ + "/report.md"), csv = read_text(dir_ + "/summary.csv");
+  fs::remove(dir_ + "/report.md");
+  fs::remove(dir_ + "/summary.csv");
+  auto rr = run_command(kBin + " report " + dir_);
+  ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_EQ(read_text(dir_ + "/report.md"), report);
+  EXPECT_EQ(read_text(dir_ + "/summary.csv"), csv);
+
+  auto cmp = run_command(kBin + " compare " + dir_ + " " + dir_ + " --fail-on-regression");
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.output;
+}
+
+TEST_F(SweepTest, FailedPointIsRecordedAndTheSweepGoesOn) {
+  // Every point needs far longer than the 2-second point timeout.
+  const std::string cfg = write_config("name: slow\nnodes: [1, 2]\nrepeats: 1\ntimeout: 2\n"
+                                       "cluster: {type: local}\ntrain:\n  models: [{model: lenet, batch: 8}]\n"
+                                       "  steps: 100000\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 2u) << r.output;
+  for (const auto& rec : raw) {
+    EXPECT_EQ(rec["status"], "failed");
+    EXPECT_NE(rec["error"].get<std::string>().find("timed out after 2 s"), std::string::npos) << rec["error"];
+  }
+  EXPECT_NE(read_text(dir_ + "/report.md").find("timed out after 2 s"), std::string::npos);
+}
+
+TEST_F(SweepTest, InterruptThenResumeLosesNothing) {
+  const std::string cfg = write_config("name: resume\nnodes: [1, 2]\nrepeats: 3\ncluster: {type: local}\n" + kLenet);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(kBin.c_str(), kBin.c_str(), "sweep", cfg.c_str(), "--out", dir_.c_str(), nullptr);
+    _exit(127);
+  }
+  // Ctrl-C once two points are in.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(dir_ + "/raw.jsonl") || read_raw(dir_).size() < 2))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const auto before = read_raw(dir_);
+  ASSERT_GE(before.size(), 2u);
+  ASSERT_LT(before.size(), 6u);
+  EXPECT_TRUE(fs::exists(dir_ + "/report.md"));  // a valid partial report
+
+  auto r = run_command(kBin + " sweep --resume " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto after = read_raw(dir_);
+  ASSERT_EQ(after.size(), 6u) << r.output;
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);  // untouched
+  std::set<std::string> seen;
+  for (const auto& rec : after) {
+    EXPECT_EQ(rec["status"], "ok");
+    EXPECT_TRUE(seen.insert(rec["point"].get<std::string>() + "#" + std::to_string(rec["repeat"].get<int>())).second);
+  }
+}
+
+TEST_F(SweepTest, BadConfigRunsNothing) {
+  const std::string cfg = write_config("name: bad\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 0}]}\n");
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("train.models[0].batch: must be >= 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_));
+  auto again = run_command(kBin + " sweep --resume " + dir_);
+  EXPECT_NE(again.output.find("no config.yaml"), std::string::npos) << again.output;
+}
+
+TEST_F(SweepTest, EmulatedClusterCarriesThePoints) {
+  std::string why;
+  if (!can_emulate_cluster(&why)) GTEST_SKIP() << why;
+  const std::string cfg = write_config("name: emu\nnodes: [2]\nrepeats: 1\ncluster: {type: emulated, link: 1gbit}\n"
+                                       "transports: [tcp, mpi]\n" + kLenet +
+                                       "collectives: {min_bytes: 4K, max_bytes: 64K, iters: 2, warmup_iters: 1}\n");
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 4u);
+  for (const auto& rec : raw) {
+    EXPECT_EQ(rec["status"], "ok") << rec.dump();
+    EXPECT_EQ(rec["cluster"]["type"], "emulated");
+    EXPECT_EQ(rec["cluster"]["link"], "1gbit");
+  }
+  // Our ring really crossed the namespaces' links: rank 1 advertised its node's address.
+  const json& hosts = raw[0]["train"]["meta"]["hosts"];
+  EXPECT_EQ(hosts[1]["path"]["iface"], "eth0") << hosts.dump();
+  EXPECT_EQ(hosts[1]["path"]["addr"].get<std::string>().rfind("10.77.0.2:", 0), 0u) << hosts.dump();
+  EXPECT_EQ(raw[2]["collectives"]["rows"].size(), 6u);  // 4K, 16K, 64K, out-of-place and in-place
+  // Nothing left behind.
+  EXPECT_TRUE(leftover_namespaces(false).empty());
+  auto st = run_command("ip netns list");
+  EXPECT_EQ(st.output.find("rb"), std::string::npos) << st.output;
+}
+
+TEST_F(SweepTest, UnderMpirunSubsetsOfRanksRunEachNodeCount) {
+  if (run_command("command -v mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not installed";
+  const std::string cfg = write_config("name: mpi\nnodes: [1, 2, 3]\nrepeats: 1\ncluster: {type: mpirun}\n" + kLenet);
+  auto r = run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+                       "mpirun -np 2 --oversubscribe " + kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 3u);
+  EXPECT_EQ(raw[0]["status"], "ok") << raw[0].dump();
+  EXPECT_EQ(raw[1]["status"], "ok") << raw[1].dump();
+  EXPECT_EQ(raw[1]["train"]["ranks"].size(), 2u);
+  EXPECT_EQ(raw[1]["cluster"]["type"], "mpirun");
+  EXPECT_EQ(raw[2]["status"], "skipped");
+  EXPECT_NE(raw[2]["error"].get<std::string>().find("mpirun started 2"), std::string::npos) << raw[2]["error"];
+}
+
+}  // namespace
+}  // namespace ringbench
