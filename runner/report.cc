@@ -1058,20 +1058,20 @@ std::string md_time(const Run& run, Plotter& plotter) {
   std::vector<std::vector<std::string>> rows;
   for (const Point* p : points_of(run, "train")) {
     if (!p->step_s || !p->compute_s || !p->exposed_s || !p->optimizer_s) continue;
-    const double other = *p->step_s - *p->compute_s - *p->exposed_s - *p->optimizer_s;
     rows.push_back({label(*p, multi.count(p->model) > 0), fixed(*p->step_s, 4),
                     fixed(*p->compute_s, 4), fixed(*p->exposed_s, 4), fixed(*p->optimizer_s, 4),
-                    fixed(other, 4), p->allreduce_s ? fixed(*p->allreduce_s, 4) : "-",
+                    p->allreduce_s ? fixed(*p->allreduce_s, 4) : "-",
                     p->hidden ? percent(*p->hidden) : "-"});
   }
   if (rows.empty()) return "";
   std::string md =
-      "## Where the time goes\n\nSeconds per step, mean over ranks and repeats. Other = step - "
-      "compute - exposed comm - optimizer (input data, bookkeeping). The allreduce runs during "
-      "backward: only its exposed part adds to the step.\n\n" +
-      md_table({"point", "step s", "compute s", "exposed comm s", "optimizer s", "other s",
-                "allreduce s", "hidden %"},
-               "lrrrrrrr", rows);
+      "## Where the time goes\n\nSeconds per step, mean over ranks and repeats: step = compute "
+      "(input, forward, backward) + exposed comm (waiting for the allreduce after backward) + "
+      "optimizer. The allreduce runs during backward: only its exposed part adds to the "
+      "step.\n\n" +
+      md_table({"point", "step s", "compute s", "exposed comm s", "optimizer s", "allreduce s",
+                "hidden %"},
+               "lrrrrrr", rows);
   if (plotter.enabled() && time_breakdown_plot(run, plotter))
     md += image("time per step: compute, exposed comm, optimizer", "time-breakdown");
   return md;

@@ -94,7 +94,8 @@ class LocalExecutor : public Executor {
     if (cpus_per_node_ > cores_)
       throw Error("cluster.cpus_per_node is " + std::to_string(cpus_per_node_) + " but this machine has " +
                   std::to_string(cores_) + " usable cores");
-    if (cpus_per_node_ * max_nodes > cores_)
+    shared_cores_ = cpus_per_node_ * max_nodes > cores_;
+    if (shared_cores_)
       note_ += std::string(note_.empty() ? "" : "; ") + std::to_string(max_nodes) + " nodes of " +
                std::to_string(cpus_per_node_) + " CPU(s) share " + std::to_string(cores_) +
                " cores, so scaling above " + std::to_string(std::max(1, cores_ / cpus_per_node_)) +
@@ -142,7 +143,7 @@ class LocalExecutor : public Executor {
       r.env.push_back("OMP_WAIT_POLICY=passive");
       r.log_path = job.log_base + ".rank" + std::to_string(k) + ".log";
       r.netns_fd = cluster_ ? cluster_->node_ns_fd(k) : -1;
-      for (int i = 0; i < cpus_per_node_; ++i) r.cpus.push_back((k * cpus_per_node_ + i) % cores_);
+      r.cpus = node_cpus(k);
       ranks.push_back(std::move(r));
     }
     return run_ranks(ranks, job.timeout, kGrace, stop);
@@ -178,6 +179,8 @@ class LocalExecutor : public Executor {
     r.argv = {find_on_path("mpirun"), "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none",
               "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"};
     if (geteuid() == 0) r.argv.push_back("--allow-run-as-root");
+    // Ranks sharing cores must yield while they poll, as our ring's ranks sleep after --spin-us.
+    if (shared_cores_) r.argv.insert(r.argv.end(), {"--mca", "mpi_yield_when_idle", "1"});
     if (cluster_) {
       // mpirun runs in the switch namespace and starts each rank in its node's namespace
       // through an rsh agent that runs `ip netns exec`.
@@ -198,6 +201,12 @@ class LocalExecutor : public Executor {
     return run_ranks({r}, job.timeout, kGrace, stop);
   }
 
+  std::vector<int> node_cpus(int node) const {
+    std::vector<int> cpus;
+    for (int i = 0; i < cpus_per_node_; ++i) cpus.push_back((node * cpus_per_node_ + i) % cores_);
+    return cpus;
+  }
+
   // Open MPI calls the agent like ssh: AGENT HOST COMMAND...; the command is a shell string.
   // Each node's daemon gets its own session directory, as on separate machines (daemons
   // sharing one race to create it).
@@ -207,10 +216,20 @@ class LocalExecutor : public Executor {
     if (!mkdtemp(tmpl)) throw Error(std::string("cannot create a directory for mpirun's agent: ") + std::strerror(errno));
     agent_dir_ = tmpl;
     const std::string prefix = cluster_->node_ns(0).substr(0, cluster_->node_ns(0).rfind("-n"));
+    std::string cpus_case;  // each node's daemon, and so its rank, on the node's CPUs
+    for (int k = 0; k < cluster_->nodes(); ++k) {
+      std::string list;
+      for (int c : node_cpus(k)) {
+        if (!list.empty()) list += ',';
+        list += std::to_string(c);
+      }
+      cpus_case += "  n" + std::to_string(k) + ") cpus=" + list + " ;;\n";
+    }
     const std::string text =
         "#!/bin/sh\n# ringbench: mpirun's rsh agent for the emulated cluster\nhost=$1\nshift\n"
+        "case $host in\n" + cpus_case + "  *) echo \"agent: unknown node $host\" >&2; exit 1 ;;\nesac\n"
         "export OMPI_MCA_orte_tmpdir_base=" + agent_dir_ + "/$host\nmkdir -p \"$OMPI_MCA_orte_tmpdir_base\"\n"
-        "exec ip netns exec " + prefix + "-$host /bin/sh -c \"$*\"\n";
+        "exec ip netns exec " + prefix + "-$host taskset -c $cpus /bin/sh -c \"$*\"\n";
     write_file_atomic(agent_dir_ + "/agent.sh", text);
     chmod((agent_dir_ + "/agent.sh").c_str(), 0755);
     return agent_dir_ + "/agent.sh";
@@ -219,6 +238,7 @@ class LocalExecutor : public Executor {
   EmulatedCluster* cluster_;
   std::string note_;
   int cores_, cpus_per_node_ = 1;
+  bool shared_cores_ = false;
   std::string agent_dir_;
 };
 

@@ -17,8 +17,8 @@ status=0
 "$root/build/runner/ringbench" sweep "$config" --out "$run_dir" "$@" || status=$?
 if [ -f "$run_dir/report.md" ]; then
   echo
-  # The scaling tables, straight from the report.
-  awk '/^## /{show = /Training|Scaling|vs tcp/} show' "$run_dir/report.md"
+  # The per-model scaling tables, straight from the report.
+  awk '/^## Where the time goes/{exit} /^## /{show = ($0 !~ /Definitions/)} show && !/^!\[/' "$run_dir/report.md"
   echo "full report: $run_dir/report.md"
 fi
 exit $status
