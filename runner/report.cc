@@ -702,7 +702,7 @@ std::string gp_script(const Plot& p) {
          "set title " + gp_quote(p.title) + " noenhanced\n" +
          "set xlabel " + gp_quote(p.xlabel) + "\n" +
          "set ylabel " + gp_quote(p.ylabel) + "\n" +
-         "set grid\nset key top left noenhanced\n" + p.setup + p.plot + "\n";
+         "set grid\nset key outside right top noenhanced\n" + p.setup + p.plot + "\n";
 }
 
 class Plotter {
@@ -809,7 +809,7 @@ std::vector<std::string> model_plots(const Run& run, const std::vector<const Poi
     for (const auto& r : s.rows) top = std::max(top, r[1] + r[2]);
   draw("efficiency", model + ": scaling efficiency vs nodes (mean over repeats, 95% CI)",
        "scaling efficiency", efficiency,
-       "set yrange [0:" + fixed(1.15 * top, 2) + "]\nset key bottom left\n",
+       "set yrange [0:" + fixed(1.15 * top, 2) + "]\n",
        ", \\\n     1 with lines dt 2 lc rgb 'gray40' title 'ideal'");
   return drawn;
 }
@@ -839,7 +839,7 @@ bool time_breakdown_plot(const Run& run, Plotter& plotter) {
          "seconds per step",
          "set style data histograms\nset style histogram rowstacked\n"
          "set style fill solid 0.85 border -1\nset boxwidth 0.7\n"
-         "set xtics rotate by -30 left noenhanced\nset yrange [0:*]\nset key outside right top\n",
+         "set xtics rotate by -30 left noenhanced\nset yrange [0:*]\n",
          "plot 'time-breakdown.dat' using 2:xtic(1) title 'compute', '' using 3 title 'exposed comm', "
          "'' using 4 title 'optimizer'",
          "# point compute_s exposed_s optimizer_s\n"};
