@@ -373,7 +373,8 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
       spec.link = c.cluster.link;
       cluster = EmulatedCluster::up(spec);
       note = "emulated cluster: " + std::to_string(spec.nodes) + " network namespaces on one bridge, each link " +
-             spec.link + " (tc htb) both ways";
+             spec.link + " (tc htb) both ways; htb lets a burst of 1 ms at the link rate through unshaped, so "
+             "messages smaller than that can beat the link rate; no added latency (no netem)";
     } else {
       note = "FALLBACK: the emulated cluster could not be created (" + why +
              "), so the ranks ran on loopback with no link-rate limit";
