@@ -194,6 +194,28 @@ TEST_F(SweepTest, EmulatedClusterCarriesThePoints) {
   EXPECT_EQ(st.output.find("rb"), std::string::npos) << st.output;
 }
 
+TEST_F(SweepTest, WithoutRootTheEmulatedClusterFallsBackToLoopback) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the sweep as an unprivileged user";
+  if (run_command("command -v setpriv").exit_code != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
+  const std::string cfg = write_config("name: fallback\nnodes: [2]\nrepeats: 1\n"
+                                       "cluster: {type: emulated, link: 1gbit}\n" + kLenet);
+  fs::create_directories(dir_);
+  fs::permissions(dir_, fs::perms::all);
+  auto r = run_command("setpriv --reuid 65534 --regid 65534 --clear-groups " + kBin + " sweep " + cfg +
+                       " --out " + dir_ + "/run");
+  if (r.output.find("Permission denied") != std::string::npos)
+    GTEST_SKIP() << "the build is not readable by an unprivileged user: " << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_ + "/run");
+  ASSERT_EQ(raw.size(), 1u);
+  EXPECT_EQ(raw[0]["status"], "ok");
+  EXPECT_EQ(raw[0]["cluster"]["type"], "local");
+  const std::string note = raw[0]["cluster"]["note"];
+  EXPECT_NE(note.find("FALLBACK"), std::string::npos) << note;
+  EXPECT_NE(note.find("need root"), std::string::npos) << note;
+  EXPECT_NE(read_text(dir_ + "/run/report.md").find("FALLBACK"), std::string::npos);
+}
+
 TEST_F(SweepTest, UnderMpirunSubsetsOfRanksRunEachNodeCount) {
   if (run_command("command -v mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not installed";
   const std::string cfg = write_config("name: mpi\nnodes: [1, 2, 3]\nrepeats: 1\ncluster: {type: mpirun}\n" + kLenet);
