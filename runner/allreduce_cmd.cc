@@ -99,8 +99,9 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (parse_bytes(a.socket_buffer) > (size_t{1} << 30))
     throw Error("--socket-buffer must be at most 1G");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
-  if (a.transport != "tcp")
-    throw Error("--transport " + a.transport + " is not available in this build: use tcp");
+  if (a.transport != "tcp" && a.transport != "verbs")
+    throw Error("--transport " + a.transport + " is not known: use tcp or verbs");
+  validate_verbs_args(a.transport, a.verbs);
   if (a.impl != "ring" && a.impl != "mpi")
     throw Error("--impl " + a.impl + " is not known: use ring or mpi");
 }
@@ -133,7 +134,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
   cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
   cmd.add_option("--impl", a.impl, "Allreduce implementation: ring (ours) or mpi (MPI_Allreduce)")->capture_default_str();
-  cmd.add_option("--transport", a.transport, "Transport of the ring: tcp")->capture_default_str();
+  cmd.add_option("--transport", a.transport, "Transport of the ring: tcp or verbs (RDMA)")->capture_default_str();
   cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
   cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();
   cmd.add_option("--json", a.json, "Also write the results as JSON to this file");
@@ -146,6 +147,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
   cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
                  "sleeping")->capture_default_str();
+  add_verbs_options(cmd, a.verbs);
   cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
   cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
                  "4 segments")->capture_default_str();
@@ -191,7 +193,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     const std::string shape = "-b " + std::to_string(minb) + " -e " + std::to_string(maxb) +
                               " -f " + std::to_string(a.factor) + " -n " + std::to_string(a.iters) +
                               " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
-                              " --impl " + a.impl + " --dtype " + dtype_name(dtype) + " --op " +
+                              " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(dtype) + " --op " +
                               op_name(op) + " --segment " + a.segment + " --min-segment " + a.min_segment +
                               " --algo " + a.algo + " --direct-max " + a.direct_max;
     // Every rank checks every rank, so all of them stop with the same message.
@@ -214,7 +216,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       to.timeout = timeout;
       to.spin = std::chrono::microseconds(a.spin_us);
       to.job_id = world->job_id;
-      transport = make_tcp_transport(store, rank, n, to);
+      transport = make_ring_transport(a.transport, store, rank, n, to, a.verbs);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
       AllreduceOptions ao;
       ao.ring.segment_bytes = parse_bytes(a.segment);
@@ -255,10 +257,14 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                            {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}},
               {"build", build_info()},
               {"hosts", hosts}};
+      if (a.impl == "ring" && a.transport == "verbs")
+        meta["options"].update({{"ib_dev", a.verbs.ib_dev}, {"ib_port", a.verbs.ib_port},
+                                {"gid_index", a.verbs.gid_index},
+                                {"mr_chunk_bytes", parse_bytes(a.verbs.mr_chunk)}});
       auto b = build_info();
       std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
                   b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
-                  a.impl == "ring" ? "ring (ours)" : "MPI_Allreduce", a.impl == "ring" ? "tcp" : "MPI",
+                  a.impl == "ring" ? "ring (ours)" : "MPI_Allreduce", a.impl == "ring" ? a.transport.c_str() : "MPI",
                   n, world->launcher.c_str(), store.describe().c_str());
       std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
                   b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
@@ -271,6 +277,10 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                     parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
                     a.spin_us, a.algo.c_str(),
                     parse_bytes(a.direct_max));
+      if (a.impl == "ring" && a.transport == "verbs")
+        std::printf(" --transport verbs --ib-dev %s --ib-port %d --gid-index %d --mr-chunk %zu",
+                    a.verbs.ib_dev.empty() ? "auto" : a.verbs.ib_dev.c_str(), a.verbs.ib_port,
+                    a.verbs.gid_index, parse_bytes(a.verbs.mr_chunk));
       std::printf("\n");
       if (a.impl == "ring")
         std::printf("# algorithm per row: %s\n",

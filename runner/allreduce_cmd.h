@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/ring_transport.h"
+
 namespace ringbench {
 
 struct AllreduceArgs {
@@ -24,6 +26,7 @@ struct AllreduceArgs {
   std::string algo = "auto", direct_max = "32K";
   int depth = 4;
   int spin_us = 200;
+  VerbsArgs verbs;  // --ib-dev, --ib-port, --gid-index, --mr-chunk
 };
 
 void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, int log_fd, int netns_fd,
                              const cpu_set_t* cpus) {
   setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed sweep takes its ranks along
   dup2(log_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
   int devnull = open("/dev/null", O_RDONLY);

@@ -40,6 +40,7 @@ void catch_signals() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a closed terminal pipe (| head) must not kill us before cleanup
 }
 
 std::string utc_now(const char* fmt) {

@@ -375,8 +375,15 @@ std::string transport_unavailable(const std::string& t) {
     if (!on_path("mpirun")) return "mpirun is not on PATH (apt-get install openmpi-bin)";
     return "";
   }
-  if (t == "verbs")
-    return RINGBENCH_HAVE_VERBS ? "" : "this ringbench has no RDMA verbs transport (RINGBENCH_WITH_VERBS: not implemented yet)";
+  if (t == "verbs") {
+    if (!RINGBENCH_HAVE_VERBS)
+      return "this ringbench was built without the verbs transport (-DRINGBENCH_WITH_VERBS=ON, "
+             "needs libibverbs-dev)";
+    std::error_code ec;
+    std::filesystem::directory_iterator it("/sys/class/infiniband", ec), end;
+    if (ec || it == end) return "verbs: no RDMA device on this host (ibv_get_device_list found none)";
+    return "";
+  }
   if (t == "nccl")
     return RINGBENCH_HAVE_NCCL ? "" : "this ringbench has no NCCL baseline (RINGBENCH_WITH_NCCL: not implemented yet; needs the CUDA backend)";
   return "unknown transport '" + t + "'";

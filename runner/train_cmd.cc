@@ -83,8 +83,9 @@ void validate(const TrainArgs& a) {
   if (a.warmup < 0) throw Error("--warmup must be >= 0");
   if (a.epochs < 0) throw Error("--epochs must be >= 0");
   if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
-  if (a.transport != "tcp" && a.transport != "mpi")
-    throw Error("--transport " + a.transport + " is not available in this build: use tcp or mpi");
+  if (a.transport != "tcp" && a.transport != "verbs" && a.transport != "mpi")
+    throw Error("--transport " + a.transport + " is not known: use tcp, verbs or mpi");
+  validate_verbs_args(a.transport, a.verbs);
   if (a.data != "synthetic" && a.data != "fashion-mnist")
     throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
   if (a.epochs > 0 && a.data == "synthetic")
@@ -149,8 +150,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--warmup", a.warmup, "Steps run before measuring")->capture_default_str();
   cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
                  "(warmup included; replaces --steps)")->capture_default_str();
-  cmd.add_option("--transport", a.transport, "Gradient allreduce: tcp (our ring) or mpi "
-                 "(MPI_Allreduce, needs mpirun)")->capture_default_str();
+  cmd.add_option("--transport", a.transport, "Gradient allreduce: tcp (our ring over TCP), verbs "
+                 "(our ring over RDMA) or mpi (MPI_Allreduce, needs mpirun)")->capture_default_str();
   cmd.add_option("--backend", a.backend, "Compute backend: auto (onednn when built), onednn or "
                  "reference (naive loops; slow, for checking)")->capture_default_str();
   cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
@@ -182,6 +183,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
   cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  add_verbs_options(cmd, a.verbs);
 }
 
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
@@ -276,7 +278,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     }
     std::unique_ptr<Transport> transport;
     json path;
-    if (n > 1 && a.transport == "tcp") {
+    if (n > 1 && (a.transport == "tcp" || a.transport == "verbs")) {
       TcpOptions tcp;
       tcp.addr = a.addr;
       tcp.iface = a.iface;
@@ -284,7 +286,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       tcp.sockets_per_peer = a.sockets_per_peer;
       tcp.timeout = timeout;
       tcp.job_id = world->job_id;
-      transport = make_tcp_transport(store, rank, n, tcp);
+      transport = make_ring_transport(a.transport, store, rank, n, tcp, a.verbs);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
     } else if (n > 1) {
       path = mpi_path_info();

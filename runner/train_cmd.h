@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/ring_transport.h"
+
 namespace ringbench {
 
 struct TrainArgs {
@@ -22,6 +24,7 @@ struct TrainArgs {
   int ranks = 1;
   std::string iface, addr;
   int sockets_per_peer = 2;
+  VerbsArgs verbs;  // --ib-dev, --ib-port, --gid-index, --mr-chunk
 };
 
 void add_train_options(CLI::App& cmd, TrainArgs& a);
