@@ -3,10 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -20,6 +20,29 @@ namespace {
 const std::vector<std::string> kTransports{"tcp", "verbs", "mpi", "nccl"};
 const std::vector<std::string> kClusterTypes{"local", "emulated", "mpirun"};
 const std::vector<std::string> kModels{"lenet", "mobilenet_v1", "inception_v3"};
+
+// tc's rate syntax as far as configs need it: digits, an optional fraction, [k|m|g]bit.
+bool is_tc_rate(const std::string& s) {
+  size_t i = 0, digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    size_t frac = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++frac;
+    if (frac == 0) return false;
+  }
+  if (digits == 0) return false;
+  std::string unit = s.substr(i);
+  return unit == "bit" || unit == "kbit" || unit == "mbit" || unit == "gbit";
+}
+
+// A name that can start a directory name: [A-Za-z0-9][A-Za-z0-9._-]*.
+bool is_safe_name(const std::string& s) {
+  if (s.empty() || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') return false;
+  return true;
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -169,7 +192,7 @@ ClusterConfig parse_cluster(const Reader& r) {
   if (r.has("link")) {
     if (c.type != "emulated") r.fail(r.key("link"), "only an emulated cluster has a configurable link rate");
     r.get("link", c.link, "a rate");
-    if (!std::regex_match(c.link, std::regex(R"(\d+(\.\d+)?(k|m|g)?bit)")))
+    if (!is_tc_rate(c.link))
       r.fail(r.key("link"), "'" + c.link + "' is not a tc rate: use e.g. 100mbit, 1gbit, 10gbit, 25gbit");
   }
   r.get_int("cpus_per_node", c.cpus_per_node, 0);
@@ -195,7 +218,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& origi
   SweepConfig c;
   if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
   r.get("name", c.name, "a string");
-  if (!std::regex_match(c.name, std::regex(R"([A-Za-z0-9][A-Za-z0-9._-]*)")))
+  if (!is_safe_name(c.name))
     r.fail("name", "'" + c.name + "' must be letters, digits, '.', '_' or '-' (it names a directory)");
   if (r.has("nodes")) c.nodes = r.list<int>("nodes", "node counts");
   std::set<int> seen_nodes;
