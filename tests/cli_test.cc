@@ -66,7 +66,8 @@ TEST(Cli, BadOptionsAreClearErrors) {
   r = run_command(kBin + " allreduce -e 12Q");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("unknown unit"), std::string::npos) << r.output;
-  r = run_command(kBin + " allreduce --transport verbs");
+  // Not built, no device, or no such device: each says so, naming --transport verbs.
+  r = run_command(kBin + " allreduce --transport verbs --ib-dev no_such_dev0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--transport verbs"), std::string::npos) << r.output;
 }
