@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -90,7 +91,7 @@ void setup_mpirun_world(World& w, const WorldOptions& o) {
 
 World::~World() {
   store.reset();
-  if (server) server->linger(std::chrono::seconds(10));
+  if (server) server->linger(linger);
   server.reset();
   if (mpi) mpi::finalize();
 }
@@ -103,6 +104,7 @@ bool launched_by_env() { return env("RINGBENCH_RANK") != nullptr; }
 
 std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
   auto w = std::make_unique<World>();
+  w->linger = std::min(w->linger, o.timeout);
   if (launched_by_mpirun() && !launched_by_env()) {
     if (!mpi::built_with_mpi())
       throw Error("launched by mpirun, but this ringbench was built without MPI: rebuild with "

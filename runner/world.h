@@ -32,6 +32,9 @@ struct World {
   std::unique_ptr<TcpStoreServer> server;
   std::unique_ptr<Store> store;
   bool mpi = false;              // MPI was initialized (finalize at exit)
+  // How long rank 0 keeps serving the store for ranks still connected when it exits: at most
+  // the peer timeout, so a stopped rank (which never disconnects) cannot delay the exit more.
+  std::chrono::milliseconds linger{10000};
   ~World();
 };
 
