@@ -1,0 +1,40 @@
+// The mean of a sample and its 95% Student-t confidence interval, as training runs and sweep
+// reports give them.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <iterator>
+#include <vector>
+
+namespace ringbench {
+
+// Two-sided 95% Student t quantile, for the confidence interval of a mean of n samples.
+inline double t95(size_t n) {
+  static const double t[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+                             2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+                             2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052,
+                             2.048, 2.045, 2.042};
+  const size_t df = n - 1;
+  return df < std::size(t) ? t[df] : 1.96;
+}
+
+struct MeanCi {
+  double mean = 0, ci95 = 0;  // ci95 is 0 below two samples
+  size_t n = 0;
+};
+
+inline MeanCi mean_ci(const std::vector<double>& v) {
+  MeanCi r;
+  r.n = v.size();
+  if (v.empty()) return r;
+  for (double x : v) r.mean += x;
+  r.mean /= double(v.size());
+  if (v.size() < 2) return r;
+  double ss = 0;
+  for (double x : v) ss += (x - r.mean) * (x - r.mean);
+  r.ci95 = t95(v.size()) * std::sqrt(ss / double(v.size() - 1)) / std::sqrt(double(v.size()));
+  return r;
+}
+
+}  // namespace ringbench
