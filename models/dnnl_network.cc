@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "models/backends.h"
+#include "models/device_memory.h"
 
 namespace ringbench::models {
 namespace {
@@ -184,7 +185,8 @@ class OnednnNetwork final : public Network {
   size_t scratch_bytes_ = 0;
   memory scratch_buf_;
   std::vector<std::pair<std::string, int>> impls_;  // describe(): "conv fwd jit:avx512_core", count
-  std::vector<std::vector<float>> dropout_mask_;    // per node: 0 or 1 / (1 - rate) per element
+  std::vector<DeviceBuffer> buffers_;  // what every memory from alloc() points into
+  std::vector<DeviceVector<float>> dropout_mask_;  // per node: 0 or 1 / (1 - rate) per element
 
   float* state_ = nullptr;  // read by the running-statistics loops
   ForwardArgs args_;
@@ -258,7 +260,8 @@ OnednnNetwork::OnednnNetwork(const Graph& g, int batch)
 }
 
 memory OnednnNetwork::alloc(const Md& d) {
-  memory m(d, eng_);
+  buffers_.emplace_back(d.get_size(), "onednn tensor");
+  memory m(d, eng_, buffers_.back().data());
   std::memset(m.get_data_handle(), 0, d.get_size());  // dead-end gradients stay zero
   return m;
 }
@@ -660,7 +663,7 @@ void OnednnNetwork::setup_dropout(int i) {
   const size_t count = size_t(batch_) * size_t(per_sample);
   const float rate = n.dropout.rate;
   const float scale = 1.0f / (1.0f - rate);
-  std::vector<float>& mask = dropout_mask_[size_t(i)];
+  DeviceVector<float>& mask = dropout_mask_[size_t(i)];
   mask.assign(count, 0.0f);
 
   std::vector<Op>& f = fwd_[i];
@@ -763,6 +766,10 @@ void OnednnNetwork::forward(const ForwardArgs& args) {
   if (!bound_) throw std::logic_error("onednn network: forward() called before bind()");
   args_ = args;
   for (size_t i = 1; i < fwd_.size(); ++i) {
+    if (gate_) {
+      strm_.wait();
+      gate_->checkpoint();
+    }
     const auto begin = trace_ ? Clock::now() : Clock::time_point{};
     for (const Op& op : fwd_[i])
       if (active(op.mode, args.training)) run(op);
@@ -811,6 +818,7 @@ void OnednnNetwork::backward(const std::function<void(int node)>& on_param_grads
   }
   for (const Op& op : out_grad_ops_) run(op);
   for (size_t i = bwd_.size() - 1; i >= 1; --i) {
+    if (gate_) gate_->checkpoint();
     const auto begin = trace_ ? Clock::now() : Clock::time_point{};
     for (const Op& op : bwd_[i])
       if (!op.input_grad_only && active(op.mode, last_training_)) run(op);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "models/device_gate.h"
 #include "models/graph.h"
 
 namespace ringbench::models {
@@ -54,9 +55,12 @@ class Network {
   virtual void get_input_grad(float* dx) = 0;  // batch x input_dims, NCHW (tests)
 
   void set_trace(LayerTrace t) { trace_ = std::move(t); }
+  // Emulated vGPU time slicing: checkpoint() before each node's forward and backward.
+  void set_gate(DeviceGate* g) { gate_ = g; }
 
  protected:
   LayerTrace trace_;
+  DeviceGate* gate_ = nullptr;
 };
 
 // "reference" (naive loops, the numerical oracle) or "onednn" (when built with it).

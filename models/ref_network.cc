@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/backends.h"
+#include "models/device_memory.h"
 
 namespace ringbench::models {
 namespace {
@@ -406,6 +407,7 @@ class ReferenceNetwork final : public Network {
     forwarded_ = backwarded_ = false;
     std::copy(input_.begin(), input_.end(), data_[0].y.begin());
     for (int id = 1; id < int(g_.nodes.size()); ++id) {
+      if (gate_) gate_->checkpoint();
       const auto begin = Clock::now();
       forward_node(id, args);
       const auto end = Clock::now();
@@ -417,7 +419,7 @@ class ReferenceNetwork final : public Network {
   void get_output(size_t i, float* y) override {
     if (i >= g_.outputs.size()) throw std::out_of_range("reference network: no output " + std::to_string(i));
     if (!forwarded_) throw std::logic_error("reference network: get_output() called before forward()");
-    const std::vector<float>& src = data_[g_.outputs[i].node].y;
+    const DeviceVector<float>& src = data_[g_.outputs[i].node].y;
     std::copy(src.begin(), src.end(), y);
   }
 
@@ -432,11 +434,12 @@ class ReferenceNetwork final : public Network {
     if (!forwarded_) throw std::logic_error("reference network: backward() called before forward()");
     for (NodeData& d : data_) std::fill(d.dy.begin(), d.dy.end(), 0.0f);
     for (size_t i = 0; i < g_.outputs.size(); ++i) {
-      std::vector<float>& dy = data_[g_.outputs[i].node].dy;
+      DeviceVector<float>& dy = data_[g_.outputs[i].node].dy;
       for (size_t k = 0; k < out_grads_[i].size(); ++k) dy[k] += out_grads_[i][k];
       out_grads_[i].clear();  // outputs not set before the next backward get zero
     }
     for (int id = int(g_.nodes.size()) - 1; id >= 1; --id) {
+      if (gate_) gate_->checkpoint();
       const auto begin = Clock::now();
       backward_node(id);
       const auto end = Clock::now();
@@ -453,7 +456,7 @@ class ReferenceNetwork final : public Network {
 
  private:
   struct NodeData {
-    std::vector<float> y, dy;      // activation and its gradient, batch x out dims, NCHW
+    DeviceVector<float> y, dy;     // activation and its gradient, batch x out dims, NCHW
     std::vector<uint8_t> keep;     // dropout mask
     std::vector<int64_t> argmax;   // max pooling winners
     BnSaved bn;                    // batch norm statistics used by the forward
@@ -570,7 +573,7 @@ class ReferenceNetwork final : public Network {
   float* grads_ = nullptr;
   float* state_ = nullptr;
   bool bound_ = false, forwarded_ = false, backwarded_ = false;
-  std::vector<float> input_;
+  DeviceVector<float> input_;
   std::vector<NodeData> data_;
   std::vector<std::vector<float>> out_grads_;  // empty: not set since the last backward
 };

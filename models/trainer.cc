@@ -128,6 +128,7 @@ Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make
       state_(g_.state_count) {
   init_params(g_, o.seed, params_.data(), state_.data());
   net_.bind(params_.data(), grads_.data(), state_.data());
+  net_.set_gate(o.gate);
   const int b = net_.batch();
   images_.resize(size_t(b) * size_t(g_.input_dims().numel()));
   labels_.resize(size_t(b));
@@ -176,7 +177,10 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     net_.set_trace([&](int node, Phase ph, Clock::time_point b, Clock::time_point e) {
       tl->add(0, g_.nodes[size_t(node)].name, ph == Phase::forward ? "forward" : "backward", b, e);
     });
+  DeviceGate* gate = o_.gate;
+  const DeviceGate::Usage u0 = gate ? gate->usage() : DeviceGate::Usage{};
   const auto t0 = Clock::now();
+  if (gate) gate->enter();
   forward_loss(data, r);
 
   // Backward: enqueue each bucket as soon as its lowest tensor's gradient is final.
@@ -191,16 +195,31 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
   if (comm_)
     while (next < plan_.buckets.size()) comm_->enqueue(next++);
 
-  // Optimizer, bucket by bucket as each bucket's average arrives.
+  // Optimizer, bucket by bucket as each bucket's average arrives. Time sliced, a job must not
+  // hold the device while it waits for the network: it waits for every bucket first.
   double waited = 0, optimizer = 0;
+  if (gate && comm_) {
+    gate->leave();
+    const auto w0 = Clock::now();
+    for (size_t b = 0; b < plan_.buckets.size(); ++b) comm_->wait(b, o_.timeout);
+    waited += seconds(w0, Clock::now());
+    gate->enter();
+  }
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     const auto w0 = Clock::now();
     if (comm_) comm_->wait(b, o_.timeout);
+    if (gate) gate->checkpoint();
     const auto w1 = Clock::now();
     sgd_update(g_, plan_.buckets[b].first, plan_.buckets[b].last, o_.sgd, params_.data(),
                grads_.data(), velocity_.data());
     waited += seconds(w0, w1);
     optimizer += seconds(w1, Clock::now());
+  }
+  if (gate) {
+    gate->leave();
+    const DeviceGate::Usage u1 = gate->usage();
+    r.device_s = u1.held_s - u0.held_s;
+    r.device_wait_s = u1.waited_s - u0.waited_s;
   }
   const auto t_end = Clock::now();
   if (tl) {

@@ -14,6 +14,8 @@
 #include "collectives/allreduce.h"
 #include "models/bucket_plan.h"
 #include "models/data.h"
+#include "models/device_gate.h"
+#include "models/device_memory.h"
 #include "models/network.h"
 #include "models/sgd.h"
 #include "models/timeline.h"
@@ -45,6 +47,7 @@ struct TrainOptions {
   uint64_t seed = 42;                   // parameters (same on every rank) and dropout
   std::chrono::milliseconds timeout{60000};  // limit on waiting for any bucket
   Timeline* timeline = nullptr;         // record layers and buckets of traced steps
+  DeviceGate* gate = nullptr;           // emulated vGPU time slicing of forward, backward, optimizer
 };
 
 struct StepRecord {
@@ -56,6 +59,8 @@ struct StepRecord {
   double allreduce_s = 0;  // time the communication thread spent in allreduces
   double exposed_s = 0;  // time the step waited for allreduces after backward ended
   double optimizer_s = 0;
+  double device_s = 0;       // with a gate: time this job held the device during the step
+  double device_wait_s = 0;  // with a gate: time it waited for a slice
 };
 
 class Trainer {
@@ -75,9 +80,9 @@ class Trainer {
   Eval evaluate(const Dataset& d);
 
   const BucketPlan& plan() const { return plan_; }
-  std::vector<float>& params() { return params_; }
-  std::vector<float>& state() { return state_; }
-  const std::vector<float>& grads() const { return grads_; }
+  DeviceVector<float>& params() { return params_; }
+  DeviceVector<float>& state() { return state_; }
+  const DeviceVector<float>& grads() const { return grads_; }
   std::string reducer() const;
   int64_t steps_done() const { return steps_; }
 
@@ -89,7 +94,7 @@ class Trainer {
   const Graph& g_;
   TrainOptions o_;
   BucketPlan plan_;
-  std::vector<float> params_, grads_, velocity_, state_;
+  DeviceVector<float> params_, grads_, velocity_, state_;
   std::vector<float> images_, scratch_;
   std::vector<int32_t> labels_;
   std::unique_ptr<GradientReducer> reducer_;

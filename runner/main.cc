@@ -12,6 +12,7 @@
 #include "runner/report.h"
 #include "runner/sweep_cmd.h"
 #include "runner/train_cmd.h"
+#include "runner/vgpu_cmd.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ringbench " RINGBENCH_VERSION
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
   cluster->add_option("--link", link, "Link rate of every node (tc syntax: 1gbit, 10gbit, 25gbit)")
       ->capture_default_str();
 
+  ringbench::VgpuArgs vg;
+  auto* vgpu = app.add_subcommand("vgpu", "vGPU profiles: the catalog (profiles), this machine's GPU "
+                                  "(detect), and k VMs time-sliced on one device (share)");
+  ringbench::add_vgpu_commands(*vgpu, vg);
+
   CLI11_PARSE(app, argc, argv);
   std::vector<std::string> args(argv, argv + argc);
   try {
@@ -86,6 +92,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (compare->parsed()) return ringbench::compare_runs(run_a, run_b, co);
+    if (vgpu->parsed()) return ringbench::run_vgpu(*vgpu, vg, args);
     if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);
   } catch (const std::exception& e) {
     std::cerr << "ringbench: error: " << e.what() << "\n";

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -88,8 +89,9 @@ std::string one_line(std::string s) {
 
 struct Record {
   json j;
-  std::string point, kind, model, transport, profile, status, error, started_at;
-  int repeat = 0, batch = 0, image_size = 0, nodes = 0;
+  std::string point, kind, model, transport, profile, policy, status, error, started_at;
+  int repeat = 0, batch = 0, image_size = 0, nodes = 0, vms = 0;
+  std::pair<int, size_t> order;  // (seq, position in raw.jsonl): the order the sweep ran it
 };
 
 std::string str_or(const json& j, const char* key, const std::string& def) {
@@ -149,14 +151,20 @@ Record to_record(const json& j, const std::string& where) {
   r.nodes = required_int(j, "nodes", where);
   r.status = required_str(j, "status", where);
   if (r.repeat < 1) throw Error(where + ": \"repeat\" must be >= 1");
-  if (r.kind != "train" && r.kind != "collectives")
-    throw Error(where + ": kind \"" + r.kind + "\" is neither train nor collectives");
-  if (r.status != "ok" && r.status != "failed" && r.status != "skipped")
-    throw Error(where + ": status \"" + r.status + "\" is none of ok, failed, skipped");
-  if (r.kind == "train") {
+  if (r.kind != "train" && r.kind != "collectives" && r.kind != "share")
+    throw Error(where + ": kind \"" + r.kind + "\" is none of train, collectives, share");
+  if (r.status != "ok" && r.status != "failed" && r.status != "skipped" &&
+      r.status != "does_not_fit")
+    throw Error(where + ": status \"" + r.status +
+                "\" is none of ok, failed, skipped, does_not_fit");
+  if (r.kind == "train" || r.kind == "share") {
     r.model = required_str(j, "model", where);
     r.batch = required_int(j, "batch", where);
     r.image_size = int_or(j, "image_size", 0);
+  }
+  if (r.kind == "share") {
+    r.policy = str_or(j, "policy", "");
+    r.vms = int_or(j, "vms", 0);
   }
   r.transport = str_or(j, "transport", "none");
   r.profile = str_or(j, "profile", "none");
@@ -164,6 +172,8 @@ Record to_record(const json& j, const std::string& where) {
   r.started_at = str_or(j, "started_at", "");
   if (r.status == "ok" && r.kind == "train" && !number_at(j, "/train/summary/total_img_s/mean"))
     throw Error(where + ": status ok but train.summary.total_img_s.mean is missing");
+  if (r.status == "ok" && r.kind == "share" && !number_at(j, "/share/summary/total_img_s/mean"))
+    throw Error(where + ": status ok but share.summary.total_img_s.mean is missing");
   if (r.status == "ok" && r.kind == "collectives" &&
       !(find_at(j, "/collectives/rows") && j["collectives"]["rows"].is_array()))
     throw Error(where + ": status ok but collectives.rows is missing");
@@ -201,6 +211,7 @@ std::vector<Record> read_records(const std::string& run_dir) {
       continue;
     }
     records.push_back(to_record(j, where));
+    records.back().order = {int_or(j, "seq", 0), i};
   }
   if (records.empty()) throw Error(path + " has no records: the sweep finished no point");
   return records;
@@ -229,11 +240,12 @@ struct WrongResult {
 };
 
 struct Point {
-  std::string id, kind, model, transport, profile;
-  int batch = 0, image_size = 0, nodes = 0;
+  std::string id, kind, model, transport, profile, policy;
+  int batch = 0, image_size = 0, nodes = 0, vms = 0;
+  int profile_order = -1;       // the profile's place in the sweep's order ("none": -1)
   std::vector<Record> repeats;  // by repeat number
 
-  // kind train, over the ok repeats
+  // kind train and share, over the ok repeats (share: the VMs' sum, step s mean over VMs)
   std::map<int, double> total;  // total img/s by repeat
   std::vector<double> per_rank;
   std::optional<double> step_s, compute_s, exposed_s, allreduce_s, optimizer_s, hidden;
@@ -245,6 +257,12 @@ struct Point {
   std::map<uint64_t, SizeStats> sizes;
   std::vector<WrongResult> wrong;
 
+  // vGPU: the device memory peak (train: rank 0's; share: the VMs'), largest over the ok repeats
+  std::optional<double> memory_peak_mib;
+  // kind share, over the ok repeats: img/s per VM and step s by repeat, device utilization
+  std::map<int, double> per_vm;
+  std::optional<double> util_per_vm, util_total;
+
   std::vector<const Record*> ok() const {
     std::vector<const Record*> v;
     for (const auto& r : repeats)
@@ -255,10 +273,14 @@ struct Point {
     return int(std::count_if(repeats.begin(), repeats.end(),
                              [&](const Record& r) { return r.status == status; }));
   }
-  // ok: every repeat ran; skipped: none was attempted; failed: anything else.
+  // ok: every repeat ran; skipped: none was attempted; does_not_fit: no repeat fit the
+  // profile's framebuffer; failed: anything else.
   std::string status() const {
     const int n = int(repeats.size());
-    return count("ok") == n ? "ok" : count("skipped") == n ? "skipped" : "failed";
+    return count("ok") == n             ? "ok"
+           : count("skipped") == n      ? "skipped"
+           : count("does_not_fit") == n ? "does_not_fit"
+                                        : "failed";
   }
   bool same_config(const Point& o) const {
     return kind == o.kind && model == o.model && batch == o.batch &&
@@ -273,9 +295,18 @@ int transport_rank(const std::string& t) {
   return 4;  // none and anything else, alphabetically
 }
 
+int policy_rank(const std::string& policy) {
+  const char* order[] = {"best_effort", "equal_share", "fixed_share"};
+  for (int i = 0; i < 3; ++i)
+    if (policy == order[i]) return i;
+  return 3;  // anything else, alphabetically
+}
+
+// Train, then share, then collectives; profiles in the sweep's order.
 auto order_key(const Point& p) {
-  return std::tuple(p.kind == "train" ? 0 : 1, p.kind, p.model, p.batch, p.image_size, p.profile,
-                    p.nodes, transport_rank(p.transport), p.transport, p.id);
+  return std::tuple(p.kind == "train" ? 0 : p.kind == "share" ? 1 : 2, p.kind, p.model, p.batch,
+                    p.image_size, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
+                    p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
 }
 
 struct Run {
@@ -327,12 +358,18 @@ std::optional<double> mean_over(const std::vector<const Record*>& recs, const ch
   return v.empty() ? std::nullopt : std::optional<double>(mean_ci(v).mean);
 }
 
+std::optional<double> larger(std::optional<double> a, std::optional<double> b) {
+  return a && b ? std::max(*a, *b) : a ? a : b;
+}
+
 void train_stats(Point& p, double margin) {
   const auto ok = p.ok();
   for (const Record* r : ok) {
     p.total[r->repeat] = *number_at(r->j, "/train/summary/total_img_s/mean");
     if (auto x = number_at(r->j, "/train/summary/img_s_per_rank/mean")) p.per_rank.push_back(*x);
     for (auto& s : find_stragglers(*r, margin)) p.stragglers.push_back(s);
+    p.memory_peak_mib =
+        larger(p.memory_peak_mib, number_at(r->j, "/train/summary/device_memory/peak_mib"));
   }
   p.step_s = mean_over(ok, "/train/summary/step_s/mean_over_ranks");
   p.compute_s = mean_over(ok, "/train/summary/compute_s/mean_over_ranks");
@@ -340,6 +377,21 @@ void train_stats(Point& p, double margin) {
   p.allreduce_s = mean_over(ok, "/train/summary/allreduce_s/mean_over_ranks");
   p.optimizer_s = mean_over(ok, "/train/summary/optimizer_s/mean_over_ranks");
   p.hidden = mean_over(ok, "/train/summary/hidden_fraction");
+}
+
+void share_stats(Point& p) {
+  const auto ok = p.ok();
+  for (const Record* r : ok) {
+    p.total[r->repeat] = *number_at(r->j, "/share/summary/total_img_s/mean");
+    if (auto x = number_at(r->j, "/share/summary/img_s_per_vm/mean")) p.per_vm[r->repeat] = *x;
+    const json* vms = find_at(r->j, "/share/vms");
+    if (vms && vms->is_array())
+      for (const auto& vm : *vms)
+        p.memory_peak_mib = larger(p.memory_peak_mib, number_at(vm, "/device_memory_peak_mib"));
+  }
+  p.step_s = mean_over(ok, "/share/summary/step_s");
+  p.util_per_vm = mean_over(ok, "/share/summary/device_util_per_vm");
+  p.util_total = mean_over(ok, "/share/summary/device_util_total");  // null: not measured
 }
 
 void collectives_stats(Point& p) {
@@ -390,7 +442,8 @@ void cross_point_stats(std::vector<Point>& points) {
     if (!base)
       p.efficiency_na = "n/a (no N=1 point)";
     else if (base->total.empty())
-      p.efficiency_na = "n/a (N=1 point failed)";
+      p.efficiency_na = base->status() == "does_not_fit" ? "n/a (N=1 point does not fit)"
+                                                          : "n/a (N=1 point failed)";
     else
       p.efficiency = mean_ci(paired(p.total, base->total, p.nodes));
     if (p.transport == "tcp" || p.transport == "none") continue;
@@ -399,8 +452,25 @@ void cross_point_stats(std::vector<Point>& points) {
   }
 }
 
+// vGPU profiles other than "none" in the order the sweep first ran them (its config's order).
+std::map<std::string, int> profile_order(const std::vector<Record>& records) {
+  std::map<std::string, std::pair<int, size_t>> first;
+  for (const auto& r : records) {
+    if (r.profile == "none") continue;
+    const auto it = first.find(r.profile);
+    if (it == first.end() || r.order < it->second) first[r.profile] = r.order;
+  }
+  std::vector<std::tuple<std::pair<int, size_t>, std::string>> sorted;
+  for (const auto& [name, order] : first) sorted.emplace_back(order, name);
+  std::sort(sorted.begin(), sorted.end());
+  std::map<std::string, int> out;
+  for (size_t i = 0; i < sorted.size(); ++i) out[std::get<1>(sorted[i])] = int(i);
+  return out;
+}
+
 // The last record of each (point, repeat) wins: a resumed sweep appends the points it re-ran.
 std::vector<Point> group_points(std::vector<Record> records) {
+  const auto profiles = profile_order(records);
   std::map<std::pair<std::string, int>, Record> latest;
   for (auto& r : records) latest.insert_or_assign({r.point, r.repeat}, std::move(r));
   std::map<std::string, Point> by_id;
@@ -412,9 +482,12 @@ std::vector<Point> group_points(std::vector<Record> records) {
       p.model = r.model;
       p.transport = r.transport;
       p.profile = r.profile;
+      p.policy = r.policy;
       p.batch = r.batch;
       p.image_size = r.image_size;
       p.nodes = r.nodes;
+      p.vms = r.vms;
+      if (r.profile != "none") p.profile_order = profiles.at(r.profile);
     }
     p.repeats.push_back(std::move(r));
   }
@@ -436,6 +509,7 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
     for (const auto& r : p.repeats)
       if (!r.started_at.empty()) run.started.push_back(r.started_at);
     if (p.kind == "train") train_stats(p, straggler_margin);
+    else if (p.kind == "share") share_stats(p);
     else collectives_stats(p);
   }
   std::sort(run.started.begin(), run.started.end());
@@ -443,11 +517,15 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
   return run;
 }
 
+// " b32", " b32 224px".
+std::string batch_suffix(const Point& p) {
+  return " b" + std::to_string(p.batch) +
+         (p.image_size > 0 ? " " + std::to_string(p.image_size) + "px" : "");
+}
+
 // " b32 224px" where a model has several (batch, image size), and the profile if any.
 std::string config_suffix(const Point& p, bool with_config) {
-  std::string s;
-  if (with_config) s += " b" + std::to_string(p.batch);
-  if (with_config && p.image_size > 0) s += " " + std::to_string(p.image_size) + "px";
+  std::string s = with_config ? batch_suffix(p) : "";
   if (p.profile != "none") s += " " + p.profile;
   return s;
 }
@@ -475,6 +553,53 @@ std::vector<const Point*> points_of(const Run& run, const std::string& kind) {
     if (p.kind == kind) v.push_back(&p);
   return v;
 }
+
+bool has_share(const Run& run) { return !points_of(run, "share").empty(); }
+
+// A run with a vGPU profile other than none or with share points. Only such a run gets the
+// vGPU columns, section and definitions: the report of a run without them reads as before.
+bool has_vgpu(const Run& run) {
+  return std::any_of(run.points.begin(), run.points.end(), [](const Point& p) {
+    return p.profile != "none" || p.kind == "share";
+  });
+}
+
+// How a record's profile was applied: {mode, message, framebuffer_mib, detected}; a does-not-fit
+// record has it at the top level, an ok one in its section's meta.
+const json* vgpu_of(const Record& r) {
+  const auto it = r.j.find("vgpu");
+  if (it != r.j.end() && it->is_object()) return &*it;
+  const json* s = section(r);
+  const json* v = s ? find_at(*s, "/meta/vgpu") : nullptr;
+  return v && v->is_object() ? v : nullptr;
+}
+
+// The first record of a point that says how its profile was applied.
+const json* vgpu_of(const Point& p) {
+  for (const auto& r : p.repeats)
+    if (const json* v = vgpu_of(r)) return v;
+  return nullptr;
+}
+
+// The framebuffer a record ran with, in MiB (none: the whole device, or not known).
+std::optional<double> framebuffer_of(const Record& r) {
+  for (const char* at : {"/share/meta/framebuffer_mib", "/train/summary/device_memory/cap_mib",
+                         "/does_not_fit/framebuffer_mib", "/vgpu/framebuffer_mib",
+                         "/train/meta/vgpu/framebuffer_mib"})
+    if (auto v = number_at(r.j, at)) return v;
+  return std::nullopt;
+}
+
+std::optional<double> framebuffer_of(const Point& p) {
+  for (const auto& r : p.repeats)
+    if (auto v = framebuffer_of(r)) return v;
+  return std::nullopt;
+}
+
+// MiB without decimals where whole ("4096"), else with one ("12.5").
+std::string mib(double v) { return fixed(v, v == std::floor(v) ? 0 : 1); }
+
+std::string fraction4(const std::optional<double>& v) { return v ? fixed(*v, 4) : ""; }
 
 // ---------------------------------------------------------------------------------------------
 // summary.csv
@@ -518,6 +643,43 @@ std::vector<std::string> train_cells(const Point& p) {
           std::to_string(p.stragglers.size())};
 }
 
+// A share point in train's columns: total img/s (the VMs' sum), img/s per VM in the per-rank
+// column, step s (mean over VMs); the rest does not apply.
+std::vector<std::string> share_cells(const Point& p) {
+  std::vector<std::string> cells(13, "");
+  if (p.total.empty()) return cells;
+  std::vector<double> totals, per_vm;
+  for (const auto& t : p.total) totals.push_back(t.second);
+  for (const auto& v : p.per_vm) per_vm.push_back(v.second);
+  const MeanCi t = mean_ci(totals);
+  cells[0] = fixed(median(totals), 2);
+  cells[1] = t.n >= 2 ? fixed(t.ci95, 2) : "";
+  cells[2] = per_vm.empty() ? "" : fixed(median(per_vm), 2);
+  cells[7] = fixed(p.step_s, 6);
+  return cells;
+}
+
+// Appended to summary.csv when the run has vGPU profiles or share points (see report.h).
+std::vector<std::string> vgpu_columns() {
+  return {"policy", "vms", "device_util_per_vm", "device_util_total", "device_memory_peak_mib",
+          "framebuffer_mib", "vgpu_mode", "repeats_does_not_fit"};
+}
+
+std::vector<std::string> vgpu_cells(const Point& p) {
+  if (p.kind == "collectives") return std::vector<std::string>(vgpu_columns().size(), "");
+  const bool share = p.kind == "share";
+  const auto fb = framebuffer_of(p);
+  const json* v = vgpu_of(p);
+  return {p.policy,
+          share ? std::to_string(p.vms) : "",
+          fraction4(p.util_per_vm),
+          fraction4(p.util_total),
+          p.memory_peak_mib ? fixed(*p.memory_peak_mib, 1) : "",
+          fb ? mib(*fb) : "",
+          v ? str_or(*v, "mode", "") : "",
+          std::to_string(p.count("does_not_fit"))};
+}
+
 // The size with the highest median busbw.
 std::optional<std::pair<uint64_t, double>> peak_busbw(const Point& p) {
   std::optional<std::pair<uint64_t, double>> best;
@@ -534,17 +696,28 @@ std::string summary_csv(const Run& run) {
        "img_s_per_rank_median", "efficiency_mean", "efficiency_ci95", "ratio_vs_tcp_mean",
        "ratio_vs_tcp_ci95", "step_s", "compute_s", "exposed_s", "allreduce_s", "hidden_fraction",
        "stragglers", "busbw_gbps_max", "busbw_at_bytes"});
+  const bool vgpu = has_vgpu(run);
+  if (vgpu) {
+    csv.pop_back();
+    csv += "," + csv_line(vgpu_columns());
+  }
   for (const auto& p : run.points) {
-    const bool train = p.kind == "train";
+    const bool train = p.kind == "train", model = train || p.kind == "share";
     std::vector<std::string> cells = {
-        p.kind, p.id, p.model, train ? std::to_string(p.batch) : "",
-        train ? std::to_string(p.image_size) : "", std::to_string(p.nodes), p.transport, p.profile,
+        p.kind, p.id, p.model, model ? std::to_string(p.batch) : "",
+        model ? std::to_string(p.image_size) : "", std::to_string(p.nodes), p.transport, p.profile,
         std::to_string(p.count("ok")), std::to_string(p.count("failed"))};
-    const auto more = train ? train_cells(p) : std::vector<std::string>(13, "");
+    const auto more = train ? train_cells(p)
+                      : model ? share_cells(p)
+                              : std::vector<std::string>(13, "");
     cells.insert(cells.end(), more.begin(), more.end());
-    const auto peak = train ? std::nullopt : peak_busbw(p);
+    const auto peak = model ? std::nullopt : peak_busbw(p);
     cells.push_back(peak ? fixed(peak->second, 3) : "");
     cells.push_back(peak ? std::to_string(peak->first) : "");
+    if (vgpu) {
+      const auto extra = vgpu_cells(p);
+      cells.insert(cells.end(), extra.begin(), extra.end());
+    }
     csv += csv_line(cells);
   }
   return csv;
@@ -829,6 +1002,145 @@ bool time_breakdown_plot(const Run& run, Plotter& plotter) {
   return any;
 }
 
+// The share points of one model by sharing row: (profile, policy) in report order, and each
+// row's points by number of VMs.
+struct ShareRow {
+  const Point* first = nullptr;  // any point of the row, for its profile, policy and config
+  std::map<int, const Point*> by_vms;
+};
+
+std::vector<ShareRow> share_rows(const std::vector<const Point*>& pts) {
+  std::vector<ShareRow> rows;
+  for (const Point* p : pts) {
+    const Point* last = rows.empty() ? nullptr : rows.back().first;
+    if (!last || !last->same_config(*p) || last->policy != p->policy) rows.push_back({p, {}});
+    rows.back().by_vms[p->vms] = p;
+  }
+  return rows;
+}
+
+// The VM counts other than 1 of the share points.
+std::set<int> shared_vms(const std::vector<const Point*>& pts) {
+  std::set<int> ks;
+  for (const Point* p : pts)
+    if (p->vms > 1) ks.insert(p->vms);
+  return ks;
+}
+
+std::string vms_text(int vms) { return std::to_string(vms) + (vms == 1 ? " VM" : " VMs"); }
+
+// Models shared with more than one (batch, image size).
+bool multi_share_config(const std::vector<const Point*>& pts) {
+  std::set<std::pair<int, int>> configs;
+  for (const Point* p : pts) configs.insert({p->batch, p->image_size});
+  return configs.size() > 1;
+}
+
+// Mean over the ok repeats of a share point of the number at `pointer`, with its CI.
+std::optional<MeanCi> over_repeats(const Point& p, const char* pointer) {
+  std::vector<double> v;
+  for (const Record* r : p.ok())
+    if (auto x = number_at(r->j, pointer)) v.push_back(*x);
+  return v.empty() ? std::nullopt : std::optional<MeanCi>(mean_ci(v));
+}
+
+// The sharing plots of one model: categories (the x axis) are the profiles in the sweep's
+// order, one bar per series side by side in each.
+std::vector<std::string> share_plots(const std::vector<const Point*>& pts, Plotter& plotter) {
+  const std::string model = pts.front()->model, base = file_safe(model);
+  const bool multi = multi_share_config(pts);
+  std::vector<std::string> profiles;  // in the sweep's order: pts are sorted by it
+  for (const Point* p : pts)
+    if (std::find(profiles.begin(), profiles.end(), p->profile) == profiles.end())
+      profiles.push_back(p->profile);
+  const auto x_of = [&](const Point& p) {
+    return double(std::find(profiles.begin(), profiles.end(), p.profile) - profiles.begin());
+  };
+  std::string tics;
+  for (size_t i = 0; i < profiles.size(); ++i)
+    tics += (i ? ", " : "") + gp_quote(profiles[i]) + " " + std::to_string(i);
+  const std::string axis = "set xrange [-0.5:" + fixed(double(profiles.size()) - 0.5, 1) +
+                           "]\nset xtics (" + tics + ") noenhanced\n";
+
+  // One series per (policy, want, config): `value` gives a point's [y, error] or nothing.
+  using Value = std::function<Pair(const Point&)>;
+  struct Want {
+    bool alone;        // the 1 VM points, else those with k VMs
+    std::string what;  // added to the series' title
+    Value value;
+  };
+  const auto rows = share_rows(pts);
+  std::vector<std::string> policies;
+  for (const auto& row : rows)
+    if (std::find(policies.begin(), policies.end(), row.first->policy) == policies.end())
+      policies.push_back(row.first->policy);
+  std::sort(policies.begin(), policies.end(), [](const std::string& a, const std::string& b) {
+    return std::pair(policy_rank(a), a) < std::pair(policy_rank(b), b);
+  });
+  std::vector<std::string> drawn;
+  const auto draw = [&](const std::string& kind, const std::string& title,
+                        const std::string& ylabel, const std::vector<Want>& wants,
+                        const std::string& yrange) {
+    std::vector<Series> series;
+    for (const auto& policy : policies)
+      for (const auto& want : wants) {
+        std::map<std::string, Series> by_title;
+        std::vector<std::string> order;
+        for (const auto& row : rows)
+          for (const auto& [vms, p] : row.by_vms) {
+            if (p->policy != policy || want.alone != (vms == 1)) continue;
+            const auto v = want.value(*p);
+            if (!v) continue;
+            const std::string t = policy + ", " + vms_text(vms) +
+                                  (want.what.empty() ? "" : ", " + want.what) +
+                                  (multi ? batch_suffix(*p) : "");
+            if (!by_title.count(t)) order.push_back(t);
+            by_title[t].title = t;
+            by_title[t].rows.push_back({x_of(*p), (*v)[0], (*v)[1]});
+          }
+        for (const auto& t : order) series.push_back(by_title[t]);
+      }
+    if (series.empty()) return;
+    const double width = 0.8 / double(series.size());
+    for (size_t i = 0; i < series.size(); ++i)
+      for (auto& r : series[i].rows) r[0] += (double(i) - double(series.size() - 1) / 2) * width;
+    Plot p{base + "-" + kind, title, "vGPU profile", ylabel,
+           axis + "set key below noenhanced\nset style fill solid 0.8 border -1\nset boxwidth " +
+               num6(width) + " absolute\nset yrange " + yrange + "\n",
+           "", ""};
+    add_series(p, series, "boxerrorbars");
+    plotter.render(p);
+    drawn.push_back(p.name);
+  };
+  const auto from = [](const char* pointer, double scale) {
+    return Value([pointer, scale](const Point& p) -> Pair {
+      const auto m = over_repeats(p, pointer);
+      if (!m) return std::nullopt;
+      return std::array<double, 2>{scale * m->mean, scale * m->ci95};
+    });
+  };
+  const Value per_vm = [](const Point& p) -> Pair {
+    if (p.per_vm.empty()) return std::nullopt;
+    std::vector<double> v;
+    for (const auto& x : p.per_vm) v.push_back(x.second);
+    return std::array<double, 2>{median(v), mean_ci(v).ci95};
+  };
+  draw("share-step-time", model + ": step time, 1 VM alone and k VMs on one device (mean, 95% CI)",
+       "seconds per step (mean over VMs)",
+       {{true, "", from("/share/summary/step_s", 1)},
+        {false, "", from("/share/summary/step_s", 1)}},
+       "[0:*]");
+  draw("share-utilization", model + ": device utilization, 1 VM alone and k VMs (mean, 95% CI)",
+       "device utilization (%)",
+       {{true, "per VM", from("/share/summary/device_util_per_vm", 100)},
+        {false, "device total", from("/share/summary/device_util_total", 100)}},
+       "[0:110]");
+  draw("share-throughput", model + ": img/s per VM, 1 VM alone and k VMs (median, 95% CI)",
+       "img/s per VM", {{true, "", per_vm}, {false, "", per_vm}},
+       "[0:*]");
+  return drawn;
+}
+
 // ---------------------------------------------------------------------------------------------
 // report.md
 
@@ -892,16 +1204,37 @@ std::string md_header(const Run& run, const Plotter& plotter) {
     ++points[p.status()];
     for (const auto& r : p.repeats) ++repeats[r.status];
   }
-  const auto counts = [](std::map<std::string, int>& m) {
-    return std::to_string(m["ok"]) + " ok, " + std::to_string(m["failed"]) + " failed, " +
-           std::to_string(m["skipped"]) + " skipped";
+  // "does not fit" only where a point or repeat did not fit: a run without reads as before.
+  const bool misfit = repeats.count("does_not_fit") > 0;
+  const auto counts = [misfit](std::map<std::string, int>& m) {
+    return std::to_string(m["ok"]) + " ok, " +
+           (misfit ? std::to_string(m["does_not_fit"]) + " does not fit, " : "") +
+           std::to_string(m["failed"]) + " failed, " + std::to_string(m["skipped"]) + " skipped";
   };
   md += "Points: " + counts(points) + " (repeats: " + counts(repeats) + ").\n\n";
   if (!plotter.enabled()) md += plotter.note() + "\n\n";
   return md;
 }
 
-std::string md_definitions(const ReportOptions& opts) {
+// Definitions of what only runs with vGPU profiles or share points report.
+std::string vgpu_definitions(const Run& run) {
+  if (!has_vgpu(run)) return "";
+  std::string md =
+      "- **does not fit**: the model and batch need more device memory than the profile's "
+      "framebuffer (emulated: the framebuffer is a hard cap on the backend's memory, as a real "
+      "vGPU runs out of memory). A result, not a failure.\n";
+  if (!has_share(run)) return md;
+  return md +
+         "- **device utilization** (per VM): the time a VM held the device / its wall time, over "
+         "its measured steps; mean over VMs and repeats. **device total**: the fraction of the "
+         "common window (the time in which every VM was measuring) during which any VM held the "
+         "device; mean over repeats.\n"
+         "- **per-VM img/s, k vs 1** = img/s per VM with k VMs on the device / img/s of one VM "
+         "alone, same profile, policy, model, batch and image size; paired by repeat, median ± "
+         "CI.\n";
+}
+
+std::string md_definitions(const ReportOptions& opts, const Run& run) {
   char margin[32];
   std::snprintf(margin, sizeof margin, "%g%%", 100 * opts.straggler_margin);
   return std::string("## Definitions\n\n") +
@@ -920,7 +1253,8 @@ std::string md_definitions(const ReportOptions& opts) {
          "- **straggler**: a rank whose median step time exceeds the median of all ranks' median "
          "step times by more than " + margin + " (the straggler margin).\n"
          "- **busbw** = algbw × 2(N-1)/N (as nccl-tests), GB = 10^9 bytes; time is the slowest "
-         "rank's mean.\n\n";
+         "rank's mean.\n" +
+         vgpu_definitions(run) + "\n";
 }
 
 std::string stragglers_cell(const Point& p) {
@@ -933,10 +1267,16 @@ std::string stragglers_cell(const Point& p) {
   return c.empty() ? "-" : c;
 }
 
+// What a point without results says in a table: skipped, does not fit or failed.
+std::string not_ok_text(const Point& p) {
+  const std::string s = p.status();
+  return s == "skipped" ? "skipped" : s == "does_not_fit" ? "does not fit" : "failed";
+}
+
 std::vector<std::string> train_row(const Point& p) {
   std::vector<std::string> row = {std::to_string(p.nodes), p.transport, p.profile};
   if (p.total.empty()) {
-    const std::string why = p.status() == "skipped" ? "skipped" : "failed";
+    const std::string why = not_ok_text(p);
     row.insert(row.end(), {why, "", "", "", "", "", "", ""});
     return row;
   }
@@ -1070,6 +1410,289 @@ std::string md_stragglers(const Run& run, const ReportOptions& opts) {
                        "lrrlrrr", rows);
 }
 
+// ---------------------------------------------------------------------------------------------
+// vGPU profiles: how each ran here, whether the models fit, and k VMs sharing one device
+
+bool whole_gpu(const std::string& profile) {
+  return profile == "passthrough" || profile == "bare-metal";
+}
+
+// What the records say about one profile.
+struct ProfileInfo {
+  std::string name, gpu;
+  std::optional<double> framebuffer;
+  std::optional<int> max_instances;
+  const json* vgpu = nullptr;   // of the first record, in the sweep's order, that has it
+  std::set<std::string> modes;  // of every record that has it
+};
+
+std::vector<ProfileInfo> profile_infos(const Run& run) {
+  std::map<std::pair<int, std::string>, std::vector<const Record*>> by_profile;
+  for (const auto& p : run.points)
+    if (p.profile != "none")
+      for (const auto& r : p.repeats) by_profile[{p.profile_order, p.profile}].push_back(&r);
+  std::vector<ProfileInfo> out;
+  for (auto& [key, recs] : by_profile) {
+    std::sort(recs.begin(), recs.end(),
+              [](const Record* a, const Record* b) { return a->order < b->order; });
+    ProfileInfo info;
+    info.name = key.second;
+    for (const Record* r : recs) {
+      const json* v = vgpu_of(*r);
+      if (v && !info.vgpu) info.vgpu = v;
+      if (v) info.modes.insert(str_or(*v, "mode", "?"));
+      const json* gpu = find_at(r->j, "/share/meta/gpu");
+      if (info.gpu.empty() && gpu && gpu->is_string()) info.gpu = gpu->get<std::string>();
+      if (info.gpu.empty() && v) info.gpu = str_or(*v, "gpu", "");
+      if (!info.framebuffer) info.framebuffer = framebuffer_of(*r);
+      const json* max = find_at(r->j, "/share/meta/max_instances");
+      if (!max && v && v->contains("max_instances")) max = &(*v)["max_instances"];
+      if (!info.max_instances && max && max->is_number_integer())
+        info.max_instances = max->get<int>();
+    }
+    // NVIDIA names a vGPU type after its GPU: "T4-4C" is a T4's, "A100D-1-10C" an A100D's.
+    const size_t dash = info.name.find('-');
+    if (info.gpu.empty() && !whole_gpu(info.name) && dash != std::string::npos)
+      info.gpu = info.name.substr(0, dash);
+    out.push_back(info);
+  }
+  return out;
+}
+
+std::string framebuffer_text(const std::optional<double>& fb, const std::string& profile) {
+  return fb ? mib(*fb) : whole_gpu(profile) ? "whole GPU" : "-";
+}
+
+// "emulated: why", "real", "mismatch: why".
+std::string how_ran(const ProfileInfo& info) {
+  if (!info.vgpu) return "not known (no repeat reached the device)";
+  const std::string mode = str_or(*info.vgpu, "mode", "?");
+  const std::string message = one_line(str_or(*info.vgpu, "message", ""));
+  std::string s = mode == "real" || message.empty() ? mode : mode + ": " + message;
+  if (info.modes.size() > 1) {
+    std::string all;
+    for (const auto& m : info.modes) all += (all.empty() ? "" : ", ") + m;
+    s += " (records differ: " + all + ")";
+  }
+  return s;
+}
+
+std::string md_profiles(const Run& run) {
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, std::string> by_mode;  // mode -> "T4-4C, P40-1Q"
+  for (const auto& info : profile_infos(run)) {
+    rows.push_back({info.name, info.gpu.empty() ? "-" : info.gpu,
+                    framebuffer_text(info.framebuffer, info.name),
+                    info.max_instances ? std::to_string(*info.max_instances) : "-", how_ran(info)});
+    const std::string mode = info.vgpu ? str_or(*info.vgpu, "mode", "?") : "not known";
+    by_mode[mode] += (by_mode[mode].empty() ? "" : ", ") + info.name;
+  }
+  const auto names = [&](const std::string& mode) {
+    return by_mode.count(mode) ? by_mode[mode] : std::string("none");
+  };
+  std::string md =
+      "### Profiles\n\nHow each profile ran here, as the first of its records says (vGPU mode "
+      "and message).\n\n" +
+      md_table({"profile", "GPU", "framebuffer MiB", "vGPUs per GPU", "how it ran here"}, "llrrl",
+               rows) +
+      "Real vGPU: " + names("real") + ". Emulated: " + names("emulated") +
+      " (the framebuffer is a hard cap on the backend's memory, and k VMs are time-sliced by "
+      "ringbench's own scheduler, each an independent training job: these numbers show what the "
+      "profile's limits do on this machine, not a real vGPU's speed).";
+  if (by_mode.count("mismatch"))
+    md += " Mismatch (the profile is not this machine's vGPU, run anyway): " + names("mismatch") +
+          ".";
+  if (by_mode.count("not known")) md += " Not known (nothing ran): " + names("not known") + ".";
+  return md + "\n\n";
+}
+
+// "fits: peak X MiB (Y% of the framebuffer)", "does not fit: needs ≥ X MiB (...)".
+std::string fit_text(const Point& p, const std::optional<double>& fb) {
+  if (!p.total.empty()) {
+    std::string s = "fits";
+    if (p.memory_peak_mib) {
+      s += ": peak " + fixed(*p.memory_peak_mib, 1) + " MiB";
+      if (fb && *fb > 0)
+        s += " (" + fixed(100 * *p.memory_peak_mib / *fb, 1) + "% of the framebuffer)";
+    }
+    const int misfits = p.count("does_not_fit");
+    if (misfits > 0)
+      s += "; did not fit in " + std::to_string(misfits) + " of " +
+           std::to_string(p.repeats.size()) + " repeats";
+    return s;
+  }
+  for (const auto& r : p.repeats) {
+    const json* d = find_at(r.j, "/does_not_fit");
+    if (r.status != "does_not_fit" || !d || !d->is_object()) continue;
+    const auto mib1 = [&](const char* key) {
+      const auto v = number_at(*d, (std::string("/") + key).c_str());
+      return v ? fixed(*v, 1) : std::string("?");
+    };
+    return "does not fit: needs ≥ " + mib1("needed_at_least_mib") + " MiB (allocation of " +
+           mib1("requested_mib") + " MiB for " + str_or(*d, "allocation", "?") + " with " +
+           mib1("in_use_mib") + " MiB in use)";
+  }
+  return not_ok_text(p);
+}
+
+std::string total_text(const Point& p) {
+  if (p.total.empty()) return "-";
+  std::vector<double> totals;
+  for (const auto& t : p.total) totals.push_back(t.second);
+  MeanCi m = mean_ci(totals);
+  m.mean = median(totals);
+  return with_ci(m, 1);
+}
+
+std::string md_memory(const Run& run) {
+  std::map<std::string, std::optional<double>> profile_fb;
+  for (const auto& info : profile_infos(run)) profile_fb[info.name] = info.framebuffer;
+  std::vector<std::vector<std::string>> rows;
+  for (const Point* p : points_of(run, "train")) {
+    if (p->profile == "none") continue;
+    auto fb = framebuffer_of(*p);
+    if (!fb) fb = profile_fb[p->profile];
+    rows.push_back({p->model + batch_suffix(*p), p->profile, framebuffer_text(fb, p->profile),
+                    std::to_string(p->nodes), fit_text(*p, fb), total_text(*p)});
+  }
+  if (rows.empty()) return "";
+  return "### Memory: does the model fit\n\nEvery training point with a profile: the device "
+         "memory it peaked at (rank 0, largest over the repeats) against the profile's "
+         "framebuffer, or what it needed when it did not fit.\n\n" +
+         md_table({"model config", "profile", "framebuffer MiB", "N", "result", "total img/s"},
+                  "llrrlr", rows);
+}
+
+std::string pct1(const std::optional<double>& fraction) {
+  return fraction ? fixed(100 * *fraction, 1) + "%" : "-";
+}
+
+// Median over repeats ± CI of a value by repeat.
+std::string median_text(const std::map<int, double>& by_repeat, int decimals) {
+  std::vector<double> v;
+  for (const auto& x : by_repeat) v.push_back(x.second);
+  MeanCi m = mean_ci(v);
+  m.mean = median(v);
+  return with_ci(m, decimals);
+}
+
+// The cells of one group (1 VM or k VMs) of a sharing row; `cells` of them.
+std::vector<std::string> share_group(const Point* p, bool alone) {
+  const size_t n = alone ? 3 : 5;
+  std::vector<std::string> cells(n, "");
+  if (!p) {
+    cells[0] = "not run";
+    return cells;
+  }
+  if (p->total.empty()) {
+    cells[0] = not_ok_text(*p);
+    return cells;
+  }
+  const std::string step = p->step_s ? fixed(*p->step_s, 4) : "-";
+  const std::string per_vm = p->per_vm.empty() ? "-" : median_text(p->per_vm, 1);
+  if (alone) return {per_vm, step, pct1(p->util_per_vm)};
+  return {per_vm, median_text(p->total, 1), step, pct1(p->util_per_vm), pct1(p->util_total)};
+}
+
+// Per-VM img/s with k VMs over one VM alone, paired by repeat: median ± CI.
+std::string share_ratio(const Point* alone, const Point* shared) {
+  if (!alone || !shared || alone->per_vm.empty() || shared->per_vm.empty()) return "-";
+  const auto ratios = paired(shared->per_vm, alone->per_vm, 1);
+  if (ratios.empty()) return "-";
+  MeanCi m = mean_ci(ratios);
+  m.mean = median(ratios);
+  return with_ci(m, 3, "×");
+}
+
+std::string slice_text(const std::vector<const Point*>& pts) {
+  for (const Point* p : pts)
+    for (const auto& r : p->repeats)
+      if (auto ms = number_at(r.j, "/slice_ms")) return ", slice " + num6(*ms) + " ms";
+  return "";
+}
+
+// The sharing tables of one model's (batch, image size).
+std::string md_share_config(const std::vector<const Point*>& config) {
+  const Point& first = *config.front();
+  std::string md = "### Sharing one device: " + first.model + ", batch " +
+                   std::to_string(first.batch) + " per VM, " +
+                   (first.image_size > 0 ? "image size " + std::to_string(first.image_size)
+                                         : "default image size") +
+                   "\n\n";
+  const auto rows = share_rows(config);
+  std::set<int> ks = shared_vms(config);
+  if (ks.empty()) ks.insert(0);  // only 1 VM points: one table without the k VMs columns
+  for (int k : ks) {
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& row : rows) {
+      const auto at = [&](int vms) {
+        const auto it = row.by_vms.find(vms);
+        return it == row.by_vms.end() ? nullptr : it->second;
+      };
+      std::vector<std::string> r = {row.first->profile, row.first->policy};
+      for (const auto& c : share_group(at(1), true)) r.push_back(c);
+      if (k > 0) {
+        for (const auto& c : share_group(at(k), false)) r.push_back(c);
+        r.push_back(share_ratio(at(1), at(k)));
+      }
+      cells.push_back(r);
+    }
+    std::vector<std::string> head = {"profile", "policy", "1 VM: img/s", "1 VM: step s",
+                                     "1 VM: device util"};
+    std::string align = "llrrr";
+    if (k > 0) {
+      const std::string kv = vms_text(k) + ": ";
+      for (const char* h : {"img/s per VM", "total img/s", "step s", "device util per VM",
+                            "device util total"})
+        head.push_back(kv + h);
+      head.push_back("per-VM img/s, " + std::to_string(k) + " vs 1");
+      align += "rrrrrr";
+    }
+    md += (k > 0 ? "One VM alone, then " + vms_text(k) + " of the same profile on one device" +
+                       slice_text(config) + ".\n\n"
+                 : "One VM alone" + slice_text(config) + ".\n\n") +
+          md_table(head, align, cells);
+  }
+  return md;
+}
+
+std::string md_vgpu(const Run& run, Plotter& plotter) {
+  if (!has_vgpu(run)) return "";
+  std::string md = "## vGPU profiles\n\n" + md_profiles(run) + md_memory(run);
+  const auto share = points_of(run, "share");
+  if (share.empty()) return md;
+  md += "How to read the sharing tables: each VM is an independent training job with the "
+        "profile's framebuffer, and the VMs take turns on the one device in time slices. Under "
+        "**best effort** an idle VM yields its slice, so a VM alone has the whole device: look at "
+        "how much of its alone img/s each VM keeps with k VMs and whether the device total "
+        "utilization rises toward 100% (sharing then costs little beyond the split itself). "
+        "Under **equal share** each powered-on VM gets 1/(VMs on) of the time. Under **fixed "
+        "share** each VM gets 1/(vGPUs per GPU) whether the others run or not: a VM alone is "
+        "capped too, so look for per-VM img/s that barely changes from 1 to k VMs (isolation) "
+        "and for the device utilization it leaves unused (the price of that isolation). A "
+        "\"k vs 1\" near 1.0 means a neighbour costs a VM nothing; near 1/k means the VMs split "
+        "the device.\n\n";
+  for (size_t i = 0; i < share.size();) {
+    std::vector<const Point*> model;
+    for (const std::string& m = share[i]->model; i < share.size() && share[i]->model == m; ++i)
+      model.push_back(share[i]);
+    for (size_t j = 0; j < model.size();) {
+      std::vector<const Point*> config;
+      for (const Point* f = model[j]; j < model.size() && model[j]->batch == f->batch &&
+                                      model[j]->image_size == f->image_size;
+           ++j)
+        config.push_back(model[j]);
+      md += md_share_config(config);
+    }
+    if (plotter.enabled())
+      for (const auto& name : share_plots(model, plotter))
+        md += image(name.substr(file_safe(model.front()->model).size() + 1) + " of " +
+                        model.front()->model,
+                    name);
+  }
+  return md;
+}
+
 std::vector<std::string> size_row(uint64_t bytes, const SizeStats& s) {
   std::string algos;
   for (const auto& a : s.algos) algos += (algos.empty() ? "" : "/") + a;
@@ -1112,7 +1735,14 @@ std::string path_text(const json& path) {
 std::string md_paths(const Run& run) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : run.points) {
-    std::vector<std::string> row = {p.id, "-", "n/a (no repeat ran)"};
+    if (p.kind == "share") {  // k single-rank jobs on one device: nothing crosses a network
+      rows.push_back(
+          {p.id, "n/a", "n/a (" + vms_text(p.vms) + " sharing one device, no transport)"});
+      continue;
+    }
+    std::vector<std::string> row = {p.id, "-", p.status() == "does_not_fit"
+                                                   ? "n/a (does not fit the profile's framebuffer)"
+                                                   : "n/a (no repeat ran)"};
     for (const auto& r : p.repeats) {
       const json* s = section(r);
       const json* hosts = s ? find_at(*s, "/meta/hosts") : nullptr;
@@ -1129,16 +1759,24 @@ std::string md_paths(const Run& run) {
 }
 
 std::string md_failures(const Run& run) {
-  std::string md = "## Failed and skipped points\n\n";
+  std::string md = "## Failed and skipped points\n\n", misfits;
   size_t n = 0;
   for (const auto& p : run.points)
-    for (const auto& r : p.repeats)
-      if (r.status != "ok") {
-        md += "- `" + p.id + "` repeat " + std::to_string(r.repeat) + ": " + r.status + ": " +
-              (r.error.empty() ? "(no error recorded)" : one_line(r.error)) + "\n";
+    for (const auto& r : p.repeats) {
+      const std::string item = "- `" + p.id + "` repeat " + std::to_string(r.repeat) + ": ";
+      const std::string error = r.error.empty() ? "(no error recorded)" : one_line(r.error);
+      if (r.status == "does_not_fit") {
+        misfits += item + error + "\n";
+      } else if (r.status != "ok") {
+        md += item + r.status + ": " + error + "\n";
         ++n;
       }
-  return md + (n ? "\n" : "None.\n");
+    }
+  md += n ? "\n" : "None.\n";
+  if (misfits.empty()) return md;
+  return md + (n ? "" : "\n") +
+         "Did not fit the profile's framebuffer (results, not failures: the model and batch need "
+         "more device memory than the profile gives):\n\n" + misfits;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1156,9 +1794,10 @@ Measure relative(const std::string& metric, const std::vector<double>& v) {
   return {metric, m, v.size() >= 2 && m > 0 ? mean_ci(v).ci95 / m : 0};
 }
 
-// Train: median total img/s. Collectives: median busbw at `bytes`.
+// Train and share: median total img/s (share: summed over the VMs). Collectives: median busbw
+// at `bytes`.
 Measure measure(const Point& p, std::optional<uint64_t> bytes) {
-  if (p.kind == "train") {
+  if (p.kind == "train" || p.kind == "share") {
     std::vector<double> v;
     for (const auto& t : p.total) v.push_back(t.second);
     return relative("total img/s", v);
@@ -1189,11 +1828,19 @@ Verdict judge(const Point* a, const Point* b, const CompareOptions& opts) {
   if (a->kind == "collectives" && !bytes && !a->sizes.empty() && !b->sizes.empty())
     return {a->id, "busbw GB/s", "", "", "", "", "no common size"};
   const Measure ma = measure(*a, bytes), mb = measure(*b, bytes);
-  const int decimals = a->kind == "train" ? 1 : 3;
+  const int decimals = a->kind == "collectives" ? 3 : 1;
   const bool skipped = a->status() == "skipped" && b->status() == "skipped";
-  Verdict v{a->id, ma.metric, ma.value ? fixed(*ma.value, decimals) : a->status(),
-            mb.value ? fixed(*mb.value, decimals) : b->status(), "", "",
-            skipped ? "skipped" : "failed", ma.value && !mb.value};
+  // Not fitting the profile's framebuffer is a result of B, not a regression.
+  const bool misfit = !mb.value && b->status() == "does_not_fit";
+  const auto shown = [](const Point& p) {
+    return p.status() == "does_not_fit" ? std::string("does not fit") : p.status();
+  };
+  Verdict v{a->id, ma.metric, ma.value ? fixed(*ma.value, decimals) : shown(*a),
+            mb.value ? fixed(*mb.value, decimals) : shown(*b), "", "",
+            skipped ? "skipped" : misfit || (!ma.value && a->status() == "does_not_fit")
+                                      ? "does not fit"
+                                      : "failed",
+            ma.value && !mb.value && !misfit};
   if (!ma.value || !mb.value || *ma.value <= 0) return v;
   const double delta = *mb.value / *ma.value - 1, noise = std::max(ma.noise, mb.noise);
   const double bar = std::max(opts.threshold, noise);
@@ -1204,15 +1851,16 @@ Verdict judge(const Point* a, const Point* b, const CompareOptions& opts) {
 }
 
 void print_verdicts(const std::vector<Verdict>& rows) {
-  size_t wp = 5, wm = 6;
+  size_t wp = 5, wm = 6, wv = 10;
   for (const auto& r : rows) {
     wp = std::max(wp, r.point.size());
     wm = std::max(wm, r.metric.size());
+    wv = std::max({wv, r.a.size(), r.b.size()});
   }
   const auto line = [&](const Verdict& r) {
-    std::printf("%-*s  %-*s  %10s  %10s  %8s  %8s  %s\n", int(wp), r.point.c_str(), int(wm),
-                r.metric.c_str(), r.a.c_str(), r.b.c_str(), r.delta.c_str(), r.noise.c_str(),
-                r.verdict.c_str());
+    std::printf("%-*s  %-*s  %*s  %*s  %8s  %8s  %s\n", int(wp), r.point.c_str(), int(wm),
+                r.metric.c_str(), int(wv), r.a.c_str(), int(wv), r.b.c_str(), r.delta.c_str(),
+                r.noise.c_str(), r.verdict.c_str());
   };
   line({"point", "metric", "A", "B", "delta %", "noise %", "verdict"});
   for (const auto& r : rows) line(r);
@@ -1223,9 +1871,10 @@ void print_verdicts(const std::vector<Verdict>& rows) {
 void write_report(const std::string& run_dir, const ReportOptions& opts) {
   const Run run = load_run(run_dir, opts.straggler_margin);
   Plotter plotter(run_dir, opts.plots);
-  const std::string md = md_header(run, plotter) + md_definitions(opts) + md_train(run, plotter) +
-                         md_time(run, plotter) + md_stragglers(run, opts) +
-                         md_collectives(run, plotter) + md_paths(run) + md_failures(run);
+  const std::string md = md_header(run, plotter) + md_definitions(opts, run) +
+                         md_train(run, plotter) + md_time(run, plotter) + md_stragglers(run, opts) +
+                         md_vgpu(run, plotter) + md_collectives(run, plotter) + md_paths(run) +
+                         md_failures(run);
   write_file_atomic(run_dir + "/summary.csv", summary_csv(run));
   write_file_atomic(run_dir + "/report.md", md);
 }
@@ -1259,10 +1908,13 @@ int compare_runs(const std::string& run_a, const std::string& run_b, const Compa
   }
   print_verdicts(rows);
   const int regressions = counts["REGRESSION"];
-  std::printf("\n%d regression%s beyond noise, %d faster, %d ok, %d failed, %d skipped, "
+  const std::string misfits =  // only where a point did not fit: other runs read as before
+      counts["does not fit"] ? ", " + std::to_string(counts["does not fit"]) + " does not fit" : "";
+  std::printf("\n%d regression%s beyond noise, %d faster, %d ok, %d failed%s, %d skipped, "
               "%d only in A, %d only in B\n",
               regressions, regressions == 1 ? "" : "s", counts["faster"], counts["ok"],
-              counts["failed"], counts["skipped"], counts["only in A"], counts["only in B"]);
+              counts["failed"], misfits.c_str(), counts["skipped"], counts["only in A"],
+              counts["only in B"]);
   if (broke)
     std::printf("%d point%s with a result in A failed in B: --fail-on-regression counts %s as "
                 "regressions\n",

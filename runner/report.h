@@ -6,25 +6,47 @@
 //   run_id       the sweep's id (e.g. "quick-20261121-101500")
 //   sweep        the config's name
 //   seq          index of the point in the sweep's order (0-based); points_total: how many
-//   point        the point's id without the repeat, e.g. "train/lenet/b32/n2/tcp/none" or
-//                "collectives/n4/tcp/none"
+//   point        the point's id without the repeat, e.g. "train/lenet/b32/n2/tcp/none",
+//                "collectives/n4/tcp/none" or "share/lenet/b32/T4-4C/fixed_share/vms4" ("/s96"
+//                after the batch when an image size is set)
 //   repeat       1-based repeat number
-//   kind         "train" | "collectives"
-//   model, batch, image_size   (train only; image_size 0 = the model's default)
-//   nodes        N (ranks, one per node)
-//   transport    "tcp" | "verbs" | "mpi" | "nccl" | "none" (N = 1: no communication)
-//   profile      vGPU profile name ("none" until profiles exist)
+//   kind         "train" | "collectives" | "share" (k emulated VMs of one vGPU profile
+//                time-sliced on one device, each an independent single-rank training job)
+//   model, batch, image_size   (train and share; image_size 0 = the model's default)
+//   policy, vms, slice_ms      (share only) the scheduler's policy ("best_effort" |
+//                "equal_share" | "fixed_share"), k VMs on the device, the time slice in ms
+//   nodes        N (ranks, one per node; share: 1)
+//   transport    "tcp" | "verbs" | "mpi" | "nccl" | "none" (N = 1 and share: no communication)
+//   profile      vGPU profile name ("T4-4C", "passthrough", ...) or "none"
 //   cluster      {"type": "emulated"|"local"|"mpirun", "link": "1gbit"|null,
 //                 "cpus_per_node": int|null, "note": string}
-//   status       "ok" | "failed" | "skipped"
-//   error        why it failed or was skipped ("" when ok)
+//   status       "ok" | "failed" | "skipped" | "does_not_fit" (train or share: the model and
+//                batch need more device memory than the profile's framebuffer; a result, not a
+//                failure: a point whose repeats all did not fit has status does_not_fit)
+//   error        why it failed, was skipped or did not fit ("" when ok)
+//   does_not_fit (status does_not_fit) {"profile", "framebuffer_mib", "requested_mib",
+//                "in_use_mib", "needed_at_least_mib" (in use + requested), "allocation" (what
+//                for), "message"}, with "vgpu" beside it (see below)
 //   started_at   UTC, ISO 8601; wall_s: seconds the point took (launch to exit)
 //   command      argv of the point's rank 0
 //   train        (kind train, when the point produced results) the `ringbench train --json`
 //                document's "summary", "per_rank", "ranks" (per-rank per-step series: step_s,
 //                compute_s, allreduce_s, exposed_s, optimizer_s, loss, img_s) and a "meta"
 //                subset (params, backend, threads_per_rank, allreduce, steps, warmup,
-//                buckets: count, hosts: [{rank, host, path}])
+//                buckets: count, hosts: [{rank, host, path}], vgpu). With a profile other than
+//                none, when ok: summary.device_memory {"peak_mib": float, "cap_mib": int|null}
+//   vgpu         how the profile was applied, in train.meta.vgpu and share.meta.vgpu (top level
+//                when does_not_fit): {"mode": "none"|"real"|"emulated"|"mismatch", "message",
+//                "framebuffer_mib": int|null (the emulated cap), "detected": "none"|"vgpu"|
+//                "passthrough"|"bare-metal"}; "gpu" and "max_instances" are read where present
+//   share        (kind share, when ok) "summary": {"total_img_s": {mean, ci95} (summed over the
+//                VMs), "img_s_per_vm": {mean, min, max}, "step_s" (mean over VMs),
+//                "device_util_per_vm" (fraction, mean over VMs), "device_util_total" (fraction of
+//                the common window in which any VM held the device; null when not measured),
+//                "common_window_s"}; "vms": [{vm, img_s: {mean, ci95}, step_s, device_util,
+//                device_held_s_per_step, device_wait_s_per_step, device_memory_peak_mib}];
+//                "meta": {backend, threads_per_rank, steps, warmup, gpu, framebuffer_mib (null:
+//                the whole device), max_instances, slice_ms, vgpu}
 //   collectives  (kind collectives) the `ringbench allreduce --json` document's "rows"
 //                (bytes, count, dtype, inplace, algo, time_us, algbw_gbps, busbw_gbps, p50_us,
 //                p99_us, wrong) and a "meta" subset (impl, algo options, hosts: [{rank, host, path}])
@@ -41,6 +63,14 @@ struct ReportOptions {
 
 // Reads RUN_DIR/raw.jsonl and writes RUN_DIR/summary.csv, RUN_DIR/report.md and
 // RUN_DIR/plots/*.svg, each atomically. Deterministic: same raw.jsonl, same bytes.
+//
+// summary.csv has one row per point. A share point fills train's columns where they apply:
+// total_img_s_* (summed over the VMs), img_s_per_rank_median (img/s per VM), step_s. Only when
+// the run has a vGPU profile other than none or share points (so that other runs' files stay
+// as they were), these columns follow busbw_at_bytes: policy, vms, device_util_per_vm,
+// device_util_total (fractions, mean over repeats), device_memory_peak_mib (largest over the
+// ok repeats; share: over the VMs), framebuffer_mib, vgpu_mode, repeats_does_not_fit. Then
+// report.md also has a "vGPU profiles" section and the definitions it uses.
 void write_report(const std::string& run_dir, const ReportOptions& opts = {});
 
 struct CompareOptions {

@@ -76,17 +76,37 @@ std::string num(double v) {
 }
 
 // The `ringbench` arguments of one point; rank 0 writes its JSON to `json_path`.
-std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path) {
+// The `ringbench train` options of a train or share point (without --json).
+std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
+  const TrainSweep& t = c.train;
+  std::vector<std::string> a = {"--model", p.model.model, "--batch", std::to_string(p.model.batch),
+                                "--steps", std::to_string(t.steps), "--warmup", std::to_string(t.warmup),
+                                "--transport", p.transport == "none" ? "tcp" : p.transport,
+                                "--backend", t.backend, "--fusion-mb", num(t.fusion_mb),
+                                "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed)};
+  if (p.model.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.model.image_size)});
+  if (!t.overlap) a.push_back("--no-overlap");
+  if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
+  return a;
+}
+
+std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path,
+                                    const std::string& log_base) {
   if (p.kind == "train") {
-    const TrainSweep& t = c.train;
-    std::vector<std::string> a = {"train", "--model", p.model.model, "--batch", std::to_string(p.model.batch),
-                                  "--steps", std::to_string(t.steps), "--warmup", std::to_string(t.warmup),
-                                  "--transport", p.transport == "none" ? "tcp" : p.transport,
-                                  "--backend", t.backend, "--fusion-mb", num(t.fusion_mb),
-                                  "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed),
-                                  "--json", json_path};
-    if (p.model.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.model.image_size)});
-    if (!t.overlap) a.push_back("--no-overlap");
+    std::vector<std::string> a = {"train"};
+    for (auto& x : train_args(c, p)) a.push_back(x);
+    if (p.profile != "none") a.insert(a.end(), {"--profile", p.profile});
+    if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+    a.insert(a.end(), {"--json", json_path});
+    return a;
+  }
+  if (p.kind == "share") {  // the VMs' train options last, after --, where rank_args() append
+    std::vector<std::string> a = {"vgpu"};
+    if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+    a.insert(a.end(), {"share", "--profile", p.profile, "--vms", std::to_string(p.vms), "--policy", p.policy,
+                       "--slice-ms", num(c.sharing.slice_ms), "--timeout", num(c.timeout_s), "--json", json_path,
+                       "--log-dir", log_base + ".vms", "--"});
+    for (auto& x : train_args(c, p)) a.push_back(x);
     return a;
   }
   const CollectivesSweep& k = c.collectives;
@@ -106,8 +126,24 @@ json hosts_subset(const json& meta) {
   return hosts;
 }
 
+// The profile as the point's rank 0 saw it: mode (real | emulated | mismatch), why, the cap.
+json vgpu_subset(const json& meta) {
+  const json v = meta.value("vgpu", json::object());
+  json out = {{"mode", v.value("mode", "none")}, {"message", v.value("message", "")},
+              {"framebuffer_mib", v.value("framebuffer_mib", json(nullptr))}};
+  if (v.contains("detected")) out["detected"] = v["detected"].value("kind", "none");
+  return out;
+}
+
 json result_subset(const SweepPoint& p, const json& doc) {
   const json& meta = doc["meta"];
+  if (p.kind == "share")
+    return {{"summary", doc["summary"]}, {"vms", doc["vms"]},
+            {"meta", {{"backend", meta.value("backend", "")}, {"threads_per_rank", meta.value("threads_per_rank", 0)},
+                      {"steps", meta.value("steps", 0)}, {"warmup", meta.value("warmup", 0)},
+                      {"gpu", meta.value("gpu", "")}, {"framebuffer_mib", meta.value("framebuffer_mib", json(nullptr))},
+                      {"max_instances", meta.value("max_instances", 1)}, {"slice_ms", meta.value("slice_ms", 0.0)},
+                      {"vgpu", vgpu_subset(meta)}}}};
   if (p.kind == "train")
     return {{"summary", doc["summary"]}, {"per_rank", doc["per_rank"]}, {"ranks", doc["ranks"]},
             {"meta", {{"params", meta.value("params", 0)}, {"backend", meta.value("backend", "")},
@@ -115,7 +151,7 @@ json result_subset(const SweepPoint& p, const json& doc) {
                       {"allreduce", meta.value("allreduce", "")}, {"steps", meta.value("steps", 0)},
                       {"warmup", meta.value("warmup", 0)},
                       {"buckets", meta["buckets"].value("list", json::array()).size()},
-                      {"hosts", hosts_subset(meta)}}}};
+                      {"hosts", hosts_subset(meta)}, {"vgpu", vgpu_subset(meta)}}}};
   return {{"rows", doc.value("rows", json::array())},
           {"meta", {{"impl", meta.value("impl", "")}, {"options", meta.value("options", json::object())},
                     {"hosts", hosts_subset(meta)}}}};
@@ -229,14 +265,16 @@ int drive(const Run& run, Executor& exec, const std::vector<std::string>& argv) 
                 {"points_total", points.size()}, {"point", p.id}, {"repeat", p.repeat}, {"kind", p.kind},
                 {"nodes", p.nodes}, {"transport", p.transport}, {"profile", p.profile}, {"cluster", cluster},
                 {"started_at", utc_now("%Y-%m-%dT%H:%M:%SZ")}};
-    if (p.kind == "train")
+    if (p.kind == "train" || p.kind == "share")
       rec.update({{"model", p.model.model}, {"batch", p.model.batch}, {"image_size", p.model.image_size}});
+    if (p.kind == "share")
+      rec.update({{"policy", p.policy}, {"vms", p.vms}, {"slice_ms", c.sharing.slice_ms}});
     char name[32];
     std::snprintf(name, sizeof name, "%04zu-", i);
     std::string log_name = name + p.id + "-r" + std::to_string(p.repeat);
     std::replace(log_name.begin(), log_name.end(), '/', '-');
     const std::string log_base = run.dir + "/logs/" + log_name;
-    std::string why = exec.unavailable(p);
+    std::string why = p.skip.empty() ? exec.unavailable(p) : p.skip;
     if (p.kind == "collectives" && p.transport == "mpi" && c.collectives.dtype != "float")
       why = "the MPI_Allreduce baseline measures float only";
     if (!why.empty()) {
@@ -247,8 +285,9 @@ int drive(const Run& run, Executor& exec, const std::vector<std::string>& argv) 
     }
     std::fprintf(stderr, "[%zu/%zu] %s r%d ...\n", i + 1, points.size(), p.id.c_str(), p.repeat);
     fs::remove(json_path);
-    PointJob job{&p, point_args(c, p, json_path), log_base, Millis(static_cast<long>(c.timeout_s * 1000))};
-    for (auto& x : exec.rank_args(p.kind)) job.args.push_back(x);
+    PointJob job{&p, point_args(c, p, json_path, log_base), log_base, Millis(static_cast<long>(c.timeout_s * 1000))};
+    // A share point's VMs are train jobs on this node: they get its threads (after the --).
+    for (auto& x : exec.rank_args(p.kind == "share" ? "train" : p.kind)) job.args.push_back(x);
     const LaunchOutcome o = exec.run(job, &g_stop);
     if (o.interrupted) break;  // not done: --resume runs it again
     const json doc = fs::exists(json_path) ? json::parse(read_text(json_path), nullptr, false) : json();
@@ -256,7 +295,7 @@ int drive(const Run& run, Executor& exec, const std::vector<std::string>& argv) 
     rec["command"] = job.args;
     rec["logs"] = "logs/" + log_name;
     bool have = doc.is_object() && doc.contains("meta") && doc["meta"].is_object() &&
-                (doc.contains("summary") || doc.contains("rows"));
+                (doc.contains("summary") || doc.contains("rows")) && !doc.contains("does_not_fit");
     std::string bad_json;
     try {
       if (have) rec[p.kind] = result_subset(p, doc);
@@ -265,13 +304,23 @@ int drive(const Run& run, Executor& exec, const std::vector<std::string>& argv) 
       bad_json = std::string("unexpected results JSON: ") + e.what();
     }
     std::string summary;
-    if (!bad_json.empty()) {
+    const bool does_not_fit = doc.is_object() && doc.contains("does_not_fit") && !o.timed_out;
+    if (does_not_fit) {
+      // A result, not a failure: the model and batch need more than the profile's framebuffer.
+      rec.update({{"status", "does_not_fit"}, {"error", doc["does_not_fit"].value("message", "")},
+                  {"does_not_fit", doc["does_not_fit"]}});
+      if (doc.contains("meta") && doc["meta"].contains("vgpu")) rec["vgpu"] = vgpu_subset(doc["meta"]);
+      summary = "does not fit: " + rec["error"].get<std::string>();
+    } else if (!bad_json.empty()) {
       rec.update({{"status", "failed"}, {"error", bad_json}});
       summary = "FAILED: " + bad_json;
       ++failed;
     } else if (o.ok() && have) {
       rec.update({{"status", "ok"}, {"error", ""}});
-      if (p.kind == "train")
+      if (p.kind == "share")
+        summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
+                  " img/s over " + std::to_string(p.vms) + " VM(s)";
+      else if (p.kind == "train")
         summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
       else
         summary = "ok";

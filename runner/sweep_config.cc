@@ -13,6 +13,8 @@
 #include "collectives/errors.h"
 #include "models/zoo.h"
 #include "runner/allreduce_cmd.h"
+#include "vgpu/catalog.h"
+#include "vgpu/scheduler.h"
 
 namespace ringbench {
 namespace {
@@ -184,6 +186,33 @@ CollectivesSweep parse_collectives(const Reader& r) {
   return c;
 }
 
+SharingConfig parse_sharing(const Reader& r) {
+  SharingConfig s;
+  r.only({"vms_per_gpu", "policy", "slice_ms"});
+  r.get_int("vms_per_gpu", s.vms_per_gpu, 1);
+  if (r.has("policy")) {
+    if (r.at("policy").IsScalar()) {
+      std::string one;
+      r.get("policy", one, "a policy name");
+      s.policies = {one};
+    } else {
+      s.policies = r.list<std::string>("policy", "policy names");
+    }
+  }
+  std::set<std::string> seen;
+  for (const auto& p : s.policies) {
+    try {
+      vgpu::parse_policy(p);
+    } catch (const std::exception& e) {
+      r.fail(r.key("policy"), e.what());
+    }
+    if (!seen.insert(p).second) r.fail(r.key("policy"), p + " is listed twice");
+  }
+  r.get_double("slice_ms", s.slice_ms, 0.1);
+  if (s.slice_ms > 1000) r.fail(r.key("slice_ms"), "must be <= 1000");
+  return s;
+}
+
 ClusterConfig parse_cluster(const Reader& r) {
   ClusterConfig c;
   r.only({"type", "link", "cpus_per_node", "hosts"});
@@ -213,8 +242,8 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& origi
     throw Error(origin + ": not valid YAML: " + e.what());
   }
   Reader r(root, "", origin);
-  r.only({"name", "nodes", "transports", "profiles", "repeats", "seed", "timeout", "cluster", "train",
-          "collectives"});
+  r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
+          "repeats", "seed", "timeout", "cluster", "train", "collectives"});
   SweepConfig c;
   if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
   r.get("name", c.name, "a string");
@@ -231,10 +260,26 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& origi
     if (std::find(kTransports.begin(), kTransports.end(), t) == kTransports.end())
       r.fail("transports", "'" + t + "' is not one of: " + join(kTransports));
   if (r.has("profiles")) c.profiles = r.list<std::string>("profiles", "profile names");
-  for (const auto& p : c.profiles)
-    if (p != "none")
-      r.fail("profiles", "'" + p + "' is not a known profile; this version has only 'none' "
-                         "(vGPU profiles are not implemented yet)");
+  r.get("allow_profile_mismatch", c.allow_profile_mismatch, "true or false");
+  r.get("vgpu_catalog", c.vgpu_catalog, "a file name");
+  std::unique_ptr<vgpu::Catalog> own;
+  if (!c.vgpu_catalog.empty()) {
+    try {
+      own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
+    } catch (const std::exception& e) {
+      r.fail("vgpu_catalog", e.what());
+    }
+  }
+  const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
+  std::set<std::string> seen_profiles;
+  for (auto& p : c.profiles) {
+    if (p != "none") {
+      const vgpu::Profile* known = catalog.find(p);
+      if (!known) r.fail("profiles", catalog.unknown_profile_message(p));
+      p = known->name;  // the catalog's spelling
+    }
+    if (!seen_profiles.insert(p).second) r.fail("profiles", p + " is listed twice");
+  }
   r.get_int("repeats", c.repeats, 1);
   r.get("seed", c.seed, "a non-negative integer");
   r.get_double("timeout", c.timeout_s, 1);
@@ -247,6 +292,16 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& origi
   if (r.has("collectives")) {
     c.has_collectives = true;
     c.collectives = parse_collectives(Reader(r.at("collectives"), "collectives", origin));
+  }
+  if (r.has("sharing")) {
+    c.has_sharing = true;
+    c.sharing = parse_sharing(Reader(r.at("sharing"), "sharing", origin));
+    if (!c.has_train) r.fail("sharing", "needs a train section: its models are what the VMs train");
+    bool sliced = false;
+    for (const auto& p : c.profiles)
+      if (p != "none" && catalog.find(p)->time_sliced) sliced = true;
+    if (!sliced)
+      r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
   }
   if (!c.has_train && !c.has_collectives)
     r.fail("train", "the sweep measures nothing: add a train section, a collectives section, or both");
@@ -267,6 +322,11 @@ nlohmann::json to_json(const SweepConfig& c) {
   nlohmann::json j = {{"name", c.name}, {"nodes", c.nodes}, {"transports", c.transports},
                       {"profiles", c.profiles}, {"repeats", c.repeats}, {"seed", c.seed},
                       {"timeout", c.timeout_s}};
+  if (c.allow_profile_mismatch) j["allow_profile_mismatch"] = true;
+  if (!c.vgpu_catalog.empty()) j["vgpu_catalog"] = c.vgpu_catalog;
+  if (c.has_sharing)
+    j["sharing"] = {{"vms_per_gpu", c.sharing.vms_per_gpu}, {"policy", c.sharing.policies},
+                    {"slice_ms", c.sharing.slice_ms}};
   j["cluster"] = {{"type", c.cluster.type}, {"cpus_per_node", c.cluster.cpus_per_node}};
   if (c.cluster.type == "emulated") j["cluster"]["link"] = c.cluster.link;
   if (!c.cluster.hosts.empty()) j["cluster"]["hosts"] = c.cluster.hosts;
@@ -297,6 +357,9 @@ std::string to_yaml(const SweepConfig& c) {
 }
 
 std::vector<SweepPoint> expand_points(const SweepConfig& c) {
+  std::unique_ptr<vgpu::Catalog> own;
+  if (c.has_sharing && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
+  const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
   std::vector<SweepPoint> points;
   for (int rep = 1; rep <= c.repeats; ++rep) {
     for (const auto& profile : c.profiles) {
@@ -320,7 +383,7 @@ std::vector<SweepPoint> expand_points(const SweepConfig& c) {
           }
         }
       }
-      if (c.has_collectives) {
+      if (c.has_collectives && profile == c.profiles.front()) {
         for (int n : c.nodes) {
           if (n < 2) continue;
           for (const auto& t : c.transports) {
@@ -328,10 +391,35 @@ std::vector<SweepPoint> expand_points(const SweepConfig& c) {
             p.kind = "collectives";
             p.nodes = n;
             p.transport = t;
-            p.profile = profile;
+            p.profile = "none";
             p.repeat = rep;
-            p.id = "collectives/n" + std::to_string(n) + "/" + t + "/" + profile;
+            p.id = "collectives/n" + std::to_string(n) + "/" + t + "/none";
             points.push_back(p);
+          }
+        }
+      }
+      const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);
+      if (c.has_sharing && vp && vp->time_sliced) {
+        const int k = c.sharing.vms_per_gpu;
+        for (const auto& m : c.train.models) {
+          for (const auto& policy : c.sharing.policies) {
+            for (int vms : k == 1 ? std::vector<int>{1} : std::vector<int>{1, k}) {
+              SweepPoint p;
+              p.kind = "share";
+              p.model = m;
+              p.nodes = 1;
+              p.transport = "none";
+              p.profile = vp->name;
+              p.policy = policy;
+              p.vms = vms;
+              p.repeat = rep;
+              p.id = "share/" + m.model + "/b" + std::to_string(m.batch) +
+                     (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/" + vp->name + "/" + policy +
+                     "/vms" + std::to_string(vms);
+              if (vms > vp->max_instances)
+                p.skip = vp->name + " hosts at most " + std::to_string(vp->max_instances) + " vGPU(s) per GPU";
+              points.push_back(p);
+            }
           }
         }
       }

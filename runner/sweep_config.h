@@ -31,6 +31,14 @@ struct CollectivesSweep {
   bool check = true;
 };
 
+// k emulated VMs of one vGPU profile time-sliced on one device (`ringbench vgpu share`): for
+// every time-sliced profile, model and policy, points with 1 VM and with k VMs.
+struct SharingConfig {
+  int vms_per_gpu = 2;
+  std::vector<std::string> policies{"best_effort", "equal_share", "fixed_share"};
+  double slice_ms = 2;
+};
+
 struct ClusterConfig {
   std::string type = "local";   // local | emulated | mpirun
   std::string link = "10gbit";  // emulated: tc rate of every node's link
@@ -42,13 +50,16 @@ struct SweepConfig {
   std::string name;
   std::vector<int> nodes{1, 2, 4};
   std::vector<std::string> transports{"tcp"};
-  std::vector<std::string> profiles{"none"};
+  std::vector<std::string> profiles{"none"};  // vGPU profiles (the catalog's names) or "none"
+  bool allow_profile_mismatch = false;        // run profiles this VM's real vGPU is not
+  std::string vgpu_catalog;                   // "": the built-in catalog
   int repeats = 3;
   uint64_t seed = 42;
   double timeout_s = 600;  // per point
   ClusterConfig cluster;
-  bool has_train = false, has_collectives = false;
+  bool has_train = false, has_collectives = false, has_sharing = false;
   TrainSweep train;
+  SharingConfig sharing;
   CollectivesSweep collectives;
 };
 
@@ -61,18 +72,23 @@ nlohmann::json to_json(const SweepConfig& c);
 
 // One measurement: a training run or an allreduce size sweep on `nodes` ranks.
 struct SweepPoint {
-  std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none"
-  std::string kind;       // train | collectives
-  SweepModel model;       // train only
+  std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
+                          // "share/lenet/b32/T4-4C/fixed_share/vms4"
+  std::string kind;       // train | collectives | share
+  SweepModel model;       // train and share
   int nodes = 1;
   std::string transport;  // "none" for one node: nothing to communicate
   std::string profile;
+  std::string policy;     // share: the scheduler policy
+  int vms = 0;            // share: VMs on the device
   int repeat = 1;         // 1-based
+  std::string skip;       // why the config itself rules this point out ("" when it can run)
 };
 
 // Every point in the order run: repeats outermost, so each pass covers every configuration
 // and slow drift of a shared machine spreads over all of them; N = 1 runs once per model and
-// profile (transport "none"), not once per transport.
+// profile (transport "none"), not once per transport. Collectives do not depend on the vGPU
+// profile and run once per repeat (profile "none").
 std::vector<SweepPoint> expand_points(const SweepConfig& c);
 
 }  // namespace ringbench

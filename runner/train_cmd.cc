@@ -13,6 +13,7 @@
 #include "collectives/allreduce.h"
 #include "collectives/errors.h"
 #include "collectives/tcp_transport.h"
+#include "models/device_memory.h"
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
@@ -76,9 +77,12 @@ void validate(const TrainArgs& a) {
 // Per-rank figures of the measured steps, sent to rank 0 through the store.
 json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
   json r = {{"rank", rank}};
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "loss", "img_s"})
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
+                        "device_wait_s", "loss", "img_s"})
     r[k] = json::array();
   for (const auto& s : steps) {
+    r["device_s"].push_back(s.device_s);
+    r["device_wait_s"].push_back(s.device_wait_s);
     r["step_s"].push_back(s.step_s);
     r["compute_s"].push_back(s.compute_s);
     r["allreduce_s"].push_back(s.allreduce_s);
@@ -160,6 +164,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
   add_verbs_options(cmd, a.verbs);
+  add_vgpu_train_options(cmd, a.vgpu);
 }
 
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
@@ -193,6 +198,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";
   json doc;
+  VgpuSetup vgpu;
   auto write_json = [&](const std::string& error) {
     if (rank != 0 || a.json.empty()) return;
     if (!error.empty()) doc["error"] = error;
@@ -213,6 +219,8 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
 
     const int threads = a.threads > 0 ? a.threads : default_threads(ranks_on_this_host(*world));
     m::set_compute_threads(threads);
+    vgpu = setup_vgpu(a.vgpu, backend, a.timeout_s);
+    if (rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
     auto net = m::make_network(backend, graph, a.batch);
 
     // Data: synthetic, or this rank's shard of Fashion-MNIST.
@@ -247,6 +255,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     to.overlap = !a.no_overlap;
     to.seed = a.seed;
     to.timeout = 2 * timeout;
+    to.gate = vgpu.gate.get();
     std::unique_ptr<m::Timeline> timeline;
     if (!a.timeline.empty()) {
       timeline = std::make_unique<m::Timeline>(rank);
@@ -319,7 +328,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                    {"seed", a.seed},
                    {"buckets", {{"first_bucket_bytes", plan.first_bucket_bytes},
                                 {"fusion_bytes", plan.fusion_bytes}, {"list", buckets}}},
-                   {"build", b}, {"hosts", hosts}};
+                   {"build", b}, {"hosts", hosts}, {"vgpu", vgpu.to_json()}};
     if (rank == 0) {
       std::printf("# ringbench %s (%s) train: %s, %zu parameters in %zu tensors, input %s, %d classes\n",
                   b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
@@ -347,8 +356,10 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
 
     std::vector<m::StepRecord> measured;
     int traced = 0;
+    std::chrono::steady_clock::time_point window_begin, window_end;  // the measured steps
     for (int64_t s = 0; s < total_steps; ++s) {
       const bool measuring = s >= a.warmup;
+      if (s == a.warmup) window_begin = std::chrono::steady_clock::now();
       const bool trace = timeline && measuring && traced < a.timeline_steps;
       traced += trace;
       m::StepRecord r = trainer.step(*source, trace);
@@ -366,6 +377,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       }
     }
 
+    window_end = std::chrono::steady_clock::now();
     // Gather every rank's measured steps on rank 0.
     store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, a.batch).dump());
     std::vector<json> ranks;
@@ -412,6 +424,21 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                       {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
       const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
       summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
+      auto& mem = m::DeviceMemory::instance();
+      summary["device_memory"] = {{"peak_mib", double(mem.peak()) / (1 << 20)},
+                                  {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
+      if (vgpu.gate) {
+        // Rank 0's share of the time-sliced device over its measured steps (a sharing job is
+        // one rank); the window is CLOCK_MONOTONIC, comparable with the scheduler's intervals.
+        double held = 0, waited = 0, wall = 0;
+        for (const auto& r : measured) held += r.device_s, waited += r.device_wait_s, wall += r.step_s;
+        const double ns = double(measured.size() ? measured.size() : 1);
+        summary["device"] = {
+            {"held_s_per_step", held / ns}, {"wait_s_per_step", waited / ns},
+            {"utilization", wall > 0 ? held / wall : 0.0},
+            {"window_ns", {std::chrono::duration_cast<std::chrono::nanoseconds>(window_begin.time_since_epoch()).count(),
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(window_end.time_since_epoch()).count()}}};
+      }
       doc["summary"] = summary;
       doc["per_rank"] = per_rank;
       doc["ranks"] = ranks;
@@ -426,6 +453,14 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                     summary[k]["max_over_ranks"].get<double>());
       if (ar > 0)
         std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
+      if (vgpu.gate)
+        std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
+                    vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),
+                    summary["device"]["wait_s_per_step"].get<double>(),
+                    100 * summary["device"]["utilization"].get<double>());
+      std::printf("# device memory: peak %.1f MiB%s\n", summary["device_memory"]["peak_mib"].get<double>(),
+                  vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
+                                          vgpu.profile).c_str() : "");
       if (!eval.is_null())
         std::printf("Test accuracy: %.2f%% (%lld of %lld), test loss %.4f\n",
                     100 * eval["test_accuracy"].get<double>(), (long long)eval["correct"].get<int64_t>(),
@@ -433,6 +468,24 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       std::fflush(stdout);
       write_json("");
     }
+  } catch (const m::DeviceOutOfMemory& e) {
+    // Like a real vGPU: the model and batch do not fit the profile's framebuffer. Not a
+    // failure of the run: a result, with the numbers.
+    std::fflush(stdout);
+    const double mib = 1 << 20;
+    std::cerr << tag << "ringbench train: does not fit: " << a.model << " batch " << a.batch << " on "
+              << vgpu.profile << ": " << e.what() << std::endl;
+    if (rank == 0 && !a.json.empty()) {
+      doc["meta"] = {{"command", argv}, {"model", a.model}, {"batch_per_rank", a.batch}, {"ranks", n},
+                     {"backend", backend}, {"vgpu", vgpu.to_json()}};
+      doc["does_not_fit"] = {{"profile", vgpu.profile}, {"framebuffer_mib", double(e.cap) / mib},
+                             {"requested_mib", double(e.requested) / mib}, {"in_use_mib", double(e.in_use) / mib},
+                             {"needed_at_least_mib", double(e.in_use + e.requested) / mib},
+                             {"allocation", e.what_for}, {"message", e.what()}};
+      write_file_atomic(a.json, doc.dump(2) + "\n");
+    }
+    world->mpi = false;
+    return kDoesNotFitExit;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << tag << "ringbench train: error: " << e.what() << std::endl;

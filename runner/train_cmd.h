@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runner/ring_transport.h"
+#include "runner/vgpu_cmd.h"
 
 namespace ringbench {
 
@@ -25,9 +26,12 @@ struct TrainArgs {
   std::string iface, addr;
   int sockets_per_peer = 2;
   VerbsArgs verbs;  // --ib-dev, --ib-port, --gid-index, --mr-chunk
+  VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
 };
 
 void add_train_options(CLI::App& cmd, TrainArgs& a);
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv);
+// Exit status of a run whose model and batch do not fit the profile's framebuffer.
+inline constexpr int kDoesNotFitExit = 3;
 
 }  // namespace ringbench

@@ -39,6 +39,7 @@ TEST(SweepConfig, ShippedConfigsLoad) {
   int n = 0;
   for (const auto& f : std::filesystem::directory_iterator(RINGBENCH_SOURCE_DIR "/configs")) {
     if (f.path().extension() != ".yaml") continue;
+    if (f.path().filename() == "vgpu-profiles.yaml") continue;  // the vGPU catalog, not a sweep
     SCOPED_TRACE(f.path().string());
     const SweepConfig c = load_sweep_config(f.path().string());
     EXPECT_FALSE(expand_points(c).empty());
@@ -79,7 +80,16 @@ TEST(SweepConfig, MistakesNameTheKey) {
   expect_error(kMinimal + "nodes: [1, two]\n", {"nodes[1]", "node counts"});
   expect_error(kMinimal + "nodes: 4\n", {"nodes", "list"});
   expect_error(kMinimal + "transports: [tcp, rdma]\n", {"transports", "'rdma'", "verbs"});
-  expect_error(kMinimal + "profiles: [grid_a100-4c]\n", {"profiles", "grid_a100-4c", "none"});
+  expect_error(kMinimal + "profiles: [grid_a100-4c]\n", {"profiles", "grid_a100-4c", "ringbench vgpu profiles"});
+  expect_error(kMinimal + "profiles: [T4-4C, t4-4c]\n", {"profiles", "T4-4C", "twice"});
+  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {vms_per_gpu: 0}\n", {"sharing.vms_per_gpu", ">= 1"});
+  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {policy: fair}\n", {"sharing.policy", "fair", "fixed_share"});
+  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {policy: [fixed_share, fixed_share]}\n", {"sharing.policy", "twice"});
+  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {slice_ms: 0}\n", {"sharing.slice_ms", ">="});
+  expect_error(kMinimal + "sharing: {vms_per_gpu: 2}\n", {"sharing", "time-sliced"});
+  expect_error(kMinimal + "profiles: [passthrough]\nsharing: {vms_per_gpu: 2}\n", {"sharing", "time-sliced"});
+  expect_error("name: t\ncluster: {type: local}\nprofiles: [T4-4C]\nsharing: {}\ncollectives: {}\n", {"sharing", "train"});
+  expect_error(kMinimal + "vgpu_catalog: /nonexistent/catalog.yaml\n", {"vgpu_catalog", "/nonexistent/catalog.yaml"});
   expect_error(kMinimal + "repeats: 0\n", {"repeats", ">= 1"});
   expect_error(kMinimal + "timeout: soon\n", {"timeout", "number", "soon"});
   expect_error("name: t\ntrain: {models: [lenet]}\n", {"cluster", "missing"});
@@ -132,6 +142,43 @@ collectives: {}
   EXPECT_EQ(points[10].id, "collectives/n2/tcp/none");
   for (size_t i = 0; i < points.size(); ++i) EXPECT_EQ(points[i].repeat, i < 14 ? 1 : 2);
   EXPECT_EQ(points[14].id, points[0].id);
+}
+
+// Profiles multiply train points; collectives run once (the profile does not change the
+// network); sharing adds, per time-sliced profile, model and policy, a 1-VM and a k-VM point,
+// the k-VM one skipped with the reason where the profile hosts fewer than k vGPUs.
+TEST(SweepConfig, ProfilesAndSharingExpand) {
+  const SweepConfig c = parse_sweep_config(R"(
+name: t
+nodes: [1, 2]
+repeats: 1
+profiles: [T4-4C, T4-16C, bare-metal]
+sharing: {vms_per_gpu: 2, policy: [best_effort, fixed_share], slice_ms: 5}
+cluster: {type: local}
+train: {models: [lenet]}
+collectives: {}
+)", "test.yaml");
+  EXPECT_EQ(c.sharing.slice_ms, 5);
+  const auto points = expand_points(c);
+  std::vector<std::string> ids;
+  for (const auto& p : points) ids.push_back(p.id + (p.skip.empty() ? "" : " (skip)"));
+  const std::vector<std::string> want = {
+      "train/lenet/b32/n1/none/T4-4C", "train/lenet/b32/n2/tcp/T4-4C", "collectives/n2/tcp/none",
+      "share/lenet/b32/T4-4C/best_effort/vms1", "share/lenet/b32/T4-4C/best_effort/vms2",
+      "share/lenet/b32/T4-4C/fixed_share/vms1", "share/lenet/b32/T4-4C/fixed_share/vms2",
+      "train/lenet/b32/n1/none/T4-16C", "train/lenet/b32/n2/tcp/T4-16C",
+      "share/lenet/b32/T4-16C/best_effort/vms1", "share/lenet/b32/T4-16C/best_effort/vms2 (skip)",
+      "share/lenet/b32/T4-16C/fixed_share/vms1", "share/lenet/b32/T4-16C/fixed_share/vms2 (skip)",
+      "train/lenet/b32/n1/none/bare-metal", "train/lenet/b32/n2/tcp/bare-metal"};
+  EXPECT_EQ(ids, want);
+  const auto& skipped = points[10];
+  EXPECT_NE(skipped.skip.find("at most 1"), std::string::npos) << skipped.skip;
+  EXPECT_EQ(points[4].vms, 2);
+  EXPECT_EQ(points[4].policy, "best_effort");
+  EXPECT_EQ(points[4].kind, "share");
+  // A config round-trips through its as-run YAML with the sharing block.
+  const SweepConfig again = parse_sweep_config(to_yaml(c), "as-run.yaml");
+  EXPECT_EQ(to_json(again), to_json(c));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -101,6 +102,39 @@ TEST_F(SweepTest, TwoPointsOnLoopbackEndToEnd) {
 
   auto cmp = run_command(kBin + " compare " + dir_ + " " + dir_ + " --fail-on-regression");
   EXPECT_EQ(cmp.exit_code, 0) << cmp.output;
+}
+
+// Profiles: a model over the framebuffer is recorded as "does not fit" (with the numbers) and
+// the sweep goes on; sharing points run k VMs through `ringbench vgpu share`; the k-VM point of
+// a profile that hosts fewer is skipped with the reason; the report has the vGPU section.
+TEST_F(SweepTest, ProfilesAndSharingEndToEnd) {
+  const std::string cfg = write_config(
+      "name: vgpu\nnodes: [1]\nrepeats: 1\nprofiles: [P40-1Q]\n"
+      "sharing: {vms_per_gpu: 2, policy: fixed_share, slice_ms: 5}\ncluster: {type: local}\n"
+      "train:\n  models: [{model: lenet, batch: 8}, {model: inception_v3, batch: 64}]\n  warmup: 1\n  steps: 3\n");
+  auto r = run_command("OMP_WAIT_POLICY=passive " + kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, json> by_point;
+  for (const auto& rec : read_raw(dir_)) by_point[rec["point"].get<std::string>()] = rec;
+  const json& fits = by_point["train/lenet/b8/n1/none/P40-1Q"];
+  EXPECT_EQ(fits["status"], "ok") << fits.dump();
+  EXPECT_EQ(fits["train"]["meta"]["vgpu"]["mode"], "emulated");
+  EXPECT_GT(fits["train"]["summary"]["device_memory"]["peak_mib"].get<double>(), 0);
+  const json& big = by_point["train/inception_v3/b64/n1/none/P40-1Q"];
+  EXPECT_EQ(big["status"], "does_not_fit") << big.dump();
+  EXPECT_GT(big["does_not_fit"]["needed_at_least_mib"].get<double>(), 1024);
+  const json& two = by_point["share/lenet/b8/P40-1Q/fixed_share/vms2"];
+  ASSERT_EQ(two["status"], "ok") << two.dump();
+  EXPECT_EQ(two["vms"], 2);
+  EXPECT_EQ(two["policy"], "fixed_share");
+  EXPECT_EQ(two["share"]["vms"].size(), 2u);
+  EXPECT_EQ(two["share"]["meta"]["max_instances"], 24);
+  const json& inc = by_point["share/inception_v3/b64/P40-1Q/fixed_share/vms2"];
+  EXPECT_EQ(inc["status"], "does_not_fit") << inc.dump();
+  EXPECT_EQ(by_point["share/lenet/b8/P40-1Q/fixed_share/vms1"]["status"], "ok");
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_NE(report.find("## vGPU profiles"), std::string::npos) << report;
+  EXPECT_NE(report.find("does not fit"), std::string::npos) << report;
 }
 
 TEST_F(SweepTest, FailedPointIsRecordedAndTheSweepGoesOn) {

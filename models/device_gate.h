@@ -1,0 +1,26 @@
+// Gates a training job's device work into the time slices an emulated vGPU scheduler grants
+// it (vgpu/scheduler.h). The trainer enters before forward and leaves when backward and the
+// optimizer are done; backends call checkpoint() between layers, which gives the device up
+// and waits for the next slice once the current one has ended (a real GPU preempts inside a
+// kernel; we can only preempt between layers, so a slice may overrun by one layer).
+#pragma once
+
+#include <cstdint>
+
+namespace ringbench::models {
+
+class DeviceGate {
+ public:
+  virtual ~DeviceGate() = default;
+  virtual void enter() = 0;       // blocks until this job holds the device
+  virtual void checkpoint() = 0;  // between device ops, while holding it
+  virtual void leave() = 0;       // no device work for now: best effort hands the slot on
+  struct Usage {
+    double held_s = 0;    // time this job held the device (its device work plus overruns)
+    double waited_s = 0;  // time it waited for a slice
+    int64_t slices = 0;   // grants received
+  };
+  virtual Usage usage() const = 0;  // cumulative since construction
+};
+
+}  // namespace ringbench::models

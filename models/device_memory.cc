@@ -1,0 +1,51 @@
+#include "models/device_memory.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+namespace ringbench::models {
+
+namespace {
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
+}  // namespace
+
+DeviceOutOfMemory::DeviceOutOfMemory(size_t req, size_t used, size_t limit, std::string what)
+    : std::runtime_error("out of device memory: allocating " + mib(req) + " for " + what + " with " +
+                         mib(used) + " in use of a " + mib(limit) + " framebuffer"),
+      requested(req), in_use(used), cap(limit), what_for(std::move(what)) {}
+
+DeviceMemory& DeviceMemory::instance() {
+  static DeviceMemory m;
+  return m;
+}
+
+void DeviceMemory::set_cap(size_t bytes) { cap_.store(bytes); }
+
+void* DeviceMemory::allocate(size_t bytes, const char* what_for) {
+  const size_t cap = cap_.load();
+  size_t used = in_use_.load();
+  do {
+    if (cap && used + bytes > cap) throw DeviceOutOfMemory(bytes, used, cap, what_for);
+  } while (!in_use_.compare_exchange_weak(used, used + bytes));
+  size_t peak = peak_.load();
+  while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
+  }
+  void* p = bytes ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr;
+  if (bytes && !p) {
+    in_use_ -= bytes;
+    throw std::bad_alloc();
+  }
+  return p;
+}
+
+void DeviceMemory::deallocate(void* p, size_t bytes) noexcept {
+  std::free(p);
+  in_use_ -= bytes;
+}
+
+}  // namespace ringbench::models

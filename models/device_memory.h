@@ -1,0 +1,79 @@
+// The backends' device memory: every buffer a backend keeps for training (parameters,
+// gradients, momentum, batch-norm state, activations and their gradients, workspaces) is
+// allocated here, so a cap (an emulated vGPU profile's framebuffer) turns an allocation past it
+// into DeviceOutOfMemory, as cudaMalloc fails on a real vGPU, and the peak is known when it fits.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringbench::models {
+
+class DeviceOutOfMemory : public std::runtime_error {
+ public:
+  DeviceOutOfMemory(size_t requested, size_t in_use, size_t cap, std::string what_for);
+  size_t requested, in_use, cap;  // bytes
+  std::string what_for;
+};
+
+// Process-wide (one emulated device per process).
+class DeviceMemory {
+ public:
+  static DeviceMemory& instance();
+  void set_cap(size_t bytes);  // 0: no cap
+  size_t cap() const { return cap_.load(); }
+  size_t in_use() const { return in_use_.load(); }
+  size_t peak() const { return peak_.load(); }
+  void reset_peak() { peak_.store(in_use_.load()); }
+
+  // 64-byte aligned; throws DeviceOutOfMemory past the cap (std::bad_alloc if the host has none).
+  void* allocate(size_t bytes, const char* what_for);
+  void deallocate(void* p, size_t bytes) noexcept;
+
+ private:
+  std::atomic<size_t> cap_{0}, in_use_{0}, peak_{0};
+};
+
+// For std::vector: std::vector<float, DeviceAllocator<float>>.
+template <class T>
+struct DeviceAllocator {
+  using value_type = T;
+  DeviceAllocator() = default;
+  template <class U>
+  DeviceAllocator(const DeviceAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(DeviceMemory::instance().allocate(n * sizeof(T), "tensor")); }
+  void deallocate(T* p, size_t n) noexcept { DeviceMemory::instance().deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const DeviceAllocator<U>&) const { return true; }
+};
+template <class T>
+using DeviceVector = std::vector<T, DeviceAllocator<T>>;
+
+// An owned raw buffer (for libraries that take a pointer, such as oneDNN memory objects).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t bytes, const char* what_for)
+      : p_(DeviceMemory::instance().allocate(bytes, what_for)), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (p_) DeviceMemory::instance().deallocate(p_, bytes_);
+  }
+  void* data() const { return p_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace ringbench::models

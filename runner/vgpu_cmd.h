@@ -1,0 +1,52 @@
+// vGPU profiles in ringbench: a training job's profile (checked against the machine, its
+// framebuffer enforced as a cap on the backend's memory when emulated), and the `ringbench vgpu`
+// commands: `profiles` (the catalog), `detect` (this machine's GPU) and `share` (k emulated VMs
+// time-sliced on one device by a policy, each an independent training job).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/device_gate.h"
+
+namespace ringbench {
+
+struct VgpuTrainArgs {
+  std::string profile = "none";  // a catalog profile, "passthrough", "bare-metal" or "none"
+  bool allow_mismatch = false;
+  std::string catalog;           // "": the built-in catalog
+  std::string scheduler;         // socket of a `ringbench vgpu share` scheduler: time-slice this job
+};
+void add_vgpu_train_options(CLI::App& cmd, VgpuTrainArgs& a);
+
+// What a training process does with its profile, before it allocates anything.
+struct VgpuSetup {
+  std::string profile = "none";
+  std::string mode = "none";  // none | real | emulated | mismatch (see vgpu/detect.h)
+  std::string message;
+  int64_t framebuffer_mib = 0;  // the emulated cap on the backend's memory (0: none)
+  int max_instances = 1;
+  nlohmann::json detection;
+  std::unique_ptr<models::DeviceGate> gate;  // with --vgpu-scheduler
+  nlohmann::json to_json() const;
+};
+// Throws Error on an unknown profile, or a mismatch without allow_mismatch.
+VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double timeout_s);
+
+struct VgpuArgs {
+  std::string catalog;
+  // share
+  int vms = 2;
+  std::string policy = "best_effort", profile;
+  double slice_ms = 2;
+  double timeout_s = 600;
+  std::string json, log_dir;
+  std::vector<std::string> train_args;  // after --
+};
+void add_vgpu_commands(CLI::App& vgpu, VgpuArgs& a);
+int run_vgpu(CLI::App& vgpu, const VgpuArgs& a, const std::vector<std::string>& argv);
+
+}  // namespace ringbench

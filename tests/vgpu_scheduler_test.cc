@@ -1,0 +1,428 @@
+// The vGPU time-slice scheduler (vgpu/scheduler.h): policy names, powering VMs on and off,
+// timeouts, and each policy's share of the device on a synthetic workload — threads as VMs,
+// each running back-to-back 200 us "device ops" with a checkpoint between them, measured from
+// the scheduler's held intervals over a 1 s window — in process and over the Unix socket server.
+//
+// Choices: 10 ms slices. A VM waiting for its slot loses the time its thread takes to wake up
+// at the slot's start; on a 2-core machine busy with a build under ThreadSanitizer that reached
+// 1.7 ms a slot, a third of a 5 ms slice, but stays a few points of a 10 ms one. 100 slots a
+// window keep the slot cut by the window's edges under 1 point, and an op overrunning the slice
+// adds about 3% of a share. The tolerance is 8 points absolute: noise costs a few, a wrong
+// policy 17 or more (1/3 vs 1/2, 1/4 vs 1/2, 1/2 vs 1).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vgpu/scheduler.h"
+
+namespace ringbench::vgpu {
+namespace {
+
+using namespace std::chrono_literals;
+using models::DeviceGate;
+
+constexpr std::chrono::microseconds kSlice = 10ms;
+constexpr std::chrono::microseconds kOp = 200us;
+constexpr std::chrono::milliseconds kWindow = 1s;
+constexpr std::chrono::milliseconds kTimeout = 2s;
+constexpr double kTol = 0.08;
+// The device can be busier than 100% of the window by no more than the last op's overrun.
+constexpr double kMaxTotal = 1.02;
+
+SchedulerOptions options(Policy p, int max_instances, std::chrono::microseconds slice = kSlice) {
+  SchedulerOptions o;
+  o.policy = p;
+  o.max_instances = max_instances;
+  o.slice = slice;
+  return o;
+}
+
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// One synthetic device op: the thread waits `d` for it, as a host thread waits for a kernel.
+// It sleeps rather than spins: on a loaded 2-core machine the kernel's CPU scheduler preempts
+// a spinning holder for milliseconds at a time, which stretches its holds (5 ms slices held a
+// median 6.8 ms, equal_share's 50% measured 63%) and tests the host's CPU, not the policy.
+void device_op(std::chrono::microseconds d) { std::this_thread::sleep_for(d); }
+
+struct Window {
+  Clock::time_point begin, end;
+};
+
+// Runs one thread per factory as a VM with work all the time: it makes its gate, then from a
+// common start enters once and runs device ops with a checkpoint after each until the window
+// ends, then leaves. Returns the window; `usage` gets each gate's usage.
+Window run_busy_vms(const std::vector<std::function<std::unique_ptr<DeviceGate>()>>& make,
+                    std::chrono::microseconds window, std::vector<DeviceGate::Usage>* usage) {
+  const auto n = static_cast<std::ptrdiff_t>(make.size());
+  std::latch ready(n), go(1);
+  Window w;
+  std::vector<std::string> errors(make.size());
+  usage->assign(make.size(), {});
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < make.size(); ++i) {
+    threads.emplace_back([&, i] {
+      std::unique_ptr<DeviceGate> gate;
+      try {
+        gate = make[i]();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+      ready.count_down();
+      go.wait();
+      if (!gate) return;
+      try {
+        gate->enter();
+        while (Clock::now() < w.end) {
+          device_op(kOp);
+          gate->checkpoint();
+        }
+        gate->leave();
+        (*usage)[i] = gate->usage();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  ready.wait();
+  w.begin = Clock::now();
+  w.end = w.begin + window;
+  go.count_down();
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < errors.size(); ++i) EXPECT_EQ(errors[i], "") << "VM thread " << i;
+  return w;
+}
+
+// Powers on `busy + idle` VMs of `s`, runs the first `busy` as busy VMs over local gates and
+// returns every VM's share of the window (the idle ones stay on without work).
+std::vector<double> local_shares(SliceScheduler& s, int busy, int idle = 0) {
+  std::vector<int> vms;
+  for (int i = 0; i < busy + idle; ++i) vms.push_back(s.power_on());
+  std::vector<std::function<std::unique_ptr<DeviceGate>()>> make;
+  for (int i = 0; i < busy; ++i) {
+    make.push_back([&s, vm = vms[i]] { return make_local_gate(s, vm, kTimeout); });
+  }
+  std::vector<DeviceGate::Usage> usage;
+  const Window w = run_busy_vms(make, kWindow, &usage);
+  std::vector<double> shares;
+  for (int vm : vms) shares.push_back(s.busy_seconds(vm, w.begin, w.end) / secs(w.end - w.begin));
+  const double total = s.busy_seconds(w.begin, w.end) / secs(w.end - w.begin);
+  EXPECT_LE(total, kMaxTotal);
+  for (int i = 0; i < busy; ++i) {
+    EXPECT_GT(usage[i].slices, 0) << "VM " << vms[i];
+    // The gate's own account of its holds lies within the scheduler's, which start when the
+    // policy grants, before the gate's thread has woken up to use the device (the scheduler's
+    // are clipped to the window, the gate's last one may end an op after it).
+    const double held = usage[i].held_s / secs(w.end - w.begin);
+    EXPECT_LE(held, shares[i] + 0.01) << "VM " << vms[i];
+    EXPECT_GE(held, shares[i] / 2) << "VM " << vms[i];
+  }
+  std::printf("%s shares:", policy_name(s.options().policy));
+  for (double x : shares) std::printf(" %.3f", x);
+  std::printf(" (total %.3f)\n", total);
+  return shares;
+}
+
+std::string socket_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("rb-vgpu-" + std::to_string(::getpid()) + "-" + name + ".sock"))
+      .string();
+}
+
+TEST(VgpuSchedulerPolicy, NamesRoundTripAndBadNameListsThem) {
+  for (Policy p : {Policy::best_effort, Policy::equal_share, Policy::fixed_share}) {
+    EXPECT_EQ(parse_policy(policy_name(p)), p);
+  }
+  try {
+    parse_policy("round_robin");
+    FAIL() << "parse_policy accepted round_robin";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(contains(msg, "round_robin")) << msg;
+    for (const char* name : {"best_effort", "equal_share", "fixed_share"}) {
+      EXPECT_TRUE(contains(msg, name)) << msg;
+    }
+  }
+}
+
+TEST(VgpuSchedulerPower, LowestFreeIdAndNoMoreThanMax) {
+  SliceScheduler s(options(Policy::equal_share, 3));
+  EXPECT_EQ(s.power_on(), 0);
+  EXPECT_EQ(s.power_on(), 1);
+  EXPECT_EQ(s.power_on(), 2);
+  try {
+    s.power_on();
+    FAIL() << "a fourth VM powered on with max_instances 3";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "all 3 vGPU instances")) << e.what();
+  }
+  s.power_off(1);
+  EXPECT_EQ(s.power_on(), 1);
+  EXPECT_THROW(SliceScheduler(options(Policy::fixed_share, 0)), std::invalid_argument);
+}
+
+TEST(VgpuSchedulerAcquire, TimesOutNamingTheVmAndTheTimeout) {
+  SliceScheduler s(options(Policy::fixed_share, 2));
+  const int a = s.power_on(), b = s.power_on();
+  s.acquire(a, kTimeout);  // and never released
+  const auto t0 = Clock::now();
+  try {
+    s.acquire(b, 50ms);
+    FAIL() << "VM " << b << " was granted while VM " << a << " held the device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "VM " + std::to_string(b))) << e.what();
+    EXPECT_TRUE(contains(e.what(), "50 ms")) << e.what();
+  }
+  const double took = secs(Clock::now() - t0);
+  EXPECT_GE(took, 0.050);
+  EXPECT_LT(took, 1.0);
+}
+
+TEST(VgpuSchedulerAcquire, PowerOffReleasesTheDevice) {
+  SliceScheduler s(options(Policy::best_effort, 2));
+  const int a = s.power_on(), b = s.power_on();
+  s.acquire(a, kTimeout);
+  s.power_off(a);
+  s.acquire(b, 100ms);  // would time out if a still held it
+  s.release(b);
+  const auto held = s.intervals();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].vm, a);
+  EXPECT_EQ(held[1].vm, b);
+  EXPECT_LE(held[0].end, held[1].begin);
+}
+
+// VM 0 keeps the device past its slot; VM 1, waiting for the next slot, gets the rest of it.
+TEST(VgpuSchedulerAcquire, OverrunLeavesTheNextOwnerTheRestOfItsSlot) {
+  constexpr std::chrono::microseconds slot = 100ms;
+  SliceScheduler s(options(Policy::fixed_share, 2, slot));
+  const int a = s.power_on(), b = s.power_on();
+  const auto end_a = s.acquire(a, kTimeout);
+  Clock::time_point end_b;
+  std::jthread waiter([&] { end_b = s.acquire(b, kTimeout); });
+  std::this_thread::sleep_until(end_a + 10ms);
+  s.release(a);
+  waiter.join();
+  s.release(b);
+  EXPECT_EQ(end_b, end_a + slot);
+  const auto held = s.intervals();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_GE(held[0].end, end_a + 10ms);
+  EXPECT_GE(held[1].begin, held[0].end);
+  EXPECT_LT(held[1].begin, held[0].end + 50ms);  // at once, unless the waiter started late
+}
+
+TEST(VgpuSchedulerGate, MisuseIsHarmless) {
+  SliceScheduler s(options(Policy::best_effort, 1));
+  auto gate = make_local_gate(s, s.power_on(), kTimeout);
+  gate->leave();       // not inside: nothing
+  gate->checkpoint();  // not inside: nothing
+  EXPECT_EQ(gate->usage().slices, 0);
+  gate->enter();
+  gate->enter();  // already inside: keeps the grant
+  device_op(kOp);
+  gate->leave();
+  gate->leave();
+  const auto u = gate->usage();
+  EXPECT_EQ(u.slices, 1);
+  EXPECT_GT(u.held_s, 0.0);
+  EXPECT_EQ(s.intervals().size(), 1u);
+}
+
+TEST(VgpuSchedulerShare, FixedShareOneOfFourGetsAQuarter) {
+  SliceScheduler s(options(Policy::fixed_share, 4));
+  const auto shares = local_shares(s, 1);
+  EXPECT_NEAR(shares[0], 0.25, kTol);
+}
+
+// The other VM is on but has no work: it yields its slot (equal_share would not).
+TEST(VgpuSchedulerShare, BestEffortAloneGetsTheWholeDevice) {
+  SliceScheduler s(options(Policy::best_effort, 4));
+  const auto shares = local_shares(s, 1, 1);
+  EXPECT_NEAR(shares[0], 1.0, kTol);
+  EXPECT_EQ(shares[1], 0.0);
+}
+
+TEST(VgpuSchedulerShare, BestEffortTwoBusySplitInHalves) {
+  SliceScheduler s(options(Policy::best_effort, 4));
+  const auto shares = local_shares(s, 2);
+  EXPECT_NEAR(shares[0], 0.5, kTol);
+  EXPECT_NEAR(shares[1], 0.5, kTol);
+}
+
+TEST(VgpuSchedulerShare, EqualShareIdleVmStillTakesItsHalf) {
+  SliceScheduler s(options(Policy::equal_share, 4));
+  const auto shares = local_shares(s, 1, 1);
+  EXPECT_NEAR(shares[0], 0.5, kTol);
+  EXPECT_EQ(shares[1], 0.0);
+}
+
+TEST(VgpuSchedulerShare, FixedShareTwoOfFourGetAQuarterEach) {
+  SliceScheduler s(options(Policy::fixed_share, 4));
+  const auto shares = local_shares(s, 2);
+  EXPECT_NEAR(shares[0], 0.25, kTol);
+  EXPECT_NEAR(shares[1], 0.25, kTol);
+  EXPECT_NEAR(shares[0] + shares[1], 0.5, kTol);
+}
+
+TEST(VgpuSchedulerShare, EqualShareThreeBusyGetAThirdEach) {
+  SliceScheduler s(options(Policy::equal_share, 4));
+  const auto shares = local_shares(s, 3);
+  for (double x : shares) EXPECT_NEAR(x, 1.0 / 3, kTol);
+}
+
+// Short slices and many hand-overs: the held intervals never overlap, under every policy.
+TEST(VgpuSchedulerShare, HoldersNeverOverlap) {
+  for (Policy p : {Policy::best_effort, Policy::equal_share, Policy::fixed_share}) {
+    SCOPED_TRACE(policy_name(p));
+    SliceScheduler s(options(p, 3, 2ms));
+    std::vector<std::function<std::unique_ptr<DeviceGate>()>> make;
+    for (int i = 0; i < 3; ++i) {
+      make.push_back([&s, vm = s.power_on()] { return make_local_gate(s, vm, kTimeout); });
+    }
+    std::vector<DeviceGate::Usage> usage;
+    run_busy_vms(make, 300ms, &usage);
+    const auto held = s.intervals();
+    EXPECT_GE(held.size(), 30u);  // of 150 slots; even a slow machine hands over often
+    for (size_t i = 0; i < held.size(); ++i) {
+      EXPECT_LE(held[i].begin, held[i].end);
+      if (i > 0) {
+        EXPECT_LE(held[i - 1].end, held[i].begin)
+            << "VM " << held[i].vm << " was granted before VM " << held[i - 1].vm << " released";
+      }
+    }
+  }
+}
+
+TEST(VgpuSchedulerServer, TwoClientsFixedShareHalfEach) {
+  SchedulerServer server(socket_path("half"), options(Policy::fixed_share, 2));
+  const std::string path = server.path();
+  std::vector<std::function<std::unique_ptr<DeviceGate>()>> make(
+      2, [&path] { return connect_gate(path, kTimeout); });
+  std::vector<DeviceGate::Usage> usage;
+  const Window w = run_busy_vms(make, kWindow, &usage);
+  SliceScheduler& s = server.scheduler();
+  const double len = secs(w.end - w.begin);
+  const double a = s.busy_seconds(0, w.begin, w.end) / len;
+  const double b = s.busy_seconds(1, w.begin, w.end) / len;
+  std::printf("fixed_share over the socket shares: %.3f %.3f\n", a, b);
+  EXPECT_NEAR(a, 0.5, kTol);
+  EXPECT_NEAR(b, 0.5, kTol);
+  EXPECT_LE(a + b, kMaxTotal);
+  for (const auto& u : usage) EXPECT_GT(u.slices, 0);
+}
+
+TEST(VgpuSchedulerServer, DestroyedWhileAClientWaitsFailsItsEnter) {
+  auto server =
+      std::make_unique<SchedulerServer>(socket_path("gone"), options(Policy::best_effort, 2));
+  const std::string path = server->path();
+  auto holder = connect_gate(path, kTimeout);
+  holder->enter();  // and keeps the device
+  std::string error;
+  double took = 0;
+  std::jthread waiter([&] {
+    try {
+      auto gate = connect_gate(path, kTimeout);
+      const auto t0 = Clock::now();
+      try {
+        gate->enter();
+        error = "granted";
+      } catch (const std::runtime_error& e) {
+        error = e.what();
+      }
+      took = secs(Clock::now() - t0);
+    } catch (const std::exception& e) {
+      error = std::string("connect: ") + e.what();
+    }
+  });
+  // Lets the waiter block in enter(); had it not yet, its enter() must fail all the same.
+  std::this_thread::sleep_for(200ms);
+  server.reset();
+  waiter.join();
+  std::printf("the waiter's enter(): %s\n", error.c_str());
+  EXPECT_TRUE(contains(error, "vGPU scheduler at " + path + ": ")) << error;
+  EXPECT_LT(took, secs(kTimeout)) << error;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // The holder finds out at its next request (its slice ended long ago).
+  EXPECT_THROW(holder->checkpoint(), std::runtime_error);
+  EXPECT_THROW(holder->enter(), std::runtime_error);
+}
+
+TEST(VgpuSchedulerServer, DisconnectPowersTheVmOff) {
+  SchedulerServer server(socket_path("off"), options(Policy::fixed_share, 1));
+  auto first = connect_gate(server.path(), kTimeout);
+  try {
+    connect_gate(server.path(), kTimeout);
+    FAIL() << "a second VM connected with max_instances 1";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), server.path())) << e.what();
+    EXPECT_TRUE(contains(e.what(), "all 1 vGPU instances")) << e.what();
+  }
+  first->enter();
+  first.reset();  // closes the connection while holding
+  // The server powers VM 0 off once it reads the end of the connection; until then a new VM
+  // is turned away.
+  std::unique_ptr<DeviceGate> second;
+  const auto deadline = Clock::now() + kTimeout;
+  while (!second) {
+    try {
+      second = connect_gate(server.path(), kTimeout);
+    } catch (const std::runtime_error& e) {
+      ASSERT_LT(Clock::now(), deadline) << e.what();
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  second->enter();
+  second->leave();
+  EXPECT_EQ(second->usage().slices, 1);
+  // Powering the first VM off ended its hold (the second's, released without an answer, may
+  // not be recorded yet).
+  const auto held = server.scheduler().intervals();
+  ASSERT_GE(held.size(), 1u);
+  EXPECT_EQ(held[0].vm, 0);
+}
+
+TEST(VgpuSchedulerServer, NoServerTimesOutNamingThePath) {
+  const std::string path = socket_path("none");
+  const auto t0 = Clock::now();
+  try {
+    connect_gate(path, 100ms);
+    FAIL() << "connected to nothing";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "vGPU scheduler at " + path)) << e.what();
+    EXPECT_TRUE(contains(e.what(), "100 ms")) << e.what();
+  }
+  const double took = secs(Clock::now() - t0);
+  EXPECT_GE(took, 0.1);
+  EXPECT_LT(took, 1.0);
+}
+
+TEST(VgpuSchedulerServer, ClientWaitsForALateServer) {
+  const std::string path = socket_path("late");
+  std::unique_ptr<SchedulerServer> server;
+  std::jthread starter([&] {
+    std::this_thread::sleep_for(100ms);
+    server = std::make_unique<SchedulerServer>(path, options(Policy::best_effort, 1));
+  });
+  auto gate = connect_gate(path, kTimeout);
+  starter.join();
+  gate->enter();
+  gate->leave();
+  EXPECT_EQ(gate->usage().slices, 1);
+}
+
+}  // namespace
+}  // namespace ringbench::vgpu
