@@ -585,7 +585,8 @@ const json* vgpu_of(const Point& p) {
 std::optional<double> framebuffer_of(const Record& r) {
   for (const char* at : {"/share/meta/framebuffer_mib", "/train/summary/device_memory/cap_mib",
                          "/does_not_fit/framebuffer_mib", "/vgpu/framebuffer_mib",
-                         "/train/meta/vgpu/framebuffer_mib"})
+                         "/train/meta/vgpu/framebuffer_mib", "/train/meta/vgpu/profile_framebuffer_mib",
+                         "/vgpu/profile_framebuffer_mib"})
     if (auto v = number_at(r.j, at)) return v;
   return std::nullopt;
 }

@@ -131,6 +131,9 @@ json vgpu_subset(const json& meta) {
   const json v = meta.value("vgpu", json::object());
   json out = {{"mode", v.value("mode", "none")}, {"message", v.value("message", "")},
               {"framebuffer_mib", v.value("framebuffer_mib", json(nullptr))}};
+  // The profile's own numbers, also where it is real (and so no cap was set).
+  for (const char* k : {"gpu", "max_instances", "profile_framebuffer_mib"})
+    if (v.contains(k)) out[k] = v[k];
   if (v.contains("detected")) out["detected"] = v["detected"].value("kind", "none");
   return out;
 }

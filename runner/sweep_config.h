@@ -36,7 +36,7 @@ struct CollectivesSweep {
 struct SharingConfig {
   int vms_per_gpu = 2;
   std::vector<std::string> policies{"best_effort", "equal_share", "fixed_share"};
-  double slice_ms = 2;
+  double slice_ms = 10;
 };
 
 struct ClusterConfig {

@@ -20,6 +20,7 @@
 #include "ringbench/config.h"
 #include "runner/metadata.h"
 #include "runner/mpi_util.h"
+#include "vgpu/detect.h"
 
 namespace ringbench {
 namespace {
@@ -396,6 +397,7 @@ json environment_info() {
   e["mpirun"] = on_path("mpirun") ? command_line_output("mpirun --version | head -1") : "not found";
   const std::string gpus = on_path("nvidia-smi") ? command_line_output("nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader") : "";
   e["gpu"] = gpus.empty() ? json("none (no nvidia-smi or no GPU)") : json(gpus);
+  e["vgpu"] = vgpu::to_json(vgpu::detect_gpus());  // what a point's profile is checked against
   e["cuda"] = RINGBENCH_HAVE_CUDA ? "built" : "not built (RINGBENCH_WITH_CUDA=OFF)";
   e["cudnn"] = e["cuda"];
   e["nccl"] = RINGBENCH_HAVE_NCCL ? "built" : "not built (RINGBENCH_WITH_NCCL=OFF)";

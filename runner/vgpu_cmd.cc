@@ -66,7 +66,9 @@ void add_vgpu_train_options(CLI::App& cmd, VgpuTrainArgs& a) {
 json VgpuSetup::to_json() const {
   return {{"profile", profile}, {"mode", mode}, {"message", message},
           {"framebuffer_mib", framebuffer_mib ? json(framebuffer_mib) : json(nullptr)},
-          {"max_instances", max_instances}, {"time_sliced", gate != nullptr}, {"detected", detection}};
+          {"profile_framebuffer_mib", profile_framebuffer_mib ? json(profile_framebuffer_mib) : json(nullptr)},
+          {"gpu", gpu}, {"max_instances", max_instances}, {"time_sliced", gate != nullptr},
+          {"detected", detection}};
 }
 
 VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double timeout_s) {
@@ -79,6 +81,8 @@ VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double 
     if (!p) throw Error("--profile: " + cat.unknown_profile_message(a.profile));
     s.profile = p->name;
     s.max_instances = p->max_instances;
+    s.gpu = p->gpu;
+    s.profile_framebuffer_mib = p->framebuffer_mib;
     const vgpu::ProfileMatch m = vgpu::match_profile(p->name, d, cat);
     s.mode = m.mode;
     s.message = m.message;

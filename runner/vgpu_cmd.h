@@ -28,6 +28,8 @@ struct VgpuSetup {
   std::string mode = "none";  // none | real | emulated | mismatch (see vgpu/detect.h)
   std::string message;
   int64_t framebuffer_mib = 0;  // the emulated cap on the backend's memory (0: none)
+  int64_t profile_framebuffer_mib = 0;  // the profile's own (0: the whole device)
+  std::string gpu;                      // the profile's GPU model ("" for the whole-GPU entries)
   int max_instances = 1;
   nlohmann::json detection;
   std::unique_ptr<models::DeviceGate> gate;  // with --vgpu-scheduler
@@ -41,7 +43,7 @@ struct VgpuArgs {
   // share
   int vms = 2;
   std::string policy = "best_effort", profile;
-  double slice_ms = 2;
+  double slice_ms = 10;
   double timeout_s = 600;
   std::string json, log_dir;
   std::vector<std::string> train_args;  // after --

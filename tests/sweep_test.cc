@@ -88,7 +88,7 @@ TEST_F(SweepTest, TwoPointsOnLoopbackEndToEnd) {
   EXPECT_EQ(raw[2]["status"], "skipped");
   EXPECT_NE(raw[2]["error"].get<std::string>().find("verbs"), std::string::npos);
   const json env = json::parse(read_text(dir_ + "/env.json"));
-  for (const char* k : {"host", "build", "gpu", "rdma_core", "environment", "cluster", "run_id"})
+  for (const char* k : {"host", "build", "gpu", "vgpu", "rdma_core", "environment", "cluster", "run_id"})
     EXPECT_TRUE(env.contains(k)) << k;
 
   // The report comes from raw.jsonl alone: regenerating it gives the same bytes.

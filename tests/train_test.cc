@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "models/bucket_plan.h"
+#include "models/device_memory.h"
 #include "models/loss.h"
 #include "models/network.h"
 #include "models/sgd.h"
@@ -175,6 +176,63 @@ TEST(BucketPlan, ContiguousRangesInBackpropOrder) {
     EXPECT_GE(b.count * 4, cap);
     EXPECT_LT((b.count - g.params[size_t(b.first)].numel) * 4, cap);
   }
+}
+
+// The backends' allocator with a cap (an emulated vGPU framebuffer): an allocation past it throws
+// with the numbers and changes nothing; a network that does not fit fails while it is built.
+TEST(DeviceMemory, CapRejectsOverCapAllocations) {
+  auto& mem = m::DeviceMemory::instance();
+  const size_t base = mem.in_use();
+  mem.set_cap(base + (1 << 20));
+  {
+    m::DeviceBuffer a((512 << 10), "a");
+    try {
+      m::DeviceBuffer b((600 << 10), "activations of conv1");
+      ADD_FAILURE() << "an allocation past the cap succeeded";
+    } catch (const m::DeviceOutOfMemory& e) {
+      EXPECT_EQ(e.requested, size_t(600 << 10));
+      EXPECT_EQ(e.in_use, base + (512 << 10));
+      EXPECT_EQ(e.cap, base + (1 << 20));
+      EXPECT_NE(std::string(e.what()).find("activations of conv1"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(mem.in_use(), base + (512 << 10));
+    m::DeviceBuffer c((512 << 10), "fits exactly");
+    EXPECT_EQ(mem.in_use(), base + (1 << 20));
+    EXPECT_GE(mem.peak(), base + (1 << 20));
+  }
+  EXPECT_EQ(mem.in_use(), base);
+  const m::Graph g = m::build_model("lenet", {});
+  mem.set_cap(mem.in_use() + (1 << 20));  // LeNet's activations at batch 64 need far more
+  EXPECT_THROW(m::make_network("reference", g, 64), m::DeviceOutOfMemory);
+  EXPECT_EQ(mem.in_use(), base) << "a failed build must free what it allocated";
+  mem.set_cap(0);
+  EXPECT_NO_THROW(m::make_network("reference", g, 64));
+}
+
+// A gate sees the trainer enter before forward, checkpoint between layers and leave after the
+// optimizer, and the step records the time it held the device.
+TEST(Trainer, GateWrapsEveryStepsDeviceWork) {
+  struct CountingGate : m::DeviceGate {
+    int enters = 0, leaves = 0, checkpoints = 0, inside = 0;
+    bool nested = false, outside_checkpoint = false;
+    void enter() override { nested |= inside++ > 0, ++enters; }
+    void checkpoint() override { outside_checkpoint |= inside == 0, ++checkpoints; }
+    void leave() override { --inside, ++leaves; }
+    Usage usage() const override { return {0.001 * enters, 0, enters}; }
+  } gate;
+  const m::Graph g = m::build_model("lenet", {});
+  auto net = m::make_network("reference", g, 2);
+  m::TrainOptions o;
+  o.gate = &gate;
+  m::Trainer t(*net, o, nullptr);
+  SliceSource src(g.input_dims(), g.output_node().out.c, 2, 0);
+  const m::StepRecord r = t.step(src);
+  EXPECT_EQ(gate.enters, 1);
+  EXPECT_EQ(gate.leaves, 1);
+  EXPECT_FALSE(gate.nested);
+  EXPECT_FALSE(gate.outside_checkpoint);
+  EXPECT_GE(gate.checkpoints, 2 * int(g.nodes.size() - 1));  // every layer, forward and backward
+  EXPECT_DOUBLE_EQ(r.device_s, 0.001);
 }
 
 TEST(Trainer, LossFallsOnAFixedBatch) {
