@@ -30,15 +30,15 @@ void* DeviceMemory::allocate(size_t bytes, const char* what_for) {
   const size_t cap = cap_.load();
   size_t used = in_use_.load();
   do {
-    if (cap && used + bytes > cap) throw DeviceOutOfMemory(bytes, used, cap, what_for);
+    if (cap && (used > cap || bytes > cap - used)) throw DeviceOutOfMemory(bytes, used, cap, what_for);
   } while (!in_use_.compare_exchange_weak(used, used + bytes));
-  size_t peak = peak_.load();
-  while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
-  }
   void* p = bytes ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr;
   if (bytes && !p) {
     in_use_ -= bytes;
     throw std::bad_alloc();
+  }
+  size_t peak = peak_.load();
+  while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
   }
   return p;
 }

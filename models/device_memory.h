@@ -38,14 +38,17 @@ class DeviceMemory {
   std::atomic<size_t> cap_{0}, in_use_{0}, peak_{0};
 };
 
-// For std::vector: std::vector<float, DeviceAllocator<float>>.
+// For std::vector: std::vector<float, DeviceAllocator<float>>; `what_for` names its buffers in
+// an out-of-memory error.
 template <class T>
 struct DeviceAllocator {
   using value_type = T;
+  const char* what_for = "tensor";
   DeviceAllocator() = default;
+  explicit DeviceAllocator(const char* what) : what_for(what) {}
   template <class U>
-  DeviceAllocator(const DeviceAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(DeviceMemory::instance().allocate(n * sizeof(T), "tensor")); }
+  DeviceAllocator(const DeviceAllocator<U>& o) : what_for(o.what_for) {}
+  T* allocate(size_t n) { return static_cast<T*>(DeviceMemory::instance().allocate(n * sizeof(T), what_for)); }
   void deallocate(T* p, size_t n) noexcept { DeviceMemory::instance().deallocate(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const DeviceAllocator<U>&) const { return true; }

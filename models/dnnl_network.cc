@@ -262,7 +262,7 @@ OnednnNetwork::OnednnNetwork(const Graph& g, int batch)
 memory OnednnNetwork::alloc(const Md& d) {
   buffers_.emplace_back(d.get_size(), "onednn tensor");
   memory m(d, eng_, buffers_.back().data());
-  std::memset(m.get_data_handle(), 0, d.get_size());  // dead-end gradients stay zero
+  if (d.get_size() > 0) std::memset(m.get_data_handle(), 0, d.get_size());  // dead-end gradients stay zero
   return m;
 }
 

@@ -124,8 +124,10 @@ class Trainer::Comm {
 Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make_reducer)
     : net_(net), g_(net.graph()), o_(o),
       plan_(plan_buckets(g_, o.first_bucket_bytes, o.fusion_bytes)),
-      params_(g_.param_count), grads_(g_.param_count), velocity_(g_.param_count),
-      state_(g_.state_count) {
+      params_(g_.param_count, DeviceAllocator<float>("parameters")),
+      grads_(g_.param_count, DeviceAllocator<float>("gradients")),
+      velocity_(g_.param_count, DeviceAllocator<float>("momentum")),
+      state_(g_.state_count, DeviceAllocator<float>("batch-norm state")) {
   init_params(g_, o.seed, params_.data(), state_.data());
   net_.bind(params_.data(), grads_.data(), state_.data());
   net_.set_gate(o.gate);
@@ -179,6 +181,17 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     });
   DeviceGate* gate = o_.gate;
   const DeviceGate::Usage u0 = gate ? gate->usage() : DeviceGate::Usage{};
+  // Leaves the device however the step ends (an error while holding it must not starve the
+  // other VMs until this trainer is destroyed).
+  struct Holding {
+    DeviceGate* g;
+    ~Holding() {
+      try {
+        if (g) g->leave();
+      } catch (...) {  // the step's own error is the one to report
+      }
+    }
+  } holding{gate};
   const auto t0 = Clock::now();
   if (gate) gate->enter();
   forward_loss(data, r);
@@ -192,6 +205,8 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     while (next < plan_.buckets.size() && plan_.buckets[next].first >= lowest) comm_->enqueue(next++);
   });
   const auto t_bwd = Clock::now();
+  // Time sliced, the waits for slices (in enter and at the layers' checkpoints) are not compute.
+  const double sliced_wait = gate ? gate->usage().waited_s - u0.waited_s : 0;
   if (comm_)
     while (next < plan_.buckets.size()) comm_->enqueue(next++);
 
@@ -208,14 +223,16 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     const auto w0 = Clock::now();
     if (comm_) comm_->wait(b, o_.timeout);
-    if (gate) gate->checkpoint();
     const auto w1 = Clock::now();
+    if (gate) gate->checkpoint();  // a wait for the next slice counts in device_wait_s only
+    const auto w2 = Clock::now();
     sgd_update(g_, plan_.buckets[b].first, plan_.buckets[b].last, o_.sgd, params_.data(),
                grads_.data(), velocity_.data());
     waited += seconds(w0, w1);
-    optimizer += seconds(w1, Clock::now());
+    optimizer += seconds(w2, Clock::now());
   }
   if (gate) {
+    holding.g = nullptr;
     gate->leave();
     const DeviceGate::Usage u1 = gate->usage();
     r.device_s = u1.held_s - u0.held_s;
@@ -227,7 +244,7 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     net_.set_trace({});
   }
   r.step_s = seconds(t0, t_end);
-  r.compute_s = seconds(t0, t_bwd);
+  r.compute_s = seconds(t0, t_bwd) - sliced_wait;
   r.allreduce_s = comm_ ? comm_->busy_seconds() : 0;
   r.exposed_s = waited;
   r.optimizer_s = optimizer;

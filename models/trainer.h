@@ -55,7 +55,7 @@ struct StepRecord {
   double loss = 0;       // this rank's batch loss (weighted sum over outputs)
   int correct = 0;       // this rank's correctly classified samples (first output)
   double step_s = 0;     // wall time of the whole step
-  double compute_s = 0;  // forward (with the loss) + backward
+  double compute_s = 0;  // forward (with the loss) + backward; without waits for device slices
   double allreduce_s = 0;  // time the communication thread spent in allreduces
   double exposed_s = 0;  // time the step waited for allreduces after backward ended
   double optimizer_s = 0;

@@ -101,10 +101,12 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     return a;
   }
   if (p.kind == "share") {  // the VMs' train options last, after --, where rank_args() append
+    // Ahead of the point's own deadline, so the VMs' timeout is what gets recorded.
+    const double share_timeout = std::max(0.5 * c.timeout_s, c.timeout_s - 10);
     std::vector<std::string> a = {"vgpu"};
     if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
     a.insert(a.end(), {"share", "--profile", p.profile, "--vms", std::to_string(p.vms), "--policy", p.policy,
-                       "--slice-ms", num(c.sharing.slice_ms), "--timeout", num(c.timeout_s), "--json", json_path,
+                       "--slice-ms", num(c.sharing.slice_ms), "--timeout", num(share_timeout), "--json", json_path,
                        "--log-dir", log_base + ".vms", "--"});
     for (auto& x : train_args(c, p)) a.push_back(x);
     return a;

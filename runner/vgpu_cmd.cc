@@ -178,20 +178,37 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   if (!(a.slice_ms >= 0.1 && a.slice_ms <= 1000)) throw Error("--slice-ms must be in [0.1, 1000]");
   if (!(a.timeout_s > 0)) throw Error("--timeout must be > 0");
   for (const auto& x : a.train_args)
-    for (const char* owned : {"--json", "--profile", "--vgpu-scheduler", "--ranks"})
+    for (const char* owned : {"--json", "--profile", "--vgpu-scheduler", "--ranks", "--timeline", "--vgpu-catalog"})
       if (x == owned || x.rfind(std::string(owned) + "=", 0) == 0)
         throw Error(std::string("the train options after -- may not set ") + owned +
                     ": `ringbench vgpu share` sets it for every VM");
 
+  // Stop the VMs (not just this process) on Ctrl-C or the sweep's SIGTERM.
+  struct sigaction sa {};
+  sa.sa_handler = on_share_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  // The scheduler's socket and the VMs' JSON files; their logs too without --log-dir, then
+  // kept when something went wrong.
+  struct TempDir {
+    std::string path;
+    bool keep = false;
+    ~TempDir() {
+      std::error_code ec;
+      if (!path.empty() && !keep) fs::remove_all(path, ec);
+    }
+  } tmpdir;
   char tmpl[] = "/tmp/ringbench-share-XXXXXX";
   if (!mkdtemp(tmpl)) throw Error("cannot create a temporary directory for the VMs");
-  const std::string tmp = tmpl;
+  tmpdir.path = tmpl;
+  const std::string tmp = tmpdir.path;
   const std::string log_dir = a.log_dir.empty() ? tmp : a.log_dir;
   fs::create_directories(log_dir);
 
   vgpu::SchedulerOptions so;
   so.policy = policy;
-  so.max_instances = p->max_instances;
+  // MIG-backed and whole-GPU profiles have their engines to themselves: no slots to share.
+  so.max_instances = p->time_sliced ? p->max_instances : 1;
   so.slice = std::chrono::microseconds(static_cast<long>(a.slice_ms * 1000));
   vgpu::SchedulerServer server(tmp + "/scheduler.sock", so);
 
@@ -217,10 +234,6 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
               p->framebuffer_mib ? std::to_string(p->framebuffer_mib).c_str() : "whole", p->max_instances,
               vgpu::policy_name(policy), a.slice_ms);
   std::fflush(stdout);
-  struct sigaction sa {};
-  sa.sa_handler = on_share_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   const LaunchOutcome o = run_ranks(vms, Millis(static_cast<long>(a.timeout_s * 1000)), Millis(5000), &g_share_stop);
 
   std::vector<VmResult> res(size_t(a.vms));
@@ -265,6 +278,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   if (o.interrupted) errors = "interrupted; " + errors;
   if (!errors.empty()) {
     doc["error"] = errors;
+    tmpdir.keep = a.log_dir.empty();  // the VMs' logs are there
     write();
     std::fprintf(stderr, "ringbench vgpu share: error: %s (logs in %s)\n", errors.c_str(), log_dir.c_str());
     return 1;
@@ -273,41 +287,52 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   // Per VM, and the device over the window where every VM was measuring.
   json per_vm = json::array();
   double total = 0, total_var = 0, util_sum = 0, step_sum = 0;
-  int64_t from_ns = 0, to_ns = INT64_MAX;
+  int64_t from_ns = 0, to_ns = INT64_MAX, longest_ns = 0;
   std::vector<double> img;
   for (int i = 0; i < a.vms; ++i) {
-    const json& s = res[size_t(i)].doc["summary"];
-    const double m = s["total_img_s"]["mean"], ci = s["total_img_s"]["ci95"];
+    const json& s = res[size_t(i)].doc.at("summary");
+    const double m = s.at("total_img_s").at("mean"), ci = s.at("total_img_s").at("ci95");
     const json dev = s.value("device", json::object());
     const double util = dev.value("utilization", 0.0);
     per_vm.push_back({{"vm", i}, {"img_s", {{"mean", m}, {"ci95", ci}}},
-                      {"step_s", s["step_s"]["mean_over_ranks"]}, {"device_util", util},
+                      {"step_s", s.at("step_s").at("mean_over_ranks")}, {"device_util", util},
                       {"device_held_s_per_step", dev.value("held_s_per_step", 0.0)},
                       {"device_wait_s_per_step", dev.value("wait_s_per_step", 0.0)},
-                      {"device_memory_peak_mib", s["device_memory"]["peak_mib"]}});
+                      {"device_memory_peak_mib", s.at("device_memory").at("peak_mib")}});
     total += m;
     total_var += ci * ci;
     util_sum += util;
-    step_sum += s["step_s"]["mean_over_ranks"].get<double>();
+    step_sum += s.at("step_s").at("mean_over_ranks").get<double>();
     img.push_back(m);
     if (dev.contains("window_ns")) {
-      from_ns = std::max(from_ns, dev["window_ns"][0].get<int64_t>());
-      to_ns = std::min(to_ns, dev["window_ns"][1].get<int64_t>());
+      const int64_t b = dev["window_ns"][0].get<int64_t>(), e = dev["window_ns"][1].get<int64_t>();
+      from_ns = std::max(from_ns, b);
+      to_ns = std::min(to_ns, e);
+      longest_ns = std::max(longest_ns, e - b);
     }
   }
   json device_total = nullptr;
-  double window_s = 0;
+  double window_s = 0, overlap = 0;
   if (to_ns > from_ns) {
     const vgpu::Clock::time_point from{std::chrono::nanoseconds(from_ns)}, to{std::chrono::nanoseconds(to_ns)};
     window_s = double(to_ns - from_ns) / 1e9;
     device_total = server.scheduler().busy_seconds(from, to) / window_s;
+    overlap = double(to_ns - from_ns) / double(longest_ns);
   }
+  // Each VM's figures come from its own measured steps: they describe sharing only as far as
+  // the VMs measured at the same time (one that finished early left the others alone).
+  const bool overlapped = a.vms == 1 || overlap >= 0.9;
   doc["vms"] = per_vm;
   doc["summary"] = {{"total_img_s", {{"mean", total}, {"ci95", std::sqrt(total_var)}}},
                     {"img_s_per_vm", {{"mean", total / a.vms}, {"min", *std::min_element(img.begin(), img.end())},
                                       {"max", *std::max_element(img.begin(), img.end())}}},
                     {"step_s", step_sum / a.vms}, {"device_util_per_vm", util_sum / a.vms},
-                    {"device_util_total", device_total}, {"common_window_s", window_s}};
+                    {"device_util_total", device_total}, {"common_window_s", window_s},
+                    {"common_window_fraction", overlap}};
+  if (!overlapped)
+    doc["summary"]["warning"] = "the VMs measured together for only " + std::to_string(int(100 * overlap)) +
+                                "% of the longest VM's measured steps: per-VM figures partly reflect a device shared "
+                                "by fewer VMs (use more --steps)";
   write();
   std::printf("#  vm        img/s   step (s)  device util\n");
   for (const auto& v : per_vm)
@@ -317,7 +342,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
               a.vms, total,
               device_total.is_null() ? "unknown" : (std::to_string(int(std::lround(100 * device_total.get<double>()))) + "%").c_str(),
               window_s);
-  if (a.log_dir.empty()) fs::remove_all(tmp);
+  if (!overlapped) std::printf("# warning: %s\n", doc["summary"]["warning"].get<std::string>().c_str());
   return 0;
 }
 

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: comparable across 
 struct SchedulerOptions {
   Policy policy = Policy::best_effort;
   int max_instances = 1;  // slots of fixed_share, and the most VMs that may power on
-  std::chrono::microseconds slice{2000};
+  std::chrono::microseconds slice{10000};
 };
 
 // One held interval of the device, for utilization over any window.
