@@ -81,7 +81,7 @@ void conv_backward(const ConvSpec& s, const Dims& in, const Dims& out, int batch
   const int cin_g = in.c / s.groups, cout_g = out.c / s.groups;
   std::vector<double> dwd(size_t(out.c) * cin_g * s.kh * s.kw, 0.0);
   std::vector<double> dbd(size_t(out.c), 0.0);
-  std::vector<double> dxd(size_t(batch) * size_t(in.numel()), 0.0);
+  DeviceVector<double> dxd(size_t(batch) * size_t(in.numel()), 0.0, DeviceAllocator<double>("conv backward workspace"));
   for (int n = 0; n < batch; ++n)
     for (int o = 0; o < out.c; ++o) {
       const int group = o / cout_g;
@@ -210,7 +210,7 @@ void clamp_backward(int64_t count, float cap, const float* x, const float* dy, f
 // output element, the offset of the winning input element in the batch buffer.
 
 void max_pool_forward(const PoolSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
-                      float* y, std::vector<int64_t>& argmax) {
+                      float* y, DeviceVector<int64_t>& argmax) {
   argmax.assign(size_t(batch) * size_t(out.numel()), -1);
   for (int n = 0; n < batch; ++n)
     for (int c = 0; c < out.c; ++c)
@@ -231,7 +231,7 @@ void max_pool_forward(const PoolSpec& s, const Dims& in, const Dims& out, int ba
       }
 }
 
-void max_pool_backward(int64_t out_count, const std::vector<int64_t>& argmax, const float* dy, float* dx) {
+void max_pool_backward(int64_t out_count, const DeviceVector<int64_t>& argmax, const float* dy, float* dx) {
   for (int64_t o = 0; o < out_count; ++o)
     if (argmax[o] >= 0) dx[argmax[o]] += dy[o];
 }
@@ -333,7 +333,7 @@ void fc_backward(int batch, int64_t in, int out, const float* x, const float* w,
 // the mask for backward; it is empty after an inference forward (identity).
 
 void dropout_forward(const ForwardArgs& args, int node, float rate, int batch, int64_t per_sample,
-                     const float* x, float* y, std::vector<uint8_t>& keep) {
+                     const float* x, float* y, DeviceVector<uint8_t>& keep) {
   if (!args.training) {
     keep.clear();
     std::copy(x, x + batch * per_sample, y);
@@ -350,7 +350,7 @@ void dropout_forward(const ForwardArgs& args, int node, float rate, int batch, i
     }
 }
 
-void dropout_backward(float rate, int64_t count, const std::vector<uint8_t>& keep, const float* dy, float* dx) {
+void dropout_backward(float rate, int64_t count, const DeviceVector<uint8_t>& keep, const float* dy, float* dx) {
   if (keep.empty()) {  // inference forward: identity
     for (int64_t i = 0; i < count; ++i) dx[i] += dy[i];
     return;
@@ -457,8 +457,8 @@ class ReferenceNetwork final : public Network {
  private:
   struct NodeData {
     DeviceVector<float> y, dy;     // activation and its gradient, batch x out dims, NCHW
-    std::vector<uint8_t> keep;     // dropout mask
-    std::vector<int64_t> argmax;   // max pooling winners
+    DeviceVector<uint8_t> keep;    // dropout mask
+    DeviceVector<int64_t> argmax;  // max pooling winners
     BnSaved bn;                    // batch norm statistics used by the forward
   };
 

@@ -269,8 +269,15 @@ Trainer::Eval Trainer::evaluate(const Dataset& d) {
       labels_[i] = d.labels[src];
     }
     net_.set_input(images_.data());
-    net_.forward({.training = false, .seed = o_.seed, .step = 0, .sample_offset = 0});
-    net_.get_output(0, logits.data());
+    if (o_.gate) o_.gate->enter();  // time sliced like training (the layers checkpoint)
+    try {
+      net_.forward({.training = false, .seed = o_.seed, .step = 0, .sample_offset = 0});
+      net_.get_output(0, logits.data());
+    } catch (...) {
+      if (o_.gate) o_.gate->leave();
+      throw;
+    }
+    if (o_.gate) o_.gate->leave();
     for (size_t i = 0; i < n; ++i) {
       const float* z = logits.data() + i * size_t(classes);
       const int pred = int(std::max_element(z, z + classes) - z);

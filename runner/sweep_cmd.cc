@@ -24,6 +24,8 @@
 #include "runner/sweep_config.h"
 #include "runner/sweep_exec.h"
 #include "runner/world.h"
+#include "vgpu/catalog.h"
+#include "vgpu/detect.h"
 
 namespace ringbench {
 namespace {
@@ -242,6 +244,8 @@ int drive(const Run& run, Executor& exec, const std::vector<std::string>& argv) 
   fs::create_directories(run.dir + "/tmp");
   write_file_atomic(run.dir + "/config.yaml", to_yaml(c));
   json env = environment_info();
+  if (!c.vgpu_catalog.empty())  // the GPU as this sweep's catalog names it
+    env["vgpu"] = vgpu::to_json(vgpu::detect_gpus(vgpu::Catalog::load(c.vgpu_catalog)));
   env["run_id"] = run.id;
   env["started_at"] = utc_now("%Y-%m-%dT%H:%M:%SZ");
   env["command"] = argv;
