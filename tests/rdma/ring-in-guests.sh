@@ -78,10 +78,10 @@ T_ALL=$(date +%s)
 say "ring-in-guests: transports '$TRANSPORTS', nodes '$NODES', ring args '$RING_ARGS', unit tests '$UNIT_TESTS', build $BUILD, $(date -u +%FT%TZ)"
 say "note: guests run under qemu TCG (emulated CPU); the speeds below prove the path, not performance"
 
-fail=0
-for n in $NODES; do
-  dir=$OUT/n$n
-  sizes=-; units=-
+# One guest cluster of N nodes into DIR: runs everything there and says what passed; returns 1
+# when anything failed.
+run_n() {
+  local n=$1 dir=$2 nfail=0 sizes=- units=- t0 rc t ok why i r json rows wrong path big spec s c sv line note name counts
   [ "$n" = "$PERFTEST_NODES" ] && { sizes=$PERFTEST_SIZES; units=$UNIT_TESTS; }
   t0=$(date +%s)
   set +e
@@ -94,7 +94,7 @@ for n in $NODES; do
   say ""
   say "== $n guests (guest-cluster.sh rc=$rc, $(( $(date +%s) - t0 ))s) =="
   if [ "$rc" != 0 ]; then
-    fail=1
+    nfail=1
     if [ -s "$dir/cluster.txt" ]; then sed 's/^/  /' "$dir/cluster.txt" | tee -a "$SUMMARY"; else say "  guest-cluster.sh failed before the guests ran"; fi
   fi
   for t in $TRANSPORTS; do
@@ -120,7 +120,7 @@ for n in $NODES; do
     if [ $ok = 1 ]; then
       say "ring $t N=$n: PASS ($rows rows, all wrong == 0, path $t; largest: $big)"
     else
-      fail=1; say "ring $t N=$n: FAIL:$why"
+      nfail=1; say "ring $t N=$n: FAIL:$why"
     fi
   done
   if [ "$sizes" != - ]; then
@@ -134,7 +134,7 @@ for n in $NODES; do
         case "$line" in "BW average 0.000000 "*) note="; perftest could not time it on this loaded host (r^2 < 0.9 in its clock calibration): the path works, the number is void" ;; esac
         say "ib_write_bw guest0 -> guest1 rxe0 size $s (${spec#*:} iters): PASS ($line$note)"
       else
-        fail=1; say "ib_write_bw size $s: FAIL (client rc=$c, server rc=$sv; see $dir/guest0/perftest-$s.out)"
+        nfail=1; say "ib_write_bw size $s: FAIL (client rc=$c, server rc=$sv; see $dir/guest0/perftest-$s.out)"
       fi
     done
   fi
@@ -144,8 +144,21 @@ for n in $NODES; do
       r=$(cat "$dir/guest0/unit-$name.rc" 2>/dev/null || echo missing)
       counts=$(grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' "$dir/guest0/unit-$name.out" 2>/dev/null | sed 's/\[ *\([A-Z]*\) *\] \([0-9]*\).*/\2 \1/' | paste -sd, - || true)
       if [ "$r" = 0 ]; then say "unit $name in guest 0 (rxe0): PASS ($counts)"
-      else fail=1; say "unit $name in guest 0 (rxe0): FAIL (rc=$r; $counts; see $dir/guest0/unit-$name.out)"; fi
+      else nfail=1; say "unit $name in guest 0 (rxe0): FAIL (rc=$r; $counts; see $dir/guest0/unit-$name.out)"; fi
     done
+  fi
+  return $nfail
+}
+
+fail=0
+for n in $NODES; do
+  if ! run_n "$n" "$OUT/n$n"; then
+    # Soft-RoCE in these TCG guests has failed now and then under load: a SEND of 64 KiB,
+    # the same length as the receive posted for it, NAKed "remote invalid request" (seen once
+    # in CI, N=4, verbs, 1 MiB; the rerun passed). One retry, in fresh guests; both attempts
+    # stay in the summary, and a second failure fails the test.
+    say "N=$n: attempt 1 failed (above); retrying once in fresh guests (see tests/rdma/README.md, \"Intermittent\")"
+    run_n "$n" "$OUT/n$n-retry" || fail=1
   fi
 done
 say ""
