@@ -39,6 +39,22 @@ std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, s
 
 // The communication thread: allreduces buckets in the order they were enqueued (the same on
 // every rank, since backward produces them in the same order everywhere).
+namespace {
+
+// Leaves the device however a gated region ends: an error while holding it must not starve the
+// other VMs until the trainer is destroyed. Set g to nullptr once the region left it itself.
+struct LeaveOnError {
+  DeviceGate* g;
+  ~LeaveOnError() {
+    try {
+      if (g) g->leave();
+    } catch (...) {  // the region's own error is the one to report
+    }
+  }
+};
+
+}  // namespace
+
 class Trainer::Comm {
  public:
   Comm(GradientReducer& r, const BucketPlan& plan, Timeline* tl)
@@ -181,17 +197,7 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     });
   DeviceGate* gate = o_.gate;
   const DeviceGate::Usage u0 = gate ? gate->usage() : DeviceGate::Usage{};
-  // Leaves the device however the step ends (an error while holding it must not starve the
-  // other VMs until this trainer is destroyed).
-  struct Holding {
-    DeviceGate* g;
-    ~Holding() {
-      try {
-        if (g) g->leave();
-      } catch (...) {  // the step's own error is the one to report
-      }
-    }
-  } holding{gate};
+  LeaveOnError holding{gate};
   const auto t0 = Clock::now();
   if (gate) gate->enter();
   forward_loss(data, r);
@@ -270,13 +276,10 @@ Trainer::Eval Trainer::evaluate(const Dataset& d) {
     }
     net_.set_input(images_.data());
     if (o_.gate) o_.gate->enter();  // time sliced like training (the layers checkpoint)
-    try {
-      net_.forward({.training = false, .seed = o_.seed, .step = 0, .sample_offset = 0});
-      net_.get_output(0, logits.data());
-    } catch (...) {
-      if (o_.gate) o_.gate->leave();
-      throw;
-    }
+    LeaveOnError holding{o_.gate};
+    net_.forward({.training = false, .seed = o_.seed, .step = 0, .sample_offset = 0});
+    net_.get_output(0, logits.data());
+    holding.g = nullptr;
     if (o_.gate) o_.gate->leave();
     for (size_t i = 0; i < n; ++i) {
       const float* z = logits.data() + i * size_t(classes);

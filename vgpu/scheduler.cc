@@ -27,6 +27,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "vgpu/sliced_gate.h"
+
 namespace ringbench::vgpu {
 
 namespace {
@@ -335,9 +337,8 @@ std::vector<BusyInterval> SliceScheduler::intervals() const {
 
 namespace {
 
-// enter() = acquire, checkpoint() = release and acquire again once the grant has ended,
-// leave() = release. Only the thread that drives the gate touches inside_/end_/since_.
-class LocalGate final : public models::DeviceGate {
+// The gate over an in-process scheduler: a slice is acquire(), giving it up release().
+class LocalGate final : public SlicedGate {
  public:
   LocalGate(SliceScheduler& s, int vm, std::chrono::milliseconds timeout)
       : s_(s), vm_(vm), timeout_(timeout) {}
@@ -345,48 +346,13 @@ class LocalGate final : public models::DeviceGate {
     if (inside_) s_.release(vm_);
   }
 
-  void enter() override {
-    if (!inside_) grab();
-  }
-  void checkpoint() override {
-    if (inside_ && Clock::now() >= end_) {
-      drop();
-      grab();
-    }
-  }
-  void leave() override {
-    if (inside_) drop();
-  }
-  Usage usage() const override {
-    std::lock_guard lock(m_);
-    return u_;
-  }
-
  private:
-  void grab() {
-    const auto t0 = Clock::now();
-    end_ = s_.acquire(vm_, timeout_);
-    since_ = Clock::now();
-    inside_ = true;
-    std::lock_guard lock(m_);
-    u_.waited_s += seconds(since_ - t0);
-    ++u_.slices;
-  }
-  void drop() {
-    const auto t = Clock::now();
-    s_.release(vm_);
-    inside_ = false;
-    std::lock_guard lock(m_);
-    u_.held_s += seconds(t - since_);
-  }
+  Clock::time_point request() override { return s_.acquire(vm_, timeout_); }
+  void give_back() override { s_.release(vm_); }
 
   SliceScheduler& s_;
   const int vm_;
   const std::chrono::milliseconds timeout_;
-  bool inside_ = false;
-  Clock::time_point end_, since_;
-  mutable std::mutex m_;  // guards u_, which usage() may read from another thread
-  Usage u_;
 };
 
 }  // namespace

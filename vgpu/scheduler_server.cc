@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "vgpu/scheduler.h"
+#include "vgpu/sliced_gate.h"
 
 namespace ringbench::vgpu {
 
@@ -339,9 +340,8 @@ SliceScheduler& SchedulerServer::scheduler() { return impl_->sched; }
 
 namespace {
 
-// The client side: enter() sends 'A' and waits for the grant, checkpoint() compares the
-// clock with the grant's end and only then talks to the server, leave() sends 'R'.
-class RemoteGate final : public models::DeviceGate {
+// The client side: a slice is an 'A' answered by a grant, giving it up an 'R'.
+class RemoteGate final : public SlicedGate {
  public:
   RemoteGate(const std::string& path, milliseconds timeout)
       : path_(path), timeout_(std::clamp(timeout, milliseconds(0), milliseconds(UINT32_MAX))) {
@@ -376,23 +376,6 @@ class RemoteGate final : public models::DeviceGate {
     vm_ = hello.vm;
   }
 
-  void enter() override {
-    if (!inside_) grab();
-  }
-  void checkpoint() override {
-    if (inside_ && Clock::now() >= end_) {
-      drop();
-      grab();
-    }
-  }
-  void leave() override {
-    if (inside_) drop();
-  }
-  Usage usage() const override {
-    std::lock_guard lock(m_);
-    return u_;
-  }
-
  private:
   [[noreturn]] void fail(const std::string& what) {
     fd_.reset();
@@ -404,7 +387,7 @@ class RemoteGate final : public models::DeviceGate {
     return r.text;
   }
 
-  void grab() {
+  Clock::time_point request() override {
     if (fd_.fd < 0) fail("connection closed after an earlier error");
     Request rq;
     rq.op = 'A';
@@ -427,36 +410,20 @@ class RemoteGate final : public models::DeviceGate {
     if (r.kind == 'E') fail(text_of(r));
     if (r.kind != 'G')
       fail("unexpected answer '" + std::string(1, r.kind) + "' to a request for a slice");
-    end_ = Clock::time_point(
+    return Clock::time_point(
         std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(r.grant_end_ns)));
-    since_ = Clock::now();
-    inside_ = true;
-    std::lock_guard lock(m_);
-    u_.waited_s += std::chrono::duration<double>(since_ - t0).count();
-    ++u_.slices;
   }
 
-  void drop() {
-    const auto t = Clock::now();
+  void give_back() override {
     Request rq;
     rq.op = 'R';
-    const bool sent = send_all(fd_.fd, &rq, sizeof rq);
-    inside_ = false;
-    {
-      std::lock_guard lock(m_);
-      u_.held_s += std::chrono::duration<double>(t - since_).count();
-    }
-    if (!sent) fail("server gone (giving the device up)");
+    if (!send_all(fd_.fd, &rq, sizeof rq)) fail("server gone (giving the device up)");
   }
 
   const std::string path_;
   const milliseconds timeout_;
   UniqueFd fd_;
   int vm_ = -1;
-  bool inside_ = false;
-  Clock::time_point end_, since_;
-  mutable std::mutex m_;  // guards u_, which usage() may read from another thread
-  Usage u_;
 };
 
 }  // namespace
