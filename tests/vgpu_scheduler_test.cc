@@ -225,32 +225,6 @@ TEST(VgpuSchedulerAcquire, OverrunLeavesTheNextOwnerTheRestOfItsSlot) {
   EXPECT_LT(held[1].begin, held[0].end + 50ms);  // at once, unless the waiter started late
 }
 
-// Fixed share, 2 slots of 100 ms, VM 1 absent; VM 0's own slots end at E, E+200, E+400 ms...
-// It keeps the device ~30 ms past its slot: its next grant ends that overrun early. Then it
-// overruns by a whole slot or more: it skips its next slot and the one after ends early by
-// the rest.
-TEST(VgpuSchedulerAcquire, OverrunIsRepaidFromTheVmsNextSlots) {
-  constexpr std::chrono::microseconds slot = 100ms;
-  SliceScheduler s(options(Policy::fixed_share, 2, slot));
-  const int a = s.power_on();
-  const auto E = s.acquire(a, kTimeout);
-  std::this_thread::sleep_until(E + 30ms);
-  s.release(a);
-  const auto r1 = s.intervals().back().end;
-  ASSERT_LT(r1, E + slot) << "the test thread overslept by more than 70 ms";
-  const auto end2 = s.acquire(a, kTimeout);
-  EXPECT_EQ(end2, E + 2 * slot - (r1 - E));
-  std::this_thread::sleep_until(end2 + slot);  // released in VM 1's slot, owing a slot or more
-  s.release(a);
-  const auto r2 = s.intervals().back().end;
-  ASSERT_LT(r2, E + 3 * slot) << "the test thread overslept by more than 30 ms";
-  const auto owed = r2 - end2;
-  ASSERT_GE(owed, slot);
-  const auto end3 = s.acquire(a, kTimeout);  // skips [E+300, E+400), owes the rest from the next
-  EXPECT_EQ(end3, E + 6 * slot - (owed - slot));
-  s.release(a);
-}
-
 TEST(VgpuSchedulerGate, MisuseIsHarmless) {
   SliceScheduler s(options(Policy::best_effort, 1));
   auto gate = make_local_gate(s, s.power_on(), kTimeout);

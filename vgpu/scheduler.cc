@@ -7,9 +7,7 @@
 // VM s mod max_instances, and only its owner may be granted during it, up to the slot's end. An
 // owner without work leaves its slot idle. Nobody is preempted: a holder keeps the device until
 // it releases (at its next checkpoint after the grant end), and if it overran into the next
-// slot, that slot's owner gets what is left of it. Under equal and fixed share the overrunning
-// VM pays the overrun back from its own next slots (shorter grants, or skipped slots), so its
-// share over time stays what the policy gives it although we can only preempt between ops.
+// slot, that slot's owner gets what is left of it.
 //
 // A hold starts when the policy gives the VM the device, as a GPU switches to the next VM's
 // queued work at once, not when the VM's thread wakes up to use it (on a loaded host that can
@@ -79,8 +77,6 @@ struct SliceScheduler::State {
   std::vector<char> waiting;             // equal and fixed share: per VM id, blocked in acquire()
   std::vector<Clock::time_point> asked;  // per VM id: when its pending acquire() began
   std::vector<BusyInterval> done;
-  std::vector<Clock::duration> debt;  // equal and fixed share: per VM id, overrun not yet repaid
-  std::vector<int64_t> forfeited;     // per VM id: the last of its slots it skipped to repay
   bool stopped = false;
 
   explicit State(SchedulerOptions opts)
@@ -88,9 +84,7 @@ struct SliceScheduler::State {
         on(static_cast<size_t>(opts.max_instances), 0),
         power_gen(static_cast<size_t>(opts.max_instances), 0),
         waiting(static_cast<size_t>(opts.max_instances), 0),
-        asked(static_cast<size_t>(opts.max_instances)),
-        debt(static_cast<size_t>(opts.max_instances), Clock::duration::zero()),
-        forfeited(static_cast<size_t>(opts.max_instances), -1) {}
+        asked(static_cast<size_t>(opts.max_instances)) {}
 
   bool fifo() const { return o.policy == Policy::best_effort; }
 
@@ -135,22 +129,6 @@ struct SliceScheduler::State {
     return waiting[owner] ? owner : -1;
   }
 
-  // Equal and fixed share: repays `vm`'s overrun from its grant [begin, *end) in `slot`, by
-  // ending it early; false when the debt covers the whole grant and the VM skips the slot.
-  bool repay(int vm, int64_t slot, Clock::time_point begin, Clock::time_point* end) {
-    if (fifo() || debt[vm] <= Clock::duration::zero()) return true;
-    if (forfeited[vm] == slot) return false;
-    const auto room = *end - begin;
-    if (debt[vm] < room) {
-      *end -= debt[vm];
-      debt[vm] = Clock::duration::zero();
-      return true;
-    }
-    debt[vm] -= room;
-    forfeited[vm] = slot;
-    return false;
-  }
-
   void grant(int vm, Clock::time_point begin, Clock::time_point end) {
     if (fifo()) dequeue(vm);
     waiting[vm] = 0;
@@ -181,11 +159,10 @@ struct SliceScheduler::State {
   void release_locked(int vm, Clock::time_point now) {
     if (holder != vm) return;
     done.push_back({vm, held_since, now});
-    if (!fifo() && now > grant_end) debt[vm] += now - grant_end;
     holder = -1;
     Clock::time_point end;
     const int next = stopped ? -1 : next_holder(now, &end);
-    if (next >= 0 && repay(next, slot_of(now), now, &end)) {
+    if (next >= 0) {
       grant(next, now, end);
     } else {
       free_since = now;
@@ -226,8 +203,6 @@ int SliceScheduler::power_on() {
   for (int i = 0; i < st.o.max_instances; ++i) {
     if (!st.on[i]) {
       st.on[i] = 1;
-      st.debt[i] = Clock::duration::zero();  // a new VM owes nothing
-      st.forfeited[i] = -1;
       st.owners_changed();
       return i;
     }
@@ -282,20 +257,16 @@ Clock::time_point SliceScheduler::acquire(int vm, std::chrono::milliseconds time
     auto wake = deadline;
     if (st.holder < 0) {
       Clock::time_point end;
-      const int64_t s = st.slot_of(now);
       if (st.next_holder(now, &end) == vm) {
         // Held since the policy let it: it asked, the device was free, and its slot began.
         auto begin = std::max(st.asked[vm], st.free_since);
-        if (!st.fifo()) begin = std::max(begin, st.slot_start(s));
-        if (st.repay(vm, s, begin, &end)) {
-          st.grant(vm, begin, end);
-          return end;
-        }
+        if (!st.fifo()) begin = std::max(begin, st.slot_start(st.slot_of(now)));
+        st.grant(vm, begin, end);
+        return end;
       }
       if (!st.fifo()) {
-        // Its next slot; after this one when it skips this one to repay an overrun.
-        const int64_t first = st.forfeited[vm] == s ? s + 1 : s;
-        wake = std::min(wake, st.slot_start(st.next_slot(vm, first)));
+        const int64_t s = st.slot_of(now);
+        wake = std::min(wake, st.slot_start(st.next_slot(vm, s)));
       }
     }
     if (now >= deadline) {
