@@ -26,26 +26,30 @@ DeviceMemory& DeviceMemory::instance() {
 
 void DeviceMemory::set_cap(size_t bytes) { cap_.store(bytes); }
 
-void* DeviceMemory::allocate(size_t bytes, const char* what_for) {
+void DeviceMemory::reserve(size_t bytes, const char* what_for) {
   const size_t cap = cap_.load();
   size_t used = in_use_.load();
   do {
     if (cap && (used > cap || bytes > cap - used)) throw DeviceOutOfMemory(bytes, used, cap, what_for);
   } while (!in_use_.compare_exchange_weak(used, used + bytes));
-  void* p = bytes ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr;
-  if (bytes && !p) {
-    in_use_ -= bytes;
-    throw std::bad_alloc();
-  }
   size_t peak = peak_.load();
   while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
+  }
+}
+
+void* DeviceMemory::allocate(size_t bytes, const char* what_for) {
+  reserve(bytes, what_for);
+  void* p = bytes ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr;
+  if (bytes && !p) {
+    release(bytes);
+    throw std::bad_alloc();
   }
   return p;
 }
 
 void DeviceMemory::deallocate(void* p, size_t bytes) noexcept {
   std::free(p);
-  in_use_ -= bytes;
+  release(bytes);
 }
 
 }  // namespace ringbench::models

@@ -33,6 +33,10 @@ class DeviceMemory {
   // 64-byte aligned; throws DeviceOutOfMemory past the cap (std::bad_alloc if the host has none).
   void* allocate(size_t bytes, const char* what_for);
   void deallocate(void* p, size_t bytes) noexcept;
+  // Accounting only, for memory allocated elsewhere (cudaMalloc): counts `bytes` against the
+  // cap and the peak, or throws DeviceOutOfMemory; release() gives them back.
+  void reserve(size_t bytes, const char* what_for);
+  void release(size_t bytes) noexcept { in_use_ -= bytes; }
 
  private:
   std::atomic<size_t> cap_{0}, in_use_{0}, peak_{0};
