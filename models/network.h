@@ -54,6 +54,14 @@ class Network {
   virtual void backward(const std::function<void(int node)>& on_param_grads = {}) = 0;
   virtual void get_input_grad(float* dx) = 0;  // batch x input_dims, NCHW (tests)
 
+  // GPU backends ("cudnn"): the flat buffers are device memory (bind() takes device pointers),
+  // forward() and backward() only queue work on the compute stream(), an opaque cudaStream_t,
+  // and a gradient reported by on_param_grads is final once the work queued before that call
+  // has run (record an event on stream() there). The host-pointer calls (set_input,
+  // get_output, ...) copy and wait for the stream.
+  virtual bool on_device() const { return false; }
+  virtual void* stream() const { return nullptr; }
+
   void set_trace(LayerTrace t) { trace_ = std::move(t); }
   // Emulated vGPU time slicing: checkpoint() before each node's forward and backward.
   void set_gate(DeviceGate* g) { gate_ = g; }
