@@ -1,14 +1,11 @@
-// The vGPU time-slice scheduler (vgpu/scheduler.h): policy names, powering VMs on and off,
-// timeouts, and each policy's share of the device on a synthetic workload — threads as VMs,
-// each running back-to-back 200 us "device ops" with a checkpoint between them, measured from
-// the scheduler's held intervals over a 1 s window — in process and over the Unix socket server.
-//
-// Choices: 10 ms slices. A VM waiting for its slot loses the time its thread takes to wake up
-// at the slot's start; on a 2-core machine busy with a build under ThreadSanitizer that reached
-// 1.7 ms a slot, a third of a 5 ms slice, but stays a few points of a 10 ms one. 100 slots a
-// window keep the slot cut by the window's edges under 1 point, and an op overrunning the slice
-// adds about 3% of a share. The tolerance is 8 points absolute: noise costs a few, a wrong
-// policy 17 or more (1/3 vs 1/2, 1/4 vs 1/2, 1/2 vs 1).
+// The vGPU time-slice scheduler (vgpu/scheduler.h): the policies of vgpu/slice_policy.h (whose
+// shares vgpu_policy_test checks exactly, in simulated time) behind threads, a condition
+// variable and a Unix socket. Here: policy names, powering VMs on and off, timeouts, and
+// what must hold however slow the host is — holds never overlap, and every equal- and
+// fixed-share grant begins inside a slot its VM owns — with threads as VMs running
+// back-to-back 200 us "device ops" and a checkpoint between them. The shares these threads
+// get in wall time are a benchmark (bench/vgpu_share_bench), not a test: on a loaded 2-core
+// host a thread's late wake-ups and overruns move them by tens of points.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,11 +29,7 @@ using models::DeviceGate;
 
 constexpr std::chrono::microseconds kSlice = 10ms;
 constexpr std::chrono::microseconds kOp = 200us;
-constexpr std::chrono::milliseconds kWindow = 1s;
 constexpr std::chrono::milliseconds kTimeout = 2s;
-constexpr double kTol = 0.08;
-// The device can be busier than 100% of the window by no more than the last op's overrun.
-constexpr double kMaxTotal = 1.02;
 
 SchedulerOptions options(Policy p, int max_instances, std::chrono::microseconds slice = kSlice) {
   SchedulerOptions o;
@@ -106,34 +99,24 @@ Window run_busy_vms(const std::vector<std::function<std::unique_ptr<DeviceGate>(
   return w;
 }
 
-// Powers on `busy + idle` VMs of `s`, runs the first `busy` as busy VMs over local gates and
-// returns every VM's share of the window (the idle ones stay on without work).
-std::vector<double> local_shares(SliceScheduler& s, int busy, int idle = 0) {
-  std::vector<int> vms;
-  for (int i = 0; i < busy + idle; ++i) vms.push_back(s.power_on());
-  std::vector<std::function<std::unique_ptr<DeviceGate>()>> make;
-  for (int i = 0; i < busy; ++i) {
-    make.push_back([&s, vm = vms[i]] { return make_local_gate(s, vm, kTimeout); });
+// Every grant of equal and fixed share begins inside a slot its VM owns (`n` VMs on, all the
+// time), and holds never overlap.
+void expect_policy_held(const SliceScheduler& s, int n) {
+  const auto held = s.intervals();
+  const Policy p = s.options().policy;
+  const auto slice = s.options().slice;
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_LE(held[i].begin, held[i].end);
+    if (i > 0) {
+      EXPECT_LE(held[i - 1].end, held[i].begin)
+          << "VM " << held[i].vm << " was granted before VM " << held[i - 1].vm << " released";
+    }
+    if (p == Policy::best_effort) continue;
+    const int64_t slot = (held[i].begin - s.epoch()) / slice;
+    const int64_t slots = p == Policy::fixed_share ? s.options().max_instances : n;
+    EXPECT_EQ(slot % slots, held[i].vm) << "hold " << i << " of VM " << held[i].vm
+                                        << " began in slot " << slot;
   }
-  std::vector<DeviceGate::Usage> usage;
-  const Window w = run_busy_vms(make, kWindow, &usage);
-  std::vector<double> shares;
-  for (int vm : vms) shares.push_back(s.busy_seconds(vm, w.begin, w.end) / secs(w.end - w.begin));
-  const double total = s.busy_seconds(w.begin, w.end) / secs(w.end - w.begin);
-  EXPECT_LE(total, kMaxTotal);
-  for (int i = 0; i < busy; ++i) {
-    EXPECT_GT(usage[i].slices, 0) << "VM " << vms[i];
-    // The gate's own account of its holds lies within the scheduler's, which start when the
-    // policy grants, before the gate's thread has woken up to use the device (the scheduler's
-    // are clipped to the window, the gate's last one may end an op after it).
-    const double held = usage[i].held_s / secs(w.end - w.begin);
-    EXPECT_LE(held, shares[i] + 0.01) << "VM " << vms[i];
-    EXPECT_GE(held, shares[i] / 2) << "VM " << vms[i];
-  }
-  std::printf("%s shares:", policy_name(s.options().policy));
-  for (double x : shares) std::printf(" %.3f", x);
-  std::printf(" (total %.3f)\n", total);
-  return shares;
 }
 
 std::string socket_path(const std::string& name) {
@@ -242,50 +225,9 @@ TEST(VgpuSchedulerGate, MisuseIsHarmless) {
   EXPECT_EQ(s.intervals().size(), 1u);
 }
 
-TEST(VgpuSchedulerShare, FixedShareOneOfFourGetsAQuarter) {
-  SliceScheduler s(options(Policy::fixed_share, 4));
-  const auto shares = local_shares(s, 1);
-  EXPECT_NEAR(shares[0], 0.25, kTol);
-}
-
-// The other VM is on but has no work: it yields its slot (equal_share would not).
-TEST(VgpuSchedulerShare, BestEffortAloneGetsTheWholeDevice) {
-  SliceScheduler s(options(Policy::best_effort, 4));
-  const auto shares = local_shares(s, 1, 1);
-  EXPECT_NEAR(shares[0], 1.0, kTol);
-  EXPECT_EQ(shares[1], 0.0);
-}
-
-TEST(VgpuSchedulerShare, BestEffortTwoBusySplitInHalves) {
-  SliceScheduler s(options(Policy::best_effort, 4));
-  const auto shares = local_shares(s, 2);
-  EXPECT_NEAR(shares[0], 0.5, kTol);
-  EXPECT_NEAR(shares[1], 0.5, kTol);
-}
-
-TEST(VgpuSchedulerShare, EqualShareIdleVmStillTakesItsHalf) {
-  SliceScheduler s(options(Policy::equal_share, 4));
-  const auto shares = local_shares(s, 1, 1);
-  EXPECT_NEAR(shares[0], 0.5, kTol);
-  EXPECT_EQ(shares[1], 0.0);
-}
-
-TEST(VgpuSchedulerShare, FixedShareTwoOfFourGetAQuarterEach) {
-  SliceScheduler s(options(Policy::fixed_share, 4));
-  const auto shares = local_shares(s, 2);
-  EXPECT_NEAR(shares[0], 0.25, kTol);
-  EXPECT_NEAR(shares[1], 0.25, kTol);
-  EXPECT_NEAR(shares[0] + shares[1], 0.5, kTol);
-}
-
-TEST(VgpuSchedulerShare, EqualShareThreeBusyGetAThirdEach) {
-  SliceScheduler s(options(Policy::equal_share, 4));
-  const auto shares = local_shares(s, 3);
-  for (double x : shares) EXPECT_NEAR(x, 1.0 / 3, kTol);
-}
-
-// Short slices and many hand-overs: the held intervals never overlap, under every policy.
-TEST(VgpuSchedulerShare, HoldersNeverOverlap) {
+// Short slices and many hand-overs, under every policy: holds never overlap, and equal and
+// fixed share grant only in the VM's own slots.
+TEST(VgpuSchedulerShare, HoldersNeverOverlapAndGrantsAreInOwnSlots) {
   for (Policy p : {Policy::best_effort, Policy::equal_share, Policy::fixed_share}) {
     SCOPED_TRACE(policy_name(p));
     SliceScheduler s(options(p, 3, 2ms));
@@ -295,34 +237,21 @@ TEST(VgpuSchedulerShare, HoldersNeverOverlap) {
     }
     std::vector<DeviceGate::Usage> usage;
     run_busy_vms(make, 300ms, &usage);
-    const auto held = s.intervals();
-    EXPECT_GE(held.size(), 30u);  // of 150 slots; even a slow machine hands over often
-    for (size_t i = 0; i < held.size(); ++i) {
-      EXPECT_LE(held[i].begin, held[i].end);
-      if (i > 0) {
-        EXPECT_LE(held[i - 1].end, held[i].begin)
-            << "VM " << held[i].vm << " was granted before VM " << held[i - 1].vm << " released";
-      }
-    }
+    EXPECT_GE(s.intervals().size(), 30u);  // of 150 slots; even a slow machine hands over often
+    expect_policy_held(s, 3);
+    for (const auto& u : usage) EXPECT_GT(u.slices, 0);
   }
 }
 
-TEST(VgpuSchedulerServer, TwoClientsFixedShareHalfEach) {
-  SchedulerServer server(socket_path("half"), options(Policy::fixed_share, 2));
+TEST(VgpuSchedulerServer, TwoClientsGetSlicesInTheirOwnSlots) {
+  SchedulerServer server(socket_path("own"), options(Policy::fixed_share, 2));
   const std::string path = server.path();
   std::vector<std::function<std::unique_ptr<DeviceGate>()>> make(
       2, [&path] { return connect_gate(path, kTimeout); });
   std::vector<DeviceGate::Usage> usage;
-  const Window w = run_busy_vms(make, kWindow, &usage);
-  SliceScheduler& s = server.scheduler();
-  const double len = secs(w.end - w.begin);
-  const double a = s.busy_seconds(0, w.begin, w.end) / len;
-  const double b = s.busy_seconds(1, w.begin, w.end) / len;
-  std::printf("fixed_share over the socket shares: %.3f %.3f\n", a, b);
-  EXPECT_NEAR(a, 0.5, kTol);
-  EXPECT_NEAR(b, 0.5, kTol);
-  EXPECT_LE(a + b, kMaxTotal);
+  run_busy_vms(make, 300ms, &usage);
   for (const auto& u : usage) EXPECT_GT(u.slices, 0);
+  expect_policy_held(server.scheduler(), 2);
 }
 
 TEST(VgpuSchedulerServer, DestroyedWhileAClientWaitsFailsItsEnter) {

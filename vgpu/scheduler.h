@@ -1,5 +1,5 @@
 // An emulated vGPU time-slice scheduler: k VMs share one device, and only the VM holding the
-// current slice may run device work. NVIDIA's three policies:
+// current slice may run device work. NVIDIA's three policies (slice_policy.h):
 //  - best_effort: the slice rotates among VMs that have work; an idle VM yields its slot, and
 //    a VM alone gets the whole device;
 //  - equal_share: the slice rotates among all powered-on VMs, with work or not, so each gets
@@ -17,26 +17,12 @@
 #include <vector>
 
 #include "models/device_gate.h"
+#include "vgpu/slice_policy.h"
 
 namespace ringbench::vgpu {
 
-enum class Policy { best_effort, equal_share, fixed_share };
 const char* policy_name(Policy p);     // "best_effort", ...
 Policy parse_policy(const std::string& s);  // throws std::invalid_argument listing the names
-
-using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: comparable across processes
-
-struct SchedulerOptions {
-  Policy policy = Policy::best_effort;
-  int max_instances = 1;  // slots of fixed_share, and the most VMs that may power on
-  std::chrono::microseconds slice{10000};
-};
-
-// One held interval of the device, for utilization over any window.
-struct BusyInterval {
-  int vm = -1;
-  Clock::time_point begin, end;
-};
 
 // In-process and thread-safe; SchedulerServer puts it behind a Unix socket for jobs that are
 // separate processes.
@@ -45,6 +31,7 @@ class SliceScheduler {
   explicit SliceScheduler(SchedulerOptions o);
   ~SliceScheduler();
   const SchedulerOptions& options() const;
+  Clock::time_point epoch() const;  // slot 0 of equal and fixed share starts here
 
   int power_on();          // a VM joins; returns its id (its fixed-share slot); throws when all are on
   void power_off(int vm);  // releases the device if it holds it
