@@ -21,6 +21,16 @@ if(NOT CMAKE_CUDA_COMPILER)
                       "-DRINGBENCH_WITH_CUDA=OFF")
 endif()
 enable_language(CUDA)
+# One CUDA runtime in the process: the shared libcudart that CUDA::cudart (cuBLAS, cuDNN, NCCL)
+# uses. nvcc's default, the static one, would give .cu objects a second runtime whose streams,
+# events and kernels the first cannot see.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+# CMake before 3.26 does not know that nvcc 12+ takes -std=c++20.
+if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND
+   CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
 set(CMAKE_CUDA_STANDARD 20)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)

@@ -5,20 +5,30 @@
 #include "models/backends.h"
 #include "ringbench/config.h"
 
+#include <cstdlib>
+
 #include <xmmintrin.h>
 
 #if RINGBENCH_HAVE_DNNL
 #include <omp.h>
 #endif
+#if RINGBENCH_HAVE_CUDA
+#include "cuda/device.h"
+#endif
 
 namespace ringbench::models {
 
+// The first is what `--backend auto` picks.
 std::vector<std::string> available_backends() {
+  std::vector<std::string> backends;
 #if RINGBENCH_HAVE_DNNL
-  return {"onednn", "reference"};
-#else
-  return {"reference"};
+  backends.push_back("onednn");
 #endif
+  backends.push_back("reference");
+#if RINGBENCH_HAVE_CUDA
+  if (cuda::unavailable_reason().empty()) backends.push_back("cudnn");  // built with CUDA and a device is usable
+#endif
+  return backends;
 }
 
 std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch) {
@@ -31,6 +41,18 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
     throw std::invalid_argument("this ringbench was built without oneDNN (RINGBENCH_WITH_DNNL=OFF): "
                                 "use --backend reference, or rebuild with libdnnl-dev installed");
 #endif
+  if (backend == "cudnn") {
+#if RINGBENCH_HAVE_CUDA
+    if (const std::string why = cuda::unavailable_reason(); !why.empty())
+      throw std::invalid_argument("backend 'cudnn' cannot run here: " + why);
+    // TF32 (faster, ~1e-3 relative error) only when asked for; see models/cuda/cudnn_network.cc.
+    const char* tf32 = std::getenv("RINGBENCH_CUDNN_TF32");
+    return make_cudnn_network(g, batch, {.allow_tf32 = tf32 && std::string(tf32) == "1"});
+#else
+    throw std::invalid_argument("this ringbench was built without CUDA: configure with -DRINGBENCH_WITH_CUDA=ON "
+                                "(needs the CUDA toolkit and cuDNN 9) to use --backend cudnn");
+#endif
+  }
   std::string known;
   for (const auto& b : available_backends()) known += (known.empty() ? "" : ", ") + b;
   throw std::invalid_argument("unknown backend '" + backend + "': available: " + known);

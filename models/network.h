@@ -71,7 +71,8 @@ class Network {
   DeviceGate* gate_ = nullptr;
 };
 
-// "reference" (naive loops, the numerical oracle) or "onednn" (when built with it).
+// "reference" (naive loops, the numerical oracle), "onednn" (when built with it) or "cudnn"
+// (built with CUDA and a device usable; else it throws std::invalid_argument saying why).
 std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch);
 std::vector<std::string> available_backends();
 

@@ -57,8 +57,8 @@ struct LeaveOnError {
 
 class Trainer::Comm {
  public:
-  Comm(GradientReducer& r, const BucketPlan& plan, Timeline* tl)
-      : reducer_(r), plan_(plan), timeline_(tl), done_(plan.buckets.size(), false),
+  Comm(GradientReducer& r, TrainBuffers& buffers, const BucketPlan& plan, Timeline* tl)
+      : reducer_(r), buffers_(buffers), plan_(plan), timeline_(tl), done_(plan.buckets.size(), false),
         thread_([this] { loop(); }) {}
   ~Comm() {
     {
@@ -97,6 +97,13 @@ class Trainer::Comm {
  private:
   void loop() {
     std::unique_lock lk(mu_);
+    try {
+      buffers_.bind_thread();
+    } catch (...) {
+      error_ = std::current_exception();
+      done_cv_.notify_all();
+      return;
+    }
     for (;;) {
       cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
@@ -105,14 +112,18 @@ class Trainer::Comm {
       const bool trace = trace_;
       lk.unlock();
       const Bucket& bk = plan_.buckets[b];
-      const auto t0 = Clock::now();
       std::exception_ptr err;
+      auto t0 = Clock::now(), t1 = t0;
       try {
+        buffers_.wait_grads(b);  // GPU: until backward's kernels for this bucket have run
+        t0 = Clock::now();
         reducer_.allreduce_avg(bk.offset, bk.count);
+        t1 = Clock::now();
+        buffers_.reduced(b, reducer_.stream());
       } catch (...) {
         err = std::current_exception();
+        t1 = Clock::now();
       }
-      const auto t1 = Clock::now();
       if (trace && timeline_)
         timeline_->add(int(10 + b), "allreduce bucket " + std::to_string(b), "allreduce", t0, t1);
       lk.lock();
@@ -125,6 +136,7 @@ class Trainer::Comm {
   }
 
   GradientReducer& reducer_;
+  TrainBuffers& buffers_;
   const BucketPlan& plan_;
   Timeline* timeline_;
   std::mutex mu_;
@@ -140,20 +152,21 @@ class Trainer::Comm {
 Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make_reducer)
     : net_(net), g_(net.graph()), o_(o),
       plan_(plan_buckets(g_, o.first_bucket_bytes, o.fusion_bytes)),
-      params_(g_.param_count, DeviceAllocator<float>("parameters")),
-      grads_(g_.param_count, DeviceAllocator<float>("gradients")),
-      velocity_(g_.param_count, DeviceAllocator<float>("momentum")),
-      state_(g_.state_count, DeviceAllocator<float>("batch-norm state")) {
-  init_params(g_, o.seed, params_.data(), state_.data());
-  net_.bind(params_.data(), grads_.data(), state_.data());
+      buffers_(make_train_buffers(net, plan_, o.sgd, o.seed)) {
+  net_.bind(buffers_->params(), buffers_->grads(), buffers_->state());
   net_.set_gate(o.gate);
   const int b = net_.batch();
   images_.resize(size_t(b) * size_t(g_.input_dims().numel()));
   labels_.resize(size_t(b));
   if (o.world > 1) {
     if (!make_reducer) throw std::invalid_argument("a multi-rank trainer needs a gradient reducer");
-    reducer_ = make_reducer(grads_.data(), grads_.size());
-    comm_ = std::make_unique<Comm>(*reducer_, plan_, o.timeline);
+    reducer_ = make_reducer(buffers_->grads(), buffers_->param_count());
+    if (reducer_->on_device() != buffers_->on_device())
+      throw std::invalid_argument("the gradient reducer (" + reducer_->describe() + ") works on " +
+                                  (reducer_->on_device() ? "GPU" : "host") + " memory, but the " +
+                                  net_.backend() + " backend keeps its gradients in " +
+                                  (buffers_->on_device() ? "GPU" : "host") + " memory");
+    comm_ = std::make_unique<Comm>(*reducer_, *buffers_, plan_, o.timeline);
   }
   if (o.timeline) {
     o.timeline->name_track(0, "compute");
@@ -202,19 +215,25 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
   if (gate) gate->enter();
   forward_loss(data, r);
 
-  // Backward: enqueue each bucket as soon as its lowest tensor's gradient is final.
+  // Backward: hand each bucket to the communication thread as soon as its lowest tensor's
+  // gradient is final (on a GPU: queued; the communication thread waits for it to run).
   size_t next = 0;
+  auto release = [&](size_t b) {
+    buffers_->grads_queued(b);
+    comm_->enqueue(b);
+  };
   if (comm_) comm_->begin_step(trace);
   net_.backward([&](int node) {
     if (!comm_ || !o_.overlap || g_.nodes[size_t(node)].params.empty()) return;
     const int lowest = g_.nodes[size_t(node)].params.front();
-    while (next < plan_.buckets.size() && plan_.buckets[next].first >= lowest) comm_->enqueue(next++);
+    while (next < plan_.buckets.size() && plan_.buckets[next].first >= lowest) release(next++);
   });
+  buffers_->wait_compute();  // GPU: backward has run, so compute and exposed time mean the same
   const auto t_bwd = Clock::now();
   // Time sliced, the waits for slices (in enter and at the layers' checkpoints) are not compute.
   const double sliced_wait = gate ? gate->usage().waited_s - u0.waited_s : 0;
   if (comm_)
-    while (next < plan_.buckets.size()) comm_->enqueue(next++);
+    while (next < plan_.buckets.size()) release(next++);
 
   // Optimizer, bucket by bucket as each bucket's average arrives. Time sliced, a job must not
   // hold the device while it waits for the network: it waits for every bucket first.
@@ -232,11 +251,13 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     const auto w1 = Clock::now();
     if (gate) gate->checkpoint();  // a wait for the next slice counts in device_wait_s only
     const auto w2 = Clock::now();
-    sgd_update(g_, plan_.buckets[b].first, plan_.buckets[b].last, o_.sgd, params_.data(),
-               grads_.data(), velocity_.data());
+    buffers_->update(b, comm_ != nullptr);  // GPU: queued after the bucket's reduction
     waited += seconds(w0, w1);
     optimizer += seconds(w2, Clock::now());
   }
+  const auto o0 = Clock::now();
+  buffers_->wait_compute();  // GPU: the updates have run
+  optimizer += seconds(o0, Clock::now());
   if (gate) {
     holding.g = nullptr;
     gate->leave();

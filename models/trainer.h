@@ -19,23 +19,30 @@
 #include "models/network.h"
 #include "models/sgd.h"
 #include "models/timeline.h"
+#include "models/train_buffers.h"
 
 namespace ringbench::models {
 
 // Averages a range of the flat gradient buffer across ranks, in place (our ring over a
-// transport, or MPI_Allreduce). Only the trainer's communication thread calls it.
+// transport, or MPI_Allreduce; on a GPU backend our ring staged through host memory, or NCCL).
+// Only the trainer's communication thread calls it, once the range's gradients are final.
 class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
   virtual void allreduce_avg(size_t offset, size_t count) = 0;
   virtual std::string describe() const = 0;
+  // Reducers of device gradient buffers (GPU backends): true. Their result may still be in
+  // flight when allreduce_avg returns: it is final once the work queued on stream() (an opaque
+  // cudaStream_t) by then has run (the trainer records an event there); nullptr: final on return.
+  virtual bool on_device() const { return false; }
+  virtual void* stream() const { return nullptr; }
 };
 // Our ring (or, for small buckets, the small-message algorithms) over a transport.
 std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, size_t count,
                                                    const AllreduceOptions& o);
 
-// Makes the reducer for the gradient buffer (registration and connection happen here, at
-// setup, never in a step).
+// Makes the reducer for the gradient buffer, in the backend's memory space: device memory when
+// Network::on_device() (registration and connection happen here, at setup, never in a step).
 using ReducerFactory = std::function<std::unique_ptr<GradientReducer>(float* grads, size_t count)>;
 
 struct TrainOptions {
@@ -80,9 +87,11 @@ class Trainer {
   Eval evaluate(const Dataset& d);
 
   const BucketPlan& plan() const { return plan_; }
-  DeviceVector<float>& params() { return params_; }
-  DeviceVector<float>& state() { return state_; }
-  const DeviceVector<float>& grads() const { return grads_; }
+  // Copies in host memory, wherever the backend keeps them (the last step's gradients).
+  std::vector<float> host_params() const { return buffers_->to_host(TrainBuffers::Which::params); }
+  std::vector<float> host_state() const { return buffers_->to_host(TrainBuffers::Which::state); }
+  std::vector<float> host_grads() const { return buffers_->to_host(TrainBuffers::Which::grads); }
+  bool on_device() const { return buffers_->on_device(); }
   std::string reducer() const;
   int64_t steps_done() const { return steps_; }
 
@@ -94,7 +103,7 @@ class Trainer {
   const Graph& g_;
   TrainOptions o_;
   BucketPlan plan_;
-  DeviceVector<float> params_, grads_, velocity_, state_;
+  std::unique_ptr<TrainBuffers> buffers_;  // parameters, gradients, momentum, state; the optimizer
   std::vector<float> images_, scratch_;
   std::vector<int32_t> labels_;
   std::unique_ptr<GradientReducer> reducer_;

@@ -13,6 +13,7 @@
 #include "collectives/tcp_transport.h"
 #include "collectives/verify.h"
 #include "runner/allreduce_impl.h"
+#include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/world.h"
 
@@ -102,8 +103,12 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (a.transport != "tcp" && a.transport != "verbs")
     throw Error("--transport " + a.transport + " is not known: use tcp or verbs");
   validate_verbs_args(a.transport, a.verbs);
-  if (a.impl != "ring" && a.impl != "mpi")
-    throw Error("--impl " + a.impl + " is not known: use ring or mpi");
+  if (a.impl != "ring" && a.impl != "mpi" && a.impl != "nccl")
+    throw Error("--impl " + a.impl + " is not known: use ring, mpi or nccl");
+  // Before any rank starts, so that a build or machine without it fails once, at once.
+  if (a.impl == "nccl")
+    if (const std::string why = nccl_unavailable_reason(); !why.empty())
+      throw Error("--impl nccl is not available: " + why);
 }
 
 }  // namespace
@@ -133,7 +138,8 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
   cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
   cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
-  cmd.add_option("--impl", a.impl, "Allreduce implementation: ring (ours) or mpi (MPI_Allreduce)")->capture_default_str();
+  cmd.add_option("--impl", a.impl, "Allreduce implementation: ring (ours), mpi (MPI_Allreduce) or nccl "
+                 "(ncclAllReduce on GPU buffers, one GPU per rank)")->capture_default_str();
   cmd.add_option("--transport", a.transport, "Transport of the ring: tcp or verbs (RDMA)")->capture_default_str();
   cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
   cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();
@@ -166,8 +172,12 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   validate(a, minb, maxb);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
   if (a.ranks < 1) throw Error("--ranks must be >= 1");
-  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env())
+  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
+    if (a.impl == "nccl" && a.ranks > gpu_count())  // NCCL runs one rank per GPU
+      throw Error("--impl nccl with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of its "
+                  "own, and this machine has " + std::to_string(gpu_count()));
     return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
+  }
 
   WorldOptions wo;
   wo.addr = a.addr;
@@ -226,6 +236,11 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       ao.algo = parse_algo(a.algo);
       ao.direct_max_bytes = parse_bytes(a.direct_max);
       impl = make_ring_impl(*transport, in.data, out.data, max_count, dtype, op, ao);
+    } else if (a.impl == "nccl") {
+      use_local_gpu(*world);
+      std::map<std::string, std::string> nccl_path;
+      impl = make_nccl_impl(store, rank, n, in.data, out.data, max_count, dtype, op, 2 * timeout, &nccl_path);
+      for (auto& [k, v] : nccl_path) path[k] = v;
     } else {
       path = mpi_path_info();
       impl = make_mpi_impl(in.data, out.data, max_count, dtype, op, 2 * timeout);
@@ -233,6 +248,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     json self = host_info();
     self["rank"] = rank;
     self["path"] = path;
+    self["gpu"] = gpu_json();
     store.set("allreduce/meta/" + std::to_string(rank), self.dump());
 
     if (rank == 0) {
@@ -242,7 +258,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       meta = {{"command", argv},
               {"collective", "allreduce"},
               {"impl", a.impl},
-              {"transport", a.impl == "ring" ? a.transport : "mpi"},
+              {"transport", a.impl == "ring" ? a.transport : a.impl},
               {"launcher", world->launcher},
               {"ranks", n},
               {"job_id", world->job_id},
@@ -264,7 +280,8 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       auto b = build_info();
       std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
                   b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
-                  a.impl == "ring" ? "ring (ours)" : "MPI_Allreduce", a.impl == "ring" ? a.transport.c_str() : "MPI",
+                  a.impl == "ring" ? "ring (ours)" : a.impl == "mpi" ? "MPI_Allreduce" : "ncclAllReduce",
+                  a.impl == "ring" ? a.transport.c_str() : a.impl == "mpi" ? "MPI" : "NCCL (GPU buffers)",
                   n, world->launcher.c_str(), store.describe().c_str());
       std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
                   b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
@@ -297,6 +314,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
         for (auto& [k, v] : h["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
         std::printf("\n");
       }
+      print_gpu_lines(hosts);
       std::printf("#\n#%66s%-34s %s\n", "", "out-of-place", "in-place");
       std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "size", "count",
                   "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw",
@@ -320,8 +338,10 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
         const char* algo = "";
         Measured m;
         fill_input(dtype, inplace ? out.data : in.data, count, rank, n);
+        impl->load_input(count, inplace);  // device implementations: to the GPU
         if (a.check) {
           algo = impl->run(count, inplace);
+          impl->fetch_result(count);
           m.wrong = count_wrong(dtype, result, count, n, op);
         }
         for (int i = 0; i < a.warmup; ++i) impl->run(count, inplace);

@@ -118,6 +118,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
                                 "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
                                 "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
   if (p.transport == "mpi") a.insert(a.end(), {"--impl", "mpi"});
+  if (p.transport == "nccl") a.insert(a.end(), {"--impl", "nccl"});
   if (p.transport == "verbs") a.insert(a.end(), {"--transport", "verbs"});  // tcp is the default
   return a;
 }

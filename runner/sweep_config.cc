@@ -163,7 +163,7 @@ TrainSweep parse_train(const Reader& r) {
   r.get_double("fusion_mb", t.fusion_mb, 0);
   r.get_double("first_bucket_mb", t.first_bucket_mb, 0);
   r.get("overlap", t.overlap, "true or false");
-  r.get_choice("backend", t.backend, {"auto", "onednn", "reference"});
+  r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
   return t;
 }
 

@@ -18,6 +18,7 @@
 #include "collectives/net.h"
 #include "collectives/store.h"
 #include "ringbench/config.h"
+#include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/mpi_util.h"
 #include "vgpu/detect.h"
@@ -107,7 +108,12 @@ class LocalExecutor : public Executor {
     if (cluster_ && p.nodes > cluster_->nodes())
       return "needs " + std::to_string(p.nodes) + " nodes; the emulated cluster has " +
              std::to_string(cluster_->nodes());
-    return transport_unavailable(p.transport);
+    std::string why = transport_unavailable(p.transport);
+    // Every rank of a local or emulated point runs on this machine; NCCL takes a GPU per rank.
+    if (why.empty() && p.transport == "nccl" && p.nodes > gpu_count())
+      why = "nccl: " + std::to_string(p.nodes) + " ranks on this machine need a GPU each (NCCL runs "
+            "one rank per GPU); it has " + std::to_string(gpu_count());
+    return why;
   }
 
   LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
@@ -186,7 +192,10 @@ class LocalExecutor : public Executor {
       // mpirun runs in the switch namespace and starts each rank in its node's namespace
       // through an rsh agent that runs `ip netns exec`.
       std::string hosts;
-      for (int k = 0; k < n; ++k) hosts += (k ? "," : "") + std::string("n") + std::to_string(k);
+      for (int k = 0; k < n; ++k) {  // appended piece by piece: GCC 12's -Wrestrict misfires on "," + std::string
+        if (k) hosts += ',';
+        hosts += 'n' + std::to_string(k);
+      }
       const std::string subnet = cluster_->spec().subnet + ".0/24";
       for (const auto& kv : {std::pair{"btl_tcp_if_include", subnet}, {"oob_tcp_if_include", subnet},
                              {"plm_rsh_agent", agent_script()}})
@@ -385,8 +394,10 @@ std::string transport_unavailable(const std::string& t) {
     if (ec || it == end) return "verbs: no RDMA device on this host (ibv_get_device_list found none)";
     return "";
   }
-  if (t == "nccl")
-    return RINGBENCH_HAVE_NCCL ? "" : "this ringbench has no NCCL baseline (RINGBENCH_WITH_NCCL: not implemented yet; needs the CUDA backend)";
+  if (t == "nccl") {
+    const std::string why = nccl_unavailable_reason();  // not built, or no GPU here
+    return why.empty() ? "" : "nccl: " + why;
+  }
   return "unknown transport '" + t + "'";
 }
 
@@ -398,9 +409,17 @@ json environment_info() {
   const std::string gpus = on_path("nvidia-smi") ? command_line_output("nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader") : "";
   e["gpu"] = gpus.empty() ? json("none (no nvidia-smi or no GPU)") : json(gpus);
   e["vgpu"] = vgpu::to_json(vgpu::detect_gpus());  // what a point's profile is checked against
-  e["cuda"] = RINGBENCH_HAVE_CUDA ? "built" : "not built (RINGBENCH_WITH_CUDA=OFF)";
-  e["cudnn"] = e["cuda"];
-  e["nccl"] = RINGBENCH_HAVE_NCCL ? "built" : "not built (RINGBENCH_WITH_NCCL=OFF)";
+  // The CUDA device as this build sees it: name, driver and runtime CUDA, cuDNN, cuBLAS, NCCL,
+  // memory; or why there is none.
+  const json dev = gpu_json(0);
+  release_gpu_context();  // the sweep computes nothing on it: its points get the memory
+  e["cuda_device"] = dev;
+  e["cuda"] = !RINGBENCH_HAVE_CUDA ? json("not built (RINGBENCH_WITH_CUDA=OFF)")
+              : dev.value("available", false) ? json("driver " + dev.value("driver_cuda", std::string("?")) +
+                                                     ", runtime " + dev.value("runtime_cuda", std::string("?")))
+                                              : json("built; " + dev.value("reason", std::string("no device")));
+  e["cudnn"] = !RINGBENCH_HAVE_CUDA ? json("not built (RINGBENCH_WITH_CUDA=OFF)") : json(dev.value("cudnn", "unknown (no device)"));
+  e["nccl"] = !RINGBENCH_HAVE_NCCL ? json("not built (RINGBENCH_WITH_NCCL=OFF)") : json(dev.value("nccl", "unknown (no device)"));
   const std::string rdma = command_line_output("dpkg-query -W -f='${Version}' libibverbs1");
   e["rdma_core"] = rdma.empty() ? "not installed" : rdma;
   json devs = json::array();

@@ -17,10 +17,20 @@
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
+#include "ringbench/config.h"
+#include "runner/allreduce_cmd.h"
 #include "runner/allreduce_impl.h"
+#include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/stats.h"
 #include "runner/world.h"
+
+#if RINGBENCH_HAVE_CUDA
+#include "models/cuda/gpu_reducers.h"
+#endif
+#if RINGBENCH_HAVE_NCCL
+#include "collectives/nccl_comm.h"
+#endif
 
 namespace ringbench {
 namespace {
@@ -60,8 +70,11 @@ void validate(const TrainArgs& a) {
   if (a.warmup < 0) throw Error("--warmup must be >= 0");
   if (a.epochs < 0) throw Error("--epochs must be >= 0");
   if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
-  if (a.transport != "tcp" && a.transport != "verbs" && a.transport != "mpi")
-    throw Error("--transport " + a.transport + " is not known: use tcp, verbs or mpi");
+  if (a.transport != "tcp" && a.transport != "verbs" && a.transport != "mpi" && a.transport != "nccl")
+    throw Error("--transport " + a.transport + " is not known: use tcp, verbs, mpi or nccl");
+  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
+    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto");
+  parse_bytes(a.stage_piece);
   validate_verbs_args(a.transport, a.verbs);
   if (a.data != "synthetic" && a.data != "fashion-mnist")
     throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
@@ -72,6 +85,37 @@ void validate(const TrainArgs& a) {
   if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
   if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
   if (a.threads < 0) throw Error("--threads must be >= 0 (0: the cores split between local ranks)");
+}
+
+// Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
+// and the backend. What cannot run here fails now, before any rank starts, saying why.
+struct Placement {
+  std::string device, backend;
+};
+Placement place(const TrainArgs& a) {
+  const bool gpu_backend = a.backend == "cudnn", cpu_backend = a.backend != "auto" && !gpu_backend;
+  if (a.transport == "nccl") {
+    if (a.device == "cpu" || cpu_backend)
+      throw Error("--transport nccl reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
+    if (const std::string why = nccl_unavailable_reason(); !why.empty())
+      throw Error("--transport nccl is not available: " + why);
+  }
+  std::string device = a.device;
+  if (device == "auto") {
+    if (gpu_backend || a.transport == "nccl") device = "cuda";
+    else if (cpu_backend) device = "cpu";
+    else device = gpu_unavailable_reason().empty() ? "cuda" : "cpu";
+  }
+  if (device == "cuda") {
+    if (cpu_backend)
+      throw Error("--backend " + a.backend + " computes on the CPU: use --backend cudnn (or auto) with --device cuda");
+    if (const std::string why = gpu_unavailable_reason(); !why.empty())
+      throw Error((a.device == "cuda" ? "--device cuda: " : "--backend " + a.backend + " needs a GPU: ") + why);
+  } else if (gpu_backend) {
+    throw Error("--backend cudnn computes on the GPU: it needs --device cuda (or auto), not --device cpu");
+  }
+  if (a.backend != "auto") return {device, a.backend};
+  return {device, device == "cuda" ? "cudnn" : m::available_backends().front()};
 }
 
 // Per-rank figures of the measured steps, sent to rank 0 through the store.
@@ -131,9 +175,15 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
                  "(warmup included; replaces --steps)")->capture_default_str();
   cmd.add_option("--transport", a.transport, "Gradient allreduce: tcp (our ring over TCP), verbs "
-                 "(our ring over RDMA) or mpi (MPI_Allreduce, needs mpirun)")->capture_default_str();
-  cmd.add_option("--backend", a.backend, "Compute backend: auto (onednn when built), onednn or "
-                 "reference (naive loops; slow, for checking)")->capture_default_str();
+                 "(our ring over RDMA), mpi (MPI_Allreduce, needs mpirun) or nccl (ncclAllReduce, "
+                 "--device cuda)")->capture_default_str();
+  cmd.add_option("--device", a.device, "Where to compute: cpu, cuda (GPU local rank mod GPUs; "
+                 "NCCL needs one per rank) or auto (cuda when this build has it and a GPU is here)")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
+                 "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
+  cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with tcp, verbs or mpi: gradients are "
+                 "staged through host memory in pieces of this size, the copies overlapping the "
+                 "allreduce (0: whole buckets)")->capture_default_str();
   cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
                  "disables fusion")->capture_default_str();
   cmd.add_option("--first-bucket-mb", a.first_bucket_mb, "Threshold of the first bucket in MiB, "
@@ -179,12 +229,17 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       throw Error(e.what());
     }
   }();
-  const std::string backend = a.backend == "auto" ? m::available_backends().front() : a.backend;
+  const Placement where = place(a);
+  const std::string& backend = where.backend;
+  const bool on_gpu = where.device == "cuda";
   if (a.ranks < 1) throw Error("--ranks must be >= 1");
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
     // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
     // a descheduled worker stalls its team (and spinning starves the communication threads).
     setenv("OMP_WAIT_POLICY", "passive", 0);
+    if (a.transport == "nccl" && a.ranks > gpu_count())  // NCCL runs one rank per GPU
+      throw Error("--transport nccl with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of "
+                  "its own, and this machine has " + std::to_string(gpu_count()));
     return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
   }
 
@@ -214,14 +269,19 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                               std::to_string(a.first_bucket_mb) + " data " + a.data +
                               " classes " + std::to_string(graph.output_node().out.c) + " size " +
                               to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) +
-                              " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed);
+                              " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) +
+                              " device " + where.device;
     check_same_options(store, "train/shape", shape, rank, n, timeout, "train the same model the same way");
 
     const int threads = a.threads > 0 ? a.threads : default_threads(ranks_on_this_host(*world));
     m::set_compute_threads(threads);
-    vgpu = setup_vgpu(a.vgpu, backend, a.timeout_s);
+    const int gpu = on_gpu ? use_local_gpu(*world) : -1;  // current from here on
+    vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : backend, a.timeout_s);
     if (rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
     auto net = m::make_network(backend, graph, a.batch);
+    if (net->on_device() != on_gpu)
+      throw Error("the " + net->backend() + " backend computes on the " + (net->on_device() ? "GPU" : "CPU") +
+                  ", not on --device " + where.device);
 
     // Data: synthetic, or this rank's shard of Fashion-MNIST.
     std::unique_ptr<m::BatchSource> source;
@@ -262,8 +322,16 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       to.timeline = timeline.get();
     }
     std::unique_ptr<Transport> transport;
+#if RINGBENCH_HAVE_NCCL
+    std::unique_ptr<NcclComm> nccl;  // made at setup; outlives the trainer's reducer
+#endif
     json path;
-    if (n > 1 && (a.transport == "tcp" || a.transport == "verbs")) {
+    if (n > 1 && a.transport == "nccl") {
+#if RINGBENCH_HAVE_NCCL
+      nccl = std::make_unique<NcclComm>(store, "train/nccl_unique_id", rank, n, 2 * timeout);
+      for (auto& [k, v] : nccl->path_info()) path[k] = v;
+#endif
+    } else if (n > 1 && (a.transport == "tcp" || a.transport == "verbs")) {
       TcpOptions tcp;
       tcp.addr = a.addr;
       tcp.iface = a.iface;
@@ -278,16 +346,29 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     } else {
       path = {{"transport", "none (1 rank)"}};
     }
-    m::Trainer trainer(*net, to, [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
+    // Host gradients: our ring or MPI_Allreduce on them. GPU gradients: NCCL on them, or the
+    // same host reducers on a pinned host mirror, staged (models/cuda/gpu_reducers.h).
+    const m::ReducerFactory host_reducer = [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
       if (a.transport == "mpi") return std::make_unique<MpiReducer>(grads, count, 2 * timeout);
       AllreduceOptions ao;
       ao.ring.timeout = 2 * timeout;
       return m::make_ring_reducer(*transport, grads, count, ao);
+    };
+    m::Trainer trainer(*net, to, [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
+      if (!on_gpu) return host_reducer(grads, count);
+#if RINGBENCH_HAVE_NCCL
+      if (a.transport == "nccl") return m::make_nccl_reducer(*nccl, grads, count);
+#endif
+#if RINGBENCH_HAVE_CUDA
+      return m::make_staged_reducer(grads, count, host_reducer, parse_bytes(a.stage_piece));
+#else
+      throw Error("--device cuda in a build without CUDA");
+#endif
     });
 
     // Deterministic initialisation must give every rank the same parameters: check it.
     uint64_t h = 1469598103934665603ull;
-    for (float v : trainer.params()) {
+    for (float v : trainer.host_params()) {
       uint32_t bits;
       std::memcpy(&bits, &v, 4);
       h = (h ^ bits) * 1099511628211ull;
@@ -297,6 +378,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     self["path"] = path;
     self["param_hash"] = h;
     self["threads"] = threads;
+    self["gpu"] = gpu_json(gpu);  // the rank's device (-1: the current one, if any)
     store.set("train/meta/" + std::to_string(rank), self.dump());
     json hosts = json::array();
     for (int r = 0; r < n; ++r) {
@@ -317,7 +399,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     doc["meta"] = {{"command", argv}, {"model", a.model}, {"params", graph.param_count},
                    {"param_tensors", graph.params.size()}, {"input", m::to_string(graph.input_dims())},
                    {"classes", graph.output_node().out.c}, {"aux_logits", a.aux_logits},
-                   {"backend", net->backend()}, {"backend_detail", net->describe()},
+                   {"device", where.device}, {"backend", net->backend()}, {"backend_detail", net->describe()},
                    {"threads_per_rank", threads}, {"batch_per_rank", a.batch}, {"ranks", n},
                    {"launcher", world->launcher}, {"job_id", world->job_id},
                    {"transport", n > 1 ? a.transport : "none"}, {"allreduce", trainer.reducer()},
@@ -334,8 +416,11 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                   b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
                   a.model.c_str(), graph.param_count, graph.params.size(),
                   m::to_string(graph.input_dims()).c_str(), graph.output_node().out.c);
-      std::printf("# backend %s, %d threads per rank: %s\n", net->backend().c_str(), threads,
-                  net->describe().c_str());
+      if (on_gpu)
+        std::printf("# backend %s on the GPU (--device cuda): %s\n", net->backend().c_str(), net->describe().c_str());
+      else
+        std::printf("# backend %s, %d threads per rank: %s\n", net->backend().c_str(), threads,
+                    net->describe().c_str());
       std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
                   world->launcher.c_str(), a.batch, trainer.reducer().c_str(),
                   a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
@@ -351,6 +436,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
         for (auto& [k, v] : hj["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
         std::printf("\n");
       }
+      print_gpu_lines(hosts);
       std::fflush(stdout);
     }
 

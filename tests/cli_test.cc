@@ -78,6 +78,30 @@ TEST(Cli, MpiImplNeedsMpirun) {
   EXPECT_NE(r.output.find("mpirun"), std::string::npos) << r.output;
 }
 
+// Without NCCL in the build or a GPU here, --impl nccl fails at once, before any rank starts,
+// saying which; the metadata of any run says why there is no GPU. With both, it runs (the gpu
+// tests cover it).
+TEST(Cli, NcclImplWithoutNcclOrGpuIsAClearError) {
+  auto r = run_command(kBin + " allreduce --impl nccl --ranks 2 -e 4K -n 1 -w 0");
+  if (r.exit_code == 0) GTEST_SKIP() << "NCCL and a GPU are here: --impl nccl ran";
+  EXPECT_NE(r.output.find("--impl nccl is not available: "), std::string::npos) << r.output;
+  EXPECT_TRUE(r.output.find("built without NCCL") != std::string::npos ||
+              r.output.find("no CUDA device") != std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "no rank should have started: " << r.output;
+  r = run_command(kBin + " allreduce --impl gloo");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("use ring, mpi or nccl"), std::string::npos) << r.output;
+  const std::string json = temp_path("ar_gpu.json");
+  r = run_command(kBin + " allreduce -b 4K -e 4K -n 1 -w 0 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("# gpu: "), std::string::npos) << r.output;
+  const auto gpu = read_json(json)["meta"]["hosts"][0]["gpu"];
+  if (!gpu["available"].get<bool>()) {
+    EXPECT_FALSE(gpu["reason"].get<std::string>().empty()) << gpu;
+  }
+  std::remove(json.c_str());
+}
+
 // Two ranks started by hand with different sweeps: both must stop with a clear error.
 TEST(Cli, RanksWithDifferentOptionsFail) {
   int port = 0;

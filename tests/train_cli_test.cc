@@ -72,7 +72,7 @@ TEST(TrainCli, BadInputIsAClearError) {
   EXPECT_NE(r.output.find("mobilenet_v1"), std::string::npos) << "should list the models: " << r.output;
   r = run_command(kBin + " train --transport rdma");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("use tcp, verbs or mpi"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("use tcp, verbs, mpi or nccl"), std::string::npos) << r.output;
   r = run_command(kBin + " train --batch 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--batch"), std::string::npos) << r.output;
@@ -82,6 +82,39 @@ TEST(TrainCli, BadInputIsAClearError) {
   r = run_command(kBin + " train --data fashion-mnist --data-dir /nonexistent --steps 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
+}
+
+// Without a GPU (or without CUDA in the build) --device cuda and --transport nccl fail at once,
+// before any rank starts, saying why; auto falls back to the CPU. On a machine with a GPU they
+// run: then there is nothing to check here (the gpu-labelled tests cover them).
+TEST(TrainCli, GpuOptionsWithoutAGpuAreClearErrors) {
+  auto r = run_command(kBin + " train --device cuda --batch 2 --steps 1 --warmup 0 --ranks 2");
+  if (r.exit_code == 0) GTEST_SKIP() << "a GPU is here: --device cuda ran";
+  EXPECT_NE(r.output.find("--device cuda: "), std::string::npos) << r.output;
+  EXPECT_TRUE(r.output.find("built without CUDA") != std::string::npos ||
+              r.output.find("no CUDA device") != std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "no rank should have started: " << r.output;
+  r = run_command(kBin + " train --transport nccl --batch 2 --steps 1 --warmup 0 --ranks 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--transport nccl is not available: "), std::string::npos) << r.output;
+  EXPECT_TRUE(r.output.find("built without NCCL") != std::string::npos ||
+              r.output.find("no CUDA device") != std::string::npos) << r.output;
+  r = run_command(kBin + " train --backend cudnn --steps 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--backend cudnn needs a GPU"), std::string::npos) << r.output;
+  r = run_command(kBin + " train --device tpu");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("use cpu, cuda or auto"), std::string::npos) << r.output;
+  // auto: the CPU, and the metadata says why there is no GPU.
+  const std::string json = temp_path("train_auto") + ".json";
+  r = run_command(kBin + " train --batch 2 --steps 1 --warmup 0 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("# gpu: none ("), std::string::npos) << r.output;
+  auto doc = read_json(json);
+  EXPECT_EQ(doc["meta"]["device"], "cpu");
+  EXPECT_EQ(doc["meta"]["hosts"][0]["gpu"]["available"], false);
+  EXPECT_FALSE(doc["meta"]["hosts"][0]["gpu"]["reason"].get<std::string>().empty());
+  std::remove(json.c_str());
 }
 
 TEST(TrainCli, RanksWithDifferentOptionsFail) {

@@ -71,7 +71,7 @@ std::vector<float> train_single(const m::Graph& g, const std::string& backend, i
   m::Trainer t(*net, o, nullptr);
   SliceSource src(g.input_dims(), g.output_node().out.c, batch, 0);
   for (int s = 0; s < steps; ++s) t.step(src);
-  return {t.params().begin(), t.params().end()};
+  return t.host_params();
 }
 
 std::vector<float> train_ranks(const m::Graph& g, const std::string& backend, int n, int batch,
@@ -87,7 +87,7 @@ std::vector<float> train_ranks(const m::Graph& g, const std::string& backend, in
     });
     SliceSource src(g.input_dims(), g.output_node().out.c, batch, t.rank());
     for (int s = 0; s < steps; ++s) tr.step(src);
-    result[size_t(t.rank())].assign(tr.params().begin(), tr.params().end());
+    result[size_t(t.rank())] = tr.host_params();
   });
   for (int r = 1; r < n; ++r) EXPECT_EQ(result[0], result[size_t(r)]) << "rank " << r << " diverged from rank 0";
   return result[0];

@@ -1,0 +1,113 @@
+#include "models/cuda/device_train_buffers.h"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "cuda/memory.h"
+#include "models/cuda/sgd_kernels.h"
+
+namespace ringbench::models {
+namespace {
+
+class DeviceBuffers final : public TrainBuffers {
+ public:
+  DeviceBuffers(const Network& net, const BucketPlan& plan, const SgdOptions& sgd, uint64_t seed)
+      : g_(net.graph()), plan_(plan), sgd_(sgd), stream_(static_cast<cudaStream_t>(net.stream())),
+        params_(g_.param_count, "parameters"), grads_(g_.param_count, "gradients"),
+        velocity_(g_.param_count, "momentum"), state_(g_.state_count, "batch-norm state"),
+        tensor_begin_(g_.params.size() + 1, "optimizer tensor table"),
+        tensor_decay_(g_.params.size(), "optimizer tensor table") {
+    RB_CUDA(cudaGetDevice(&device_));
+    // Parameters and state as every backend starts them (init_params on the host), then copied;
+    // gradients and momentum zero. All on the compute stream (which may not synchronize with
+    // the legacy default stream), waited for once: this is setup, not a step.
+    std::vector<float> p(g_.param_count), s(g_.state_count);
+    init_params(g_, seed, p.data(), s.data());
+    std::vector<size_t> begin;
+    std::vector<float> decay;
+    for (const ParamTensor& t : g_.params) {
+      if (t.offset != (begin.empty() ? 0 : begin.back() + g_.params[begin.size() - 1].numel))
+        throw std::logic_error("parameter tensor " + t.name + " does not follow the previous one in the flat buffer");
+      begin.push_back(t.offset);
+      decay.push_back(t.decay ? sgd.weight_decay : 0.0f);
+    }
+    begin.push_back(g_.param_count);
+    upload(params_.data(), p.data(), p.size() * sizeof(float));
+    upload(state_.data(), s.data(), s.size() * sizeof(float));
+    upload(tensor_begin_.data(), begin.data(), begin.size() * sizeof(size_t));
+    upload(tensor_decay_.data(), decay.data(), decay.size() * sizeof(float));
+    if (grads_.bytes()) RB_CUDA(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream_));
+    if (velocity_.bytes()) RB_CUDA(cudaMemsetAsync(velocity_.data(), 0, velocity_.bytes(), stream_));
+    for (size_t b = 0; b < plan.buckets.size(); ++b) {
+      ready_.push_back(std::make_unique<cuda::Event>());
+      reduced_.push_back(std::make_unique<cuda::Event>());
+    }
+    recorded_.assign(plan.buckets.size(), 0);
+    RB_CUDA(cudaStreamSynchronize(stream_));  // the host vectors go out of scope
+  }
+  ~DeviceBuffers() override {
+    // Kernels queued on these buffers (a step that failed half way) finish before they are freed.
+    cudaStreamSynchronize(stream_);
+  }
+
+  bool on_device() const override { return true; }
+  float* params() override { return params_.data(); }
+  float* grads() override { return grads_.data(); }
+  float* state() override { return state_.data(); }
+  size_t param_count() const override { return params_.size(); }
+  size_t state_count() const override { return state_.size(); }
+  std::vector<float> to_host(Which w) const override {
+    const cuda::DeviceArray<float>& a = w == Which::params ? params_ : w == Which::grads ? grads_ : state_;
+    std::vector<float> out(a.size());
+    RB_CUDA(cudaStreamSynchronize(stream_));
+    if (a.bytes()) {
+      RB_CUDA(cudaMemcpyAsync(out.data(), a.data(), a.bytes(), cudaMemcpyDeviceToHost, stream_));
+      RB_CUDA(cudaStreamSynchronize(stream_));
+    }
+    return out;
+  }
+
+  void grads_queued(size_t b) override { ready_[b]->record(stream_); }
+  void wait_grads(size_t b) override { ready_[b]->sync(); }
+  void reduced(size_t b, void* reducer_stream) override {
+    // Read by update() on the step thread after the trainer's hand-off (a mutex) of bucket b.
+    recorded_[b] = reducer_stream != nullptr;
+    if (reducer_stream) reduced_[b]->record(static_cast<cudaStream_t>(reducer_stream));
+  }
+  void update(size_t bucket, bool after_reduce) override {
+    if (after_reduce && recorded_[bucket]) reduced_[bucket]->wait_on(stream_);
+    const Bucket& b = plan_.buckets[bucket];
+    cuda_kernels::sgd_update(params_.data(), grads_.data(), velocity_.data(),
+                             {tensor_begin_.data(), tensor_decay_.data()}, b.first, b.last, b.offset,
+                             b.offset + b.count, sgd_.lr, sgd_.momentum, stream_);
+  }
+  void wait_compute() override { RB_CUDA(cudaStreamSynchronize(stream_)); }
+  void bind_thread() override { RB_CUDA(cudaSetDevice(device_)); }
+
+ private:
+  void upload(void* dst, const void* src, size_t bytes) {
+    if (bytes) RB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  const Graph& g_;
+  const BucketPlan& plan_;
+  SgdOptions sgd_;
+  cudaStream_t stream_;
+  int device_ = 0;
+  cuda::DeviceArray<float> params_, grads_, velocity_, state_;
+  cuda::DeviceArray<size_t> tensor_begin_;
+  cuda::DeviceArray<float> tensor_decay_;
+  std::vector<std::unique_ptr<cuda::Event>> ready_, reduced_;  // per bucket
+  std::vector<char> recorded_;  // per bucket: reduced_ was recorded this step
+};
+
+}  // namespace
+
+std::unique_ptr<TrainBuffers> make_device_train_buffers(const Network& net, const BucketPlan& plan,
+                                                        const SgdOptions& sgd, uint64_t seed) {
+  return std::make_unique<DeviceBuffers>(net, plan, sgd, seed);
+}
+
+}  // namespace ringbench::models

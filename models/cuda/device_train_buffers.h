@@ -1,0 +1,14 @@
+// The trainer's buffers on a GPU backend (see models/train_buffers.h). Only with
+// RINGBENCH_HAVE_CUDA; no CUDA types here, so CPU code can include it behind that switch.
+#pragma once
+
+#include <memory>
+
+#include "models/train_buffers.h"
+
+namespace ringbench::models {
+
+std::unique_ptr<TrainBuffers> make_device_train_buffers(const Network& net, const BucketPlan& plan,
+                                                        const SgdOptions& sgd, uint64_t seed);
+
+}  // namespace ringbench::models

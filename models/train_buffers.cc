@@ -1,0 +1,61 @@
+#include "models/train_buffers.h"
+
+#include <stdexcept>
+
+#include "models/device_memory.h"
+#include "ringbench/config.h"
+
+#if RINGBENCH_HAVE_CUDA
+#include "models/cuda/device_train_buffers.h"
+#endif
+
+namespace ringbench::models {
+namespace {
+
+// Host backends: the buffers are host memory, SGD is a loop, and the hooks have nothing to order.
+class HostBuffers final : public TrainBuffers {
+ public:
+  HostBuffers(const Graph& g, const BucketPlan& plan, const SgdOptions& sgd, uint64_t seed)
+      : g_(g), plan_(plan), sgd_(sgd),
+        params_(g.param_count, DeviceAllocator<float>("parameters")),
+        grads_(g.param_count, DeviceAllocator<float>("gradients")),
+        velocity_(g.param_count, DeviceAllocator<float>("momentum")),
+        state_(g.state_count, DeviceAllocator<float>("batch-norm state")) {
+    init_params(g, seed, params_.data(), state_.data());
+  }
+  bool on_device() const override { return false; }
+  float* params() override { return params_.data(); }
+  float* grads() override { return grads_.data(); }
+  float* state() override { return state_.data(); }
+  size_t param_count() const override { return params_.size(); }
+  size_t state_count() const override { return state_.size(); }
+  std::vector<float> to_host(Which w) const override {
+    const DeviceVector<float>& v = w == Which::params ? params_ : w == Which::grads ? grads_ : state_;
+    return {v.begin(), v.end()};
+  }
+  void update(size_t bucket, bool) override {
+    const Bucket& b = plan_.buckets[bucket];
+    sgd_update(g_, b.first, b.last, sgd_, params_.data(), grads_.data(), velocity_.data());
+  }
+
+ private:
+  const Graph& g_;
+  const BucketPlan& plan_;
+  SgdOptions sgd_;
+  DeviceVector<float> params_, grads_, velocity_, state_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainBuffers> make_train_buffers(const Network& net, const BucketPlan& plan,
+                                                 const SgdOptions& sgd, uint64_t seed) {
+  if (!net.on_device()) return std::make_unique<HostBuffers>(net.graph(), plan, sgd, seed);
+#if RINGBENCH_HAVE_CUDA
+  return make_device_train_buffers(net, plan, sgd, seed);
+#else
+  throw std::invalid_argument("the " + net.backend() + " backend computes on a GPU, but this ringbench was "
+                              "built without CUDA (RINGBENCH_WITH_CUDA=OFF)");
+#endif
+}
+
+}  // namespace ringbench::models

@@ -1,0 +1,358 @@
+// Training on the GPU (label gpu): the trainer's device path (buffers in device memory, the SGD
+// kernel, the events between the compute stream and the communication thread), our ring on
+// device gradients staged through pinned host memory, and the data-parallel contract with GPU
+// buffers. Every test skips, with the reason, where there is no usable CUDA device.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "collectives/staged_allreduce.h"
+#include "collectives/verify.h"
+#include "cuda/device.h"
+#include "cuda/memory.h"
+#include "models/cuda/gpu_reducers.h"
+#include "models/network.h"
+#include "models/sgd.h"
+#include "models/train_buffers.h"
+#include "models/trainer.h"
+#include "models/zoo.h"
+#include "rank_threads.h"
+
+namespace m = ringbench::models;
+namespace cu = ringbench::cuda;
+using ringbench::DType;
+using ringbench::ReduceOp;
+using ringbench::Transport;
+
+namespace {
+
+// cudaMemcpy from pageable memory may return before the copy has reached the device, and the
+// code under test runs on non-blocking streams, which do not wait for the legacy default
+// stream: wait for it.
+void to_device(void* dst, const void* src, size_t bytes) {
+  ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(0), cudaSuccess);
+}
+
+// As in train_test.cc: every kind of batch-independent layer (no batch norm) and a dropout
+// whose mask follows the global sample index across ranks.
+m::Graph small_cnn() {
+  m::Graph g;
+  int x = g.input({2, 10, 10});
+  x = g.conv(x, "conv0", {.out_channels = 8, .kh = 3, .kw = 3, .pad = m::Pads::same(1), .bias = true});
+  x = g.relu(x, "conv0.relu");
+  x = g.max_pool(x, "pool0", {.kh = 2, .kw = 2, .stride_h = 2, .stride_w = 2, .pad = {}});
+  int a = g.conv(x, "a", {.out_channels = 4, .kh = 1, .kw = 3, .pad = {0, 0, 1, 1}});
+  int b = g.avg_pool(x, "b", {.kh = 3, .kw = 3, .pad = m::Pads::same(1), .exclude_padding = true});
+  x = g.concat({a, b}, "cat");
+  x = g.fc(x, "fc0", {.out_features = 24});
+  x = g.relu(x, "fc0.relu");
+  x = g.dropout(x, "drop", 0.25f);
+  x = g.fc(x, "fc1", {.out_features = 5});
+  g.add_output(x);
+  return g;
+}
+
+// Global batch `step` is a deterministic function of (step, global sample); rank r of n gets
+// samples [r*b, (r+1)*b) of it.
+class SliceSource : public m::BatchSource {
+ public:
+  SliceSource(m::Dims d, int classes, int b, int rank) : d_(d), classes_(classes), b_(b), rank_(rank) {}
+  void next(float* x, int32_t* y) override {
+    const int64_t per = d_.numel();
+    for (int i = 0; i < b_; ++i) {
+      const int64_t s = int64_t(rank_) * b_ + i;
+      for (int64_t e = 0; e < per; ++e)
+        x[i * per + e] = float(std::sin(0.37 * double(step_ * 1000 + s * 31 + e)));
+      y[i] = int32_t((s * 7 + step_ * 3) % classes_);
+    }
+    ++step_;
+  }
+  std::string describe() const override { return "slice"; }
+
+ private:
+  m::Dims d_;
+  int classes_, b_, rank_;
+  int64_t step_ = 0;
+};
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(a[i])));
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+// Stands in for a GPU backend where only the trainer's buffers matter: it computes nothing.
+class NoComputeDeviceNetwork : public m::Network {
+ public:
+  NoComputeDeviceNetwork(const m::Graph& g, cudaStream_t s) : g_(g), s_(s) {}
+  const m::Graph& graph() const override { return g_; }
+  int batch() const override { return 1; }
+  std::string backend() const override { return "none (test)"; }
+  std::string describe() const override { return ""; }
+  void bind(float*, float*, float*) override {}
+  void set_input(const float*) override {}
+  void forward(const m::ForwardArgs&) override {}
+  void get_output(size_t, float*) override {}
+  void set_output_grad(size_t, const float*) override {}
+  void backward(const std::function<void(int)>&) override {}
+  void get_input_grad(float*) override {}
+  bool on_device() const override { return true; }
+  void* stream() const override { return s_; }
+
+ private:
+  const m::Graph& g_;
+  cudaStream_t s_;
+};
+
+std::vector<float> train_single(const m::Graph& g, const std::string& backend, int batch, int steps,
+                                m::TrainOptions o, std::vector<double>* losses = nullptr) {
+  auto net = m::make_network(backend, g, batch);
+  m::Trainer t(*net, o, nullptr);
+  SliceSource src(g.input_dims(), g.output_node().out.c, batch, 0);
+  for (int s = 0; s < steps; ++s) {
+    const double loss = t.step(src).loss;
+    if (losses) losses->push_back(loss);
+  }
+  return t.host_params();
+}
+
+}  // namespace
+
+// The SGD kernel does sgd.cc's arithmetic bit for bit, with weight decay on the decayed tensors
+// only, bucket by bucket (each bucket's tensors found by the kernel's table).
+TEST(CudaTrainer, SgdKernelMatchesTheCpuUpdateExactly) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const m::Graph g = small_cnn();
+  const m::BucketPlan plan = m::plan_buckets(g, 256, 1024);  // several buckets, mixed tensors
+  ASSERT_GE(plan.buckets.size(), 3u);
+  const m::SgdOptions sgd{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
+  cu::Stream stream;
+  NoComputeDeviceNetwork net(g, stream.get());
+  auto buffers = m::make_train_buffers(net, plan, sgd, 42);
+  ASSERT_TRUE(buffers->on_device());
+  std::vector<float> w = buffers->to_host(m::TrainBuffers::Which::params), v(w.size(), 0.0f), grad(w.size());
+  std::vector<float> w0(w.size()), s0(g.state_count);
+  m::init_params(g, 42, w0.data(), s0.data());
+  ASSERT_EQ(w, w0) << "the device starts from init_params";
+  for (int round = 0; round < 3; ++round) {  // the second and third rounds use the momentum
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] = float(std::sin(0.7 * double(i) + round)) * 0.1f;
+    to_device(buffers->grads(), grad.data(), grad.size() * 4);
+    for (size_t b = 0; b < plan.buckets.size(); ++b) {
+      buffers->update(b, false);
+      m::sgd_update(g, plan.buckets[b].first, plan.buckets[b].last, sgd, w.data(), grad.data(), v.data());
+    }
+    const std::vector<float> got = buffers->to_host(m::TrainBuffers::Which::params);
+    ASSERT_EQ(got.size(), w.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&got[i], &w[i], 4) != 0;
+    EXPECT_EQ(differ, 0u) << "round " << round << ": elements that differ from sgd_update";
+  }
+}
+
+// A few steps of each model on cudnn follow the reference backend's loss. Tolerance: each step's
+// loss within 2% (+1e-3) of the reference's: cuDNN may compute FP32 convolutions with TF32
+// tensor cores (10-bit mantissa), and the differences grow a little with every update.
+struct ModelCase {
+  const char* model;
+  m::ModelOptions opts;
+  int batch, steps;
+  float lr;
+};
+class CudnnTracksReference : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CudnnTracksReference, LossTrajectory) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const ModelCase c = GetParam();
+  const m::Graph g = m::build_model(c.model, c.opts);
+  m::TrainOptions o;
+  o.sgd.lr = c.lr;
+  std::vector<double> ref, gpu;
+  const auto ref_params = train_single(g, "reference", c.batch, c.steps, o, &ref);
+  const auto gpu_params = train_single(g, "cudnn", c.batch, c.steps, o, &gpu);
+  ASSERT_EQ(ref.size(), gpu.size());
+  for (size_t s = 0; s < ref.size(); ++s) {
+    ASSERT_TRUE(std::isfinite(gpu[s])) << "step " << s;
+    EXPECT_NEAR(gpu[s], ref[s], 0.02 * std::fabs(ref[s]) + 1e-3) << c.model << " step " << s;
+  }
+  EXPECT_LT(max_rel_diff(ref_params, gpu_params), 2e-2) << c.model << ": parameters after " << c.steps << " steps";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, CudnnTracksReference,
+    ::testing::Values(ModelCase{"lenet", {}, 4, 5, 0.01f},
+                      ModelCase{"mobilenet_v1", {.classes = 10, .image_size = 64}, 4, 5, 0.05f}),
+    [](const ::testing::TestParamInfo<ModelCase>& p) { return std::string(p.param.model); });
+
+// evaluate() on the GPU: the same sample count, and losses close to the reference backend's.
+TEST(CudaTrainer, EvaluateMatchesReference) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const m::Graph g = m::build_model("lenet", {});
+  m::Dataset d;
+  d.dims = g.input_dims();
+  d.classes = 10;
+  const int n = 10;  // batch 4: two full batches and a padded one
+  d.images.resize(size_t(n) * size_t(d.dims.numel()));
+  for (size_t i = 0; i < d.images.size(); ++i) d.images[i] = float(std::sin(0.11 * double(i)));
+  for (int i = 0; i < n; ++i) d.labels.push_back(i % 10);
+  m::Trainer::Eval e[2];
+  const char* backends[2] = {"reference", "cudnn"};
+  for (int k = 0; k < 2; ++k) {
+    auto net = m::make_network(backends[k], g, 4);
+    m::Trainer t(*net, {}, nullptr);
+    SliceSource src(g.input_dims(), 10, 4, 0);
+    t.step(src);
+    e[k] = t.evaluate(d);
+  }
+  EXPECT_EQ(e[1].total, n);
+  EXPECT_NEAR(e[1].loss_sum, e[0].loss_sum, 0.02 * std::fabs(e[0].loss_sum) + 1e-3);
+}
+
+// A host reducer cannot take GPU gradients: the trainer says so at setup.
+TEST(CudaTrainer, HostReducerWithGpuGradientsIsAClearError) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  class HostOnly : public m::GradientReducer {
+   public:
+    void allreduce_avg(size_t, size_t) override {}
+    std::string describe() const override { return "host only"; }
+  };
+  const m::Graph g = small_cnn();
+  auto net = m::make_network("cudnn", g, 2);
+  m::TrainOptions o;
+  o.world = 2;
+  try {
+    m::Trainer t(*net, o, [](float*, size_t) { return std::make_unique<HostOnly>(); });
+    FAIL() << "a host reducer was accepted for GPU gradients";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU"), std::string::npos) << e.what();
+  }
+}
+
+// The staged ring on device buffers: exactly the expected sums (values unique per rank and
+// index, every partial sum an exact integer: collectives/verify.h), for empty, tiny, odd and
+// multi-piece counts, whole-bucket and pipelined pieces, at an offset, twice in a row (the
+// second run reads what the first copied back, without a sync in between).
+TEST(StagedAllreduce, DeviceBuffersExactSums) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (int n : {2, 3}) {
+    for (size_t piece : {size_t(0), size_t(64) << 10, size_t(1) << 20}) {
+      ringbench::testing::run_ranks(n, [&](Transport& t) {
+        const size_t max_count = (size_t(3) << 20) / 4 + 13;
+        cu::DeviceArray<float> dev(max_count, "test");
+        ringbench::AllreduceOptions ao;
+        ao.ring.segment_bytes = 256 << 10;
+        ringbench::StagedAllreduce ar(t, dev.data(), max_count, DType::f32, ReduceOp::sum, ao,
+                                      {.piece_bytes = piece});
+        std::vector<float> host(max_count), back(max_count);
+        for (size_t count : {size_t(0), size_t(1), size_t(1000), size_t(300001), max_count - 7}) {
+          const size_t offset = std::min<size_t>(7, max_count - count);
+          ringbench::fill_input(DType::f32, host.data() + offset, count, t.rank(), n);
+          to_device(dev.data(), host.data(), max_count * 4);
+          ar.run(count, offset);
+          ar.sync();
+          ASSERT_EQ(cudaMemcpy(back.data(), dev.data(), max_count * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          EXPECT_EQ(ringbench::count_wrong(DType::f32, back.data() + offset, count, n, ReduceOp::sum), 0u)
+              << n << " ranks, piece " << piece << ", count " << count;
+          // Outside the range: untouched.
+          EXPECT_TRUE(std::equal(back.begin(), back.begin() + long(offset), host.begin()));
+          EXPECT_TRUE(std::equal(back.begin() + long(offset + count), back.end(), host.begin() + long(offset + count)));
+        }
+        // Twice in a row on the same range: sum of sums (n * the expected value, still exact).
+        const size_t count = 200003;
+        ringbench::fill_input(DType::f32, host.data(), count, t.rank(), n);
+        to_device(dev.data(), host.data(), count * 4);
+        ar.run(count, 0);
+        ar.run(count, 0);
+        ar.sync();
+        ASSERT_EQ(cudaMemcpy(back.data(), dev.data(), count * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i)
+          wrong += back[i] != float(n) * ringbench::expected_value(DType::f32, i, n, ReduceOp::sum);
+        EXPECT_EQ(wrong, 0u) << "two runs in a row, " << n << " ranks, piece " << piece;
+        const size_t per = piece / 4;
+        EXPECT_EQ(ar.pieces(count), !per || count <= per ? size_t(1) : (count + per - 1) / per);
+      });
+    }
+  }
+}
+
+// The staged reducer (the trainer's view): averages, exact where verify.h makes them exact, with
+// the result ordered on its stream.
+TEST(StagedAllreduce, GradientReducerAverages) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int n = 2;
+  ringbench::testing::run_ranks(n, [&](Transport& t) {
+    const size_t count = 1 << 20;
+    cu::DeviceArray<float> dev(count, "test");
+    auto r = m::make_staged_reducer(dev.data(), count, [&](float* pinned, size_t c) {
+      return m::make_ring_reducer(t, pinned, c, {});
+    }, 128 << 10);
+    EXPECT_TRUE(r->on_device());
+    ASSERT_NE(r->stream(), nullptr);
+    EXPECT_NE(r->describe().find("ring (ours) over tcp"), std::string::npos) << r->describe();
+    std::vector<float> host(count), back(count);
+    ringbench::fill_input(DType::f32, host.data(), count, t.rank(), n);
+    to_device(dev.data(), host.data(), count * 4);
+    r->allreduce_avg(1000, count - 5000);  // as a bucket: a range
+    ASSERT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(r->stream())), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(back.data(), dev.data(), count * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t wrong = 0;
+    for (size_t i = 1000; i < count - 4000; ++i) {
+      const float want = ringbench::expected_value(DType::f32, i, n, ReduceOp::sum) / float(n);
+      wrong += std::memcmp(&back[i], &want, 4) != 0;
+    }
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_EQ(back[999], host[999]);
+  });
+}
+
+// N ranks x batch b on the GPU, gradients staged through our ring over loopback TCP == one rank
+// x batch N*b on the GPU. Tolerance 1e-3 of the largest parameter: cuDNN may pick other
+// algorithms at another batch size and compute in TF32; the ranks themselves must agree bit for
+// bit (they apply the same averaged gradients).
+class CudaDataParallel : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
+
+TEST_P(CudaDataParallel, SameWeightsAsOneRankWithTheGlobalBatch) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const auto [fusion, piece] = GetParam();
+  const m::Graph g = small_cnn();
+  m::TrainOptions o;
+  o.sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
+  o.fusion_bytes = fusion;
+  o.first_bucket_bytes = 256;
+  const int n = 2, b = 3, steps = 4;
+  const auto one = train_single(g, "cudnn", n * b, steps, o);
+  const auto start = train_single(g, "cudnn", n * b, 0, o);
+  std::vector<std::vector<float>> result(n);
+  ringbench::testing::run_ranks(n, [&](Transport& t) {
+    auto net = m::make_network("cudnn", g, b);
+    m::TrainOptions ro = o;
+    ro.rank = t.rank();
+    ro.world = n;
+    m::Trainer tr(*net, ro, [&](float* grads, size_t count) {
+      return m::make_staged_reducer(grads, count, [&](float* pinned, size_t c) {
+        return m::make_ring_reducer(t, pinned, c, {});
+      }, piece);
+    });
+    EXPECT_TRUE(tr.on_device());
+    SliceSource src(g.input_dims(), g.output_node().out.c, b, t.rank());
+    for (int s = 0; s < steps; ++s) tr.step(src);
+    result[size_t(t.rank())] = tr.host_params();
+  });
+  EXPECT_EQ(result[0], result[1]) << "rank 1 diverged from rank 0";
+  EXPECT_GT(max_rel_diff(one, start), 1e-2) << "training must have moved the weights";
+  EXPECT_LT(max_rel_diff(one, result[0]), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(FusionAndPieces, CudaDataParallel,
+                         ::testing::Values(std::tuple{size_t(0), size_t(0)},
+                                           std::tuple{size_t(1) << 10, size_t(1) << 10},
+                                           std::tuple{size_t(25) << 20, size_t(4) << 20}));
