@@ -6,7 +6,7 @@
 # H100); override with -DCMAKE_CUDA_ARCHITECTURES=75 (T4) or similar. nvcc 13 rejects sm_70.
 # cuDNN and NCCL may be a wheel-style install (versioned names only, libcudnn.so.9) under the
 # toolkit, or Python wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13): point CUDNN_ROOT / NCCL_ROOT
-# at the wheel's nvidia/cudnn or nvidia/nccl folder (scripts/build-gpu.sh finds them).
+# at the wheel's nvidia/cudnn or nvidia/nccl folder.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
 endif()
