@@ -43,7 +43,7 @@ if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ]; then
   [ -f "$(dirname "$(dirname "$nvcc")")/include/nccl.h" ] && cuda_args+=(-DRINGBENCH_WITH_NCCL=ON)
   echo "== CUDA build (${cuda_args[*]}) =="
   "$root/scripts/build.sh" "$root/build-cuda" "${cuda_args[@]}"
-  run_ctest "$root/build-cuda" -L gpu
+  run_ctest "$root/build-cuda" -L '^gpu$'  # not vgpu
   run_ctest "$root/build-cuda" -R 'GpuOptions|Nccl|Cudnn'
 else
   echo "== CUDA build: skipped (${RINGBENCH_CUDA:+RINGBENCH_CUDA=$RINGBENCH_CUDA, }no nvcc at $nvcc) =="
