@@ -35,33 +35,31 @@ set(CMAKE_CUDA_STANDARD 20)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 
-set(CUDNN_ROOT "$ENV{CUDNN_ROOT}" CACHE PATH "cuDNN install (include/, lib/) if not in the toolkit")
-find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
-          PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
-             HINTS ${CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
-if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
-  message(FATAL_ERROR "RINGBENCH_WITH_CUDA=ON but cuDNN 9 was not found (cudnn.h: "
-                      "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}): set CUDNN_ROOT")
-endif()
-add_library(cudnn::cudnn UNKNOWN IMPORTED)
-set_target_properties(cudnn::cudnn PROPERTIES IMPORTED_LOCATION ${CUDNN_LIBRARY}
-                      INTERFACE_INCLUDE_DIRECTORIES ${CUDNN_INCLUDE_DIR})
+# A library that may be installed apart from the toolkit (cuDNN, NCCL), as the imported target
+# <name>::<name>: its header and lib<name> (or `soname`) under ${<PREFIX>_ROOT} (a cache path,
+# from the environment) or in the toolkit's directories, found into the cache variables
+# <PREFIX>_INCLUDE_DIR and <PREFIX>_LIBRARY. Missing: a fatal error that says `option` asked for
+# it (`what`: its name and major version).
+function(ringbench_find_cuda_library name prefix header soname option what)
+  set(${prefix}_ROOT "$ENV{${prefix}_ROOT}" CACHE PATH "${what} install (include/, lib/) if not in the toolkit")
+  find_path(${prefix}_INCLUDE_DIR ${header} HINTS ${${prefix}_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(${prefix}_LIBRARY NAMES ${name} ${soname}
+               HINTS ${${prefix}_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NOT ${prefix}_INCLUDE_DIR OR NOT ${prefix}_LIBRARY)
+    message(FATAL_ERROR "${option}=ON but ${what} was not found (${header}: "
+                        "${${prefix}_INCLUDE_DIR}, lib${name}: ${${prefix}_LIBRARY}): set ${prefix}_ROOT")
+  endif()
+  add_library(${name}::${name} UNKNOWN IMPORTED)
+  set_target_properties(${name}::${name} PROPERTIES IMPORTED_LOCATION ${${prefix}_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${${prefix}_INCLUDE_DIR})
+endfunction()
+
+ringbench_find_cuda_library(cudnn CUDNN cudnn.h libcudnn.so.9 RINGBENCH_WITH_CUDA "cuDNN 9")
 set(RINGBENCH_HAVE_CUDA 1)
 
 if(RINGBENCH_WITH_NCCL)
-  set(NCCL_ROOT "$ENV{NCCL_ROOT}" CACHE PATH "NCCL install (include/, lib/) if not in the toolkit")
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
-            PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2
-               HINTS ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
-  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-    message(FATAL_ERROR "RINGBENCH_WITH_NCCL=ON but NCCL 2 was not found (nccl.h: "
-                        "${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}): set NCCL_ROOT")
-  endif()
-  add_library(nccl::nccl UNKNOWN IMPORTED)
-  set_target_properties(nccl::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
-                        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+  ringbench_find_cuda_library(nccl NCCL nccl.h libnccl.so.2 RINGBENCH_WITH_NCCL "NCCL 2")
   set(RINGBENCH_HAVE_NCCL 1)
 endif()
 message(STATUS "CUDA backend: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "

@@ -13,62 +13,69 @@
 
 namespace ringbench::cuda {
 
+namespace detail {
+
+// An owned array's pointer and element count: they move (the source left empty; assignment
+// swaps, so the destination's old array goes with the source), never copy. The owner frees.
 template <class T>
-class DeviceArray {
+class ArrayHandle {
+ public:
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ protected:
+  ArrayHandle() = default;
+  explicit ArrayHandle(size_t n) : n_(n) {}
+  ArrayHandle(ArrayHandle&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  ArrayHandle& operator=(ArrayHandle&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~ArrayHandle() = default;
+
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace detail
+
+template <class T>
+class DeviceArray : public detail::ArrayHandle<T> {
  public:
   DeviceArray() = default;
-  DeviceArray(size_t n, const char* what_for) : n_(n) {
+  DeviceArray(size_t n, const char* what_for) : detail::ArrayHandle<T>(n) {
     if (!n) return;
     models::DeviceMemory::instance().reserve(bytes(), what_for);
-    const cudaError_t e = cudaMalloc(&p_, bytes());
+    const cudaError_t e = cudaMalloc(&this->p_, bytes());
     if (e != cudaSuccess) {
       models::DeviceMemory::instance().release(bytes());
       check(e, "cudaMalloc", __FILE__, __LINE__);
     }
   }
-  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
+  DeviceArray(DeviceArray&&) noexcept = default;
+  DeviceArray& operator=(DeviceArray&&) noexcept = default;
   ~DeviceArray() {
-    if (p_) {
-      cudaFree(p_);
+    if (this->p_) {
+      cudaFree(this->p_);
       models::DeviceMemory::instance().release(bytes());
     }
   }
-  T* data() const { return p_; }
-  size_t size() const { return n_; }
-  size_t bytes() const { return n_ * sizeof(T); }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
+  size_t bytes() const { return this->n_ * sizeof(T); }
 };
 
 template <class T>
-class PinnedArray {
+class PinnedArray : public detail::ArrayHandle<T> {
  public:
   PinnedArray() = default;
-  explicit PinnedArray(size_t n) : n_(n) {
-    if (n) RB_CUDA(cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+  explicit PinnedArray(size_t n) : detail::ArrayHandle<T>(n) {
+    if (n) RB_CUDA(cudaMallocHost(reinterpret_cast<void**>(&this->p_), n * sizeof(T)));
   }
-  PinnedArray(PinnedArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedArray& operator=(PinnedArray&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
+  PinnedArray(PinnedArray&&) noexcept = default;
+  PinnedArray& operator=(PinnedArray&&) noexcept = default;
   ~PinnedArray() {
-    if (p_) cudaFreeHost(p_);
+    if (this->p_) cudaFreeHost(this->p_);
   }
-  T* data() const { return p_; }
-  size_t size() const { return n_; }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
 };
 
 class Stream {

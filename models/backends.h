@@ -2,6 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "models/network.h"
 
@@ -16,5 +19,35 @@ struct CudnnOptions {
   bool allow_tf32 = false;
 };
 std::unique_ptr<Network> make_cudnn_network(const Graph& g, int batch, const CudnnOptions& options = {});
+
+// What every backend requires of its arguments: batch >= 1, a graph that starts with its input
+// node and has an output. Throws std::invalid_argument, the message prefixed with `who`
+// ("cudnn network").
+void check_network_args(const Graph& g, int batch, const std::string& who);
+
+// bind()'s arguments: parameter and gradient buffers where the graph has parameters, a state
+// buffer where it has batch norm (std::invalid_argument, prefixed with `who`).
+void check_bind_args(const Graph& g, const float* params, const float* grads, const float* state,
+                     const std::string& who);
+
+// Output index i of a call named `what` ("get_output()"): std::out_of_range if there is none.
+void check_output_index(const Graph& g, size_t i, const char* what, const std::string& who);
+
+// describe()'s list of what runs the layers, and how often: `head` + ": conv fwd x3, ...".
+std::string describe_impls(std::string head, const std::vector<std::pair<std::string, int>>& impls);
+
+// Who writes each node's activation gradient first in backward order, for the backends that
+// overwrite with the first write and accumulate the others: the outputs' gradients (seeded
+// before backward), else the highest-numbered consumer (lowest input slot on ties).
+struct GradientWriters {
+  // Per node: the (consumer, input slot) that writes its gradient first; {-1, -1} for an output
+  // and for a node nothing reads.
+  std::vector<std::pair<int, int>> first_slot;
+  // The input's gradient may be left to get_input_grad(): false where a batch norm reads the
+  // input (its backward yields the input gradient together with its parameter gradients).
+  bool defer_input_grad = true;
+  bool input_consumed = false;  // some node reads the input
+};
+GradientWriters plan_gradient_writers(const Graph& g);
 
 }  // namespace ringbench::models

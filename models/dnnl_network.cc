@@ -161,7 +161,6 @@ class OnednnNetwork final : public Network {
       op.fn();
     }
   }
-  void check_output(size_t i, const char* what) const;
 
   Graph g_;
   int batch_;
@@ -178,7 +177,6 @@ class OnednnNetwork final : public Network {
   std::vector<View> views_;
   std::vector<Converted> converted_;
   std::vector<std::pair<int, int>> first_slot_;  // per node: (consumer, input slot) writing its dy first
-  std::vector<char> is_output_;
   bool defer_input_grad_ = false;
   bool has_deferred_ = false;
   std::vector<memory> scratch_users_;  // all share one buffer: each use ends before the next starts
@@ -199,28 +197,15 @@ class OnednnNetwork final : public Network {
 
 OnednnNetwork::OnednnNetwork(const Graph& g, int batch)
     : g_(g), batch_(batch), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
-  if (batch < 1) throw std::invalid_argument("onednn network: batch size must be >= 1, got " + std::to_string(batch));
-  if (g_.nodes.empty() || g_.nodes[0].kind != OpKind::input)
-    throw std::invalid_argument("onednn network: the graph must start with an input node");
-  if (g_.outputs.empty()) throw std::invalid_argument("onednn network: the graph has no outputs");
+  check_network_args(g_, batch, "onednn network");
   const int n = int(g_.nodes.size());
 
-  // Who writes each node's gradient first in backward order: the outputs' gradients, else the
-  // highest-numbered consumer (lowest input slot on ties). Everyone else accumulates.
-  is_output_.assign(size_t(n), 0);
-  for (const Output& o : g_.outputs) is_output_[size_t(o.node)] = 1;
-  first_slot_.assign(size_t(n), {-1, -1});
-  defer_input_grad_ = true;
-  for (int c = n - 1; c >= 1; --c) {
-    const Node& node = g_.nodes[c];
-    for (int k = 0; k < int(node.inputs.size()); ++k) {
-      const int p = node.inputs[k];
-      if (!is_output_[p] && first_slot_[p].first < 0) first_slot_[p] = {c, k};
-      // A batch norm's backward yields its input gradient and its parameter gradients in one
-      // primitive; then the input gradient is computed in backward like the others.
-      if (p == 0 && node.kind == OpKind::batch_norm) defer_input_grad_ = false;
-    }
-  }
+  // Who writes each node's gradient first in backward order (backends.h); everyone else
+  // accumulates. Where a batch norm reads the input, the input gradient is computed in backward
+  // like the others.
+  GradientWriters writers = plan_gradient_writers(g_);
+  first_slot_ = std::move(writers.first_slot);
+  defer_input_grad_ = writers.defer_input_grad;
 
   act_.resize(size_t(n));
   fwd_.resize(size_t(n));
@@ -732,23 +717,14 @@ void OnednnNetwork::setup_outputs() {
 }
 
 std::string OnednnNetwork::describe() const {
-  std::string s = "onednn";
-  const char* sep = ": ";
-  for (const auto& [key, count] : impls_) {
-    s += sep + key + " x" + std::to_string(count);
-    sep = ", ";
-  }
-  return s;
+  return describe_impls("onednn", impls_);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Execution
 
 void OnednnNetwork::bind(float* params, float* grads, float* state) {
-  if (g_.param_count > 0 && (!params || !grads))
-    throw std::invalid_argument("onednn network: bind() needs parameter and gradient buffers");
-  if (g_.state_count > 0 && !state)
-    throw std::invalid_argument("onednn network: bind() needs a state buffer (the graph has batch norm)");
+  check_bind_args(g_, params, grads, state, "onednn network");
   state_ = state;
   for (const View& v : views_) {
     float* base = v.buf == Buf::params ? params : v.buf == Buf::grads ? grads : state;
@@ -784,13 +760,8 @@ void OnednnNetwork::forward(const ForwardArgs& args) {
   backwarded_ = false;
 }
 
-void OnednnNetwork::check_output(size_t i, const char* what) const {
-  if (i >= g_.outputs.size())
-    throw std::out_of_range(std::string("onednn network: ") + what + ": no output " + std::to_string(i));
-}
-
 void OnednnNetwork::get_output(size_t i, float* y) {
-  check_output(i, "get_output()");
+  check_output_index(g_, i, "get_output()", "onednn network");
   if (!forwarded_) throw std::logic_error("onednn network: get_output() called before forward()");
   const Act& a = act_[size_t(g_.outputs[i].node)];
   const OutputIo& io = out_io_[i];
@@ -804,7 +775,7 @@ void OnednnNetwork::get_output(size_t i, float* y) {
 }
 
 void OnednnNetwork::set_output_grad(size_t i, const float* dy) {
-  check_output(i, "set_output_grad()");
+  check_output_index(g_, i, "set_output_grad()", "onednn network");
   std::memcpy(out_dy_[i].get_data_handle(), dy, out_io_[i].plain.get_size());
   out_dy_set_[i] = true;
 }

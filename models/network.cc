@@ -31,6 +31,52 @@ std::vector<std::string> available_backends() {
   return backends;
 }
 
+void check_network_args(const Graph& g, int batch, const std::string& who) {
+  if (batch < 1) throw std::invalid_argument(who + ": batch size must be >= 1, got " + std::to_string(batch));
+  if (g.nodes.empty() || g.nodes[0].kind != OpKind::input)
+    throw std::invalid_argument(who + ": the graph must start with an input node");
+  if (g.outputs.empty()) throw std::invalid_argument(who + ": the graph has no outputs");
+}
+
+void check_bind_args(const Graph& g, const float* params, const float* grads, const float* state,
+                     const std::string& who) {
+  if (g.param_count > 0 && (!params || !grads))
+    throw std::invalid_argument(who + ": bind() needs parameter and gradient buffers");
+  if (g.state_count > 0 && !state)
+    throw std::invalid_argument(who + ": bind() needs a state buffer (the graph has batch norm)");
+}
+
+void check_output_index(const Graph& g, size_t i, const char* what, const std::string& who) {
+  if (i >= g.outputs.size()) throw std::out_of_range(who + ": " + what + ": no output " + std::to_string(i));
+}
+
+std::string describe_impls(std::string head, const std::vector<std::pair<std::string, int>>& impls) {
+  const char* sep = ": ";
+  for (const auto& [what, n] : impls) {
+    head += sep + what + " x" + std::to_string(n);
+    sep = ", ";
+  }
+  return head;
+}
+
+GradientWriters plan_gradient_writers(const Graph& g) {
+  const int n = int(g.nodes.size());
+  std::vector<char> is_output(size_t(n), 0);
+  for (const Output& o : g.outputs) is_output[size_t(o.node)] = 1;
+  GradientWriters w;
+  w.first_slot.assign(size_t(n), {-1, -1});
+  for (int c = n - 1; c >= 1; --c) {
+    const Node& node = g.nodes[c];
+    for (int k = 0; k < int(node.inputs.size()); ++k) {
+      const int p = node.inputs[k];
+      if (!is_output[p] && w.first_slot[p].first < 0) w.first_slot[p] = {c, k};
+      if (p == 0) w.input_consumed = true;
+      if (p == 0 && node.kind == OpKind::batch_norm) w.defer_input_grad = false;
+    }
+  }
+  return w;
+}
+
 std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch) {
   if (batch < 1) throw std::invalid_argument("batch size must be >= 1, got " + std::to_string(batch));
   if (backend == "reference") return make_reference_network(g, batch);

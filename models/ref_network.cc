@@ -366,10 +366,7 @@ void dropout_backward(float rate, int64_t count, const DeviceVector<uint8_t>& ke
 class ReferenceNetwork final : public Network {
  public:
   ReferenceNetwork(const Graph& g, int batch) : g_(g), batch_(batch) {
-    if (batch < 1) throw std::invalid_argument("reference network: batch size must be >= 1, got " + std::to_string(batch));
-    if (g_.nodes.empty() || g_.nodes[0].kind != OpKind::input)
-      throw std::invalid_argument("reference network: the graph must start with an input node");
-    if (g_.outputs.empty()) throw std::invalid_argument("reference network: the graph has no outputs");
+    check_network_args(g_, batch, "reference network");
     data_.resize(g_.nodes.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const size_t count = size_t(batch_) * size_t(g_.nodes[i].out.numel());
@@ -388,10 +385,7 @@ class ReferenceNetwork final : public Network {
   }
 
   void bind(float* params, float* grads, float* state) override {
-    if (g_.param_count > 0 && (!params || !grads))
-      throw std::invalid_argument("reference network: bind() needs parameter and gradient buffers");
-    if (g_.state_count > 0 && !state)
-      throw std::invalid_argument("reference network: bind() needs a state buffer (the graph has batch norm)");
+    check_bind_args(g_, params, grads, state, "reference network");
     params_ = params;
     grads_ = grads;
     state_ = state;

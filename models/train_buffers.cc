@@ -13,24 +13,18 @@ namespace ringbench::models {
 namespace {
 
 // Host backends: the buffers are host memory, SGD is a loop, and the hooks have nothing to order.
-class HostBuffers final : public TrainBuffers {
+class HostBuffers final : public ArrayTrainBuffers<DeviceVector<float>> {
  public:
   HostBuffers(const Graph& g, const BucketPlan& plan, const SgdOptions& sgd, uint64_t seed)
-      : g_(g), plan_(plan), sgd_(sgd),
-        params_(g.param_count, DeviceAllocator<float>("parameters")),
-        grads_(g.param_count, DeviceAllocator<float>("gradients")),
-        velocity_(g.param_count, DeviceAllocator<float>("momentum")),
-        state_(g.state_count, DeviceAllocator<float>("batch-norm state")) {
+      : ArrayTrainBuffers(g, [](size_t n, const char* what_for) {
+          return DeviceVector<float>(n, DeviceAllocator<float>(what_for));
+        }),
+        g_(g), plan_(plan), sgd_(sgd) {
     init_params(g, seed, params_.data(), state_.data());
   }
   bool on_device() const override { return false; }
-  float* params() override { return params_.data(); }
-  float* grads() override { return grads_.data(); }
-  float* state() override { return state_.data(); }
-  size_t param_count() const override { return params_.size(); }
-  size_t state_count() const override { return state_.size(); }
   std::vector<float> to_host(Which w) const override {
-    const DeviceVector<float>& v = w == Which::params ? params_ : w == Which::grads ? grads_ : state_;
+    const DeviceVector<float>& v = array(w);
     return {v.begin(), v.end()};
   }
   void update(size_t bucket, bool) override {
@@ -42,7 +36,6 @@ class HostBuffers final : public TrainBuffers {
   const Graph& g_;
   const BucketPlan& plan_;
   SgdOptions sgd_;
-  DeviceVector<float> params_, grads_, velocity_, state_;
 };
 
 }  // namespace

@@ -57,6 +57,27 @@ class TrainBuffers {
   virtual void bind_thread() {}
 };
 
+// Buffers kept as four arrays of one kind (DeviceVector<float> on the host, cuda::DeviceArray<float>
+// on a GPU), made by make(count, what_for) in the order parameters, gradients, momentum, state.
+template <class Array>
+class ArrayTrainBuffers : public TrainBuffers {
+ public:
+  float* params() override { return params_.data(); }
+  float* grads() override { return grads_.data(); }
+  float* state() override { return state_.data(); }
+  size_t param_count() const override { return params_.size(); }
+  size_t state_count() const override { return state_.size(); }
+
+ protected:
+  template <class Make>
+  ArrayTrainBuffers(const Graph& g, Make make)
+      : params_(make(g.param_count, "parameters")), grads_(make(g.param_count, "gradients")),
+        velocity_(make(g.param_count, "momentum")), state_(make(g.state_count, "batch-norm state")) {}
+  const Array& array(Which w) const { return w == Which::params ? params_ : w == Which::grads ? grads_ : state_; }
+
+  Array params_, grads_, velocity_, state_;
+};
+
 // Allocates the buffers for `net`'s graph in its memory space and fills parameters and state
 // with init_params(seed) (on the host, then copied): the same values on every rank and backend.
 // `plan` must outlive the buffers.

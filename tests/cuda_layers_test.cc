@@ -120,46 +120,23 @@ std::vector<float> to_host(const float* d, size_t n, cudaStream_t stream) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Convolution
-
-struct ConvCase {
-  std::string name;
-  Dims in;
-  int pre;  // channels of a conv before (0: on the input itself)
-  ConvSpec spec;
-};
+// Convolution (the cases: backend_compare.h)
 
 class CudnnConv : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(CudnnConv, MatchesReference) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const ConvCase& c = GetParam();
-  check_graph(single_op(c.in, c.pre, [&](Graph& g, int x) { return g.conv(x, "conv", c.spec); }));
+  check_conv(cudnn(), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, CudnnConv,
-    ::testing::Values(
-        ConvCase{"plain3x3_on_input", {3, 9, 9}, 0, conv(8, 3, 3, 1, Pads::same(1))},
-        ConvCase{"bias_on_input", {3, 9, 9}, 0, conv(16, 3, 3, 1, Pads::same(1), 1, true)},
+    ::testing::ValuesIn(conv_cases({
         ConvCase{"after_conv", {3, 8, 8}, 16, conv(32, 3, 3, 1, Pads::same(1))},
         ConvCase{"after_conv_bias", {3, 8, 8}, 16, conv(16, 3, 3, 1, Pads::same(1), 1, true)},
-        ConvCase{"pointwise", {3, 7, 7}, 32, conv(16, 1, 1)},
-        ConvCase{"grouped", {3, 8, 8}, 32, conv(32, 3, 3, 1, Pads::same(1), 4)},
-        ConvCase{"grouped_odd", {6, 7, 7}, 0, conv(9, 3, 3, 1, Pads::same(1), 3)},
-        ConvCase{"depthwise", {3, 9, 9}, 32, conv(32, 3, 3, 1, Pads::same(1), 32)},
-        ConvCase{"depthwise_stride2", {3, 9, 9}, 16, conv(16, 3, 3, 2, Pads::same(1), 16)},
-        ConvCase{"depthwise_on_input", {5, 9, 9}, 0, conv(5, 3, 3, 1, Pads::same(1), 5)},
         ConvCase{"depthwise_tf_same_stride2", {3, 8, 8}, 16, conv(16, 3, 3, 2, {0, 1, 0, 1}, 16)},  // explicit pad
-        ConvCase{"stride2_valid", {3, 11, 11}, 16, conv(32, 3, 3, 2)},
-        ConvCase{"stride2_on_input", {3, 11, 11}, 0, conv(32, 3, 3, 2)},
-        ConvCase{"k1x7", {3, 9, 9}, 16, conv(16, 1, 7, 1, {0, 0, 3, 3})},
-        ConvCase{"k7x1", {3, 9, 9}, 16, conv(16, 7, 1, 1, {3, 3, 0, 0})},
-        ConvCase{"asymmetric_pads", {3, 10, 9}, 16, conv(16, 3, 3, 2, {0, 2, 1, 0}, 1, true)},
-        ConvCase{"asymmetric_pads_5x5", {4, 8, 8}, 0, conv(8, 5, 5, 1, {1, 3, 4, 0})},
         ConvCase{"asymmetric_pads_grouped", {4, 8, 7}, 8, conv(8, 3, 3, 2, {1, 0, 2, 1}, 2)},
-        ConvCase{"odd_channels", {3, 6, 6}, 5, conv(7, 3, 3, 1, Pads::same(1), 1, true)},
-        ConvCase{"kernel_eq_input", {3, 5, 5}, 16, conv(16, 5, 5)}),
+    })),
     [](const ::testing::TestParamInfo<ConvCase>& p) { return p.param.name; });
 
 // ---------------------------------------------------------------------------------------------
@@ -167,79 +144,48 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CudnnBatchNorm, TrainingRunningStatsAndInference) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  for (int pre : {0, 16, 5}) {
-    SCOPED_TRACE("pre-conv channels " + std::to_string(pre));
-    check_graph(single_op({3, 6, 5}, pre, [](Graph& g, int x) { return g.batch_norm(x, "bn", {1e-3f, 0.1f}); }, false),
-                {.batch = 3, .tol = 2e-4});
-  }
+  check_batch_norm_training(cudnn());
 }
 
 TEST(CudnnBatchNorm, MomentumAndEps) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  check_graph(single_op({3, 4, 4}, 32, [](Graph& g, int x) { return g.batch_norm(x, "bn", {1e-5f, 0.9f}); }, false),
-              {.batch = 2, .tol = 2e-4});
+  check_batch_norm_momentum_and_eps(cudnn());
 }
 
-TEST(CudnnBatchNorm, AfterFc) {  // per-channel statistics over the batch only (h = w = 1)
+TEST(CudnnBatchNorm, AfterFc) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  check_graph(single_op({3, 4, 4}, 0, [](Graph& g, int x) { return g.batch_norm(g.fc(x, "fc", {24, false}), "bn"); }),
-              {.batch = 4, .tol = 2e-4});
+  check_batch_norm_after_fc(cudnn(), 24, 4);
 }
 
 TEST(CudnnBatchNorm, OneValuePerChannel) {  // batch 1 after an fc: running variance from the biased one (0)
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  check_graph(single_op({3, 4, 4}, 0, [](Graph& g, int x) { return g.batch_norm(g.fc(x, "fc", {6, false}), "bn"); }),
-              {.batch = 1, .tol = 2e-4});
+  check_batch_norm_after_fc(cudnn(), 6, 1);
 }
 
 TEST(CudnnEltwise, Relu) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  for (int pre : {0, 16})
-    check_graph(single_op({3, 5, 5}, pre, [](Graph& g, int x) { return g.relu(x, "relu"); }));
+  check_relu(cudnn());
 }
 
 TEST(CudnnEltwise, Relu6) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  // Inputs in [-8, 8] so that both ends of the clip are hit, directly and after a conv.
-  for (int pre : {0, 16})
-    check_graph(single_op({3, 5, 5}, pre, [](Graph& g, int x) { return g.relu6(x, "relu6"); }),
-                {.seed = 3, .input_scale = 8});
+  check_relu6(cudnn());
 }
-
-struct PoolCase {
-  std::string name;
-  bool max;
-  int pre;
-  PoolSpec spec;
-};
 
 class CudnnPool : public ::testing::TestWithParam<PoolCase> {};
 
 TEST_P(CudnnPool, MatchesReference) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const PoolCase& c = GetParam();
-  check_graph(single_op({3, 9, 9}, c.pre, [&](Graph& g, int x) {
-    return c.max ? g.max_pool(x, "pool", c.spec) : g.avg_pool(x, "pool", c.spec);
-  }));
+  check_pool(cudnn(), GetParam());
 }
 
 // Average pooling with symmetric pads runs through cuDNN, with asymmetric ones through our kernel.
-INSTANTIATE_TEST_SUITE_P(
-    Variants, CudnnPool,
-    ::testing::Values(PoolCase{"max2x2", true, 16, pool(2, 2)}, PoolCase{"max3x3s2", true, 32, pool(3, 2)},
-                      PoolCase{"max3x3s1_pad", true, 16, pool(3, 1, Pads::same(1))},
-                      PoolCase{"max_asym_pad", true, 16, pool(3, 2, {0, 1, 1, 2})},
-                      PoolCase{"max_on_input", true, 0, pool(3, 2, Pads::same(1))},
-                      PoolCase{"avg_include", false, 16, pool(3, 1, Pads::same(1))},
-                      PoolCase{"avg_exclude", false, 16, pool(3, 1, Pads::same(1), true)},
-                      PoolCase{"avg_include_s2", false, 16, pool(3, 2, Pads::same(1))},
-                      PoolCase{"avg_exclude_s2", false, 16, pool(3, 2, Pads::same(1), true)},
-                      PoolCase{"avg_include_s2_asym", false, 16, pool(3, 2, {1, 0, 2, 1})},
-                      PoolCase{"avg_exclude_s2_asym", false, 16, pool(3, 2, {1, 0, 2, 1}, true)},
-                      PoolCase{"avg_global", false, 32, pool(9, 1)},
-                      PoolCase{"avg_exclude_on_input", false, 0, pool(3, 1, Pads::same(1), true)},
-                      PoolCase{"avg_odd_channels", false, 5, pool(2, 2, {1, 0, 1, 0}, true)}),
-    [](const ::testing::TestParamInfo<PoolCase>& p) { return p.param.name; });
+INSTANTIATE_TEST_SUITE_P(Variants, CudnnPool,
+                         ::testing::ValuesIn(pool_cases({
+                             PoolCase{"avg_include_s2", false, 16, pool(3, 2, Pads::same(1))},
+                             PoolCase{"avg_exclude_s2", false, 16, pool(3, 2, Pads::same(1), true)},
+                         })),
+                         [](const ::testing::TestParamInfo<PoolCase>& p) { return p.param.name; });
 
 // After a ReLU whole windows are 0: the gradient goes to the first tap, as in the reference.
 TEST(CudnnPool, MaxTiesAfterRelu) {
@@ -262,58 +208,31 @@ TEST(CudnnConcat, ChannelCounts) {
 
 TEST(CudnnConcat, TwoConsumersOfOneNode) {  // `a` twice in one concat, `x` in it and before `a`
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  Graph g;
-  const int x = g.input({3, 5, 5});
-  const int a = g.conv(x, "a", conv(16, 3, 3, 1, Pads::same(1)));
-  g.add_output(g.relu(g.concat({a, a, x}, "concat"), "relu"));
-  check_graph(g);
+  check_concat_same_input_twice(cudnn());
 }
 
 TEST(CudnnFc, AfterConvWithAndWithoutBias) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  check_graph(single_op({3, 5, 4}, 16, [](Graph& g, int x) { return g.fc(x, "fc", {10, true}); }));
-  check_graph(single_op({3, 5, 4}, 5, [](Graph& g, int x) { return g.fc(x, "fc", {7, false}); }));
+  check_fc_after_conv(cudnn());
 }
 
 TEST(CudnnFc, FromInputAndChained) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  check_graph(single_op({3, 5, 4}, 0, [](Graph& g, int x) {
-    return g.fc(g.relu(g.fc(x, "fc0", {33, true}), "relu"), "fc1", {10, true});
-  }), {.batch = 5});
+  check_fc_from_input_and_chained(cudnn(), 5);
 }
 
 TEST(CudnnDropout, MasksEqualReference) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const Graph g = single_op({2, 6, 5}, 0, [](Graph& gr, int x) { return gr.dropout(x, "drop", 0.4f); });
-  const int batch = 3;
-  std::vector<float> params, state;
-  random_params(g, 1, params, state);
-  const std::vector<float> x = random_vector(in_count(g, batch), 5, 0.5f, 1.5f);  // never 0
-  const std::vector<std::vector<float>> dys{random_vector(out_count(g, 0, batch), 6)};
-  for (uint64_t step : {0, 1, 7}) {
-    const ForwardArgs args{.training = true, .seed = 42, .step = step, .sample_offset = int64_t(step) * batch};
-    const StepResult want = run_step("reference", g, batch, params, state, x, dys, args);
-    const StepResult got = run_step(cudnn(), g, batch, params, state, x, dys, args);
-    EXPECT_EQ(got.outputs[0], want.outputs[0]) << "step " << step;
-    EXPECT_EQ(got.dx, want.dx) << "step " << step;
-    const auto dropped = std::count(got.outputs[0].begin(), got.outputs[0].end(), 0.0f);
-    EXPECT_GT(dropped, 0);
-    EXPECT_LT(dropped, int64_t(got.outputs[0].size()));
-  }
-  // Inference: identity.
-  const StepResult inf = run_step(cudnn(), g, batch, params, state, x, dys, {.training = false});
-  EXPECT_EQ(inf.outputs[0], x);
-  EXPECT_EQ(inf.dx, dys[0]);
+  check_dropout_masks(cudnn());
 }
 
 TEST(CudnnDropout, AfterConvBeforeFc) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  check_graph(
-      single_op({3, 4, 4}, 16, [](Graph& g, int x) { return g.fc(g.dropout(x, "drop", 0.5f), "fc", {6, true}); }));
+  check_dropout_after_conv_before_fc(cudnn());
 }
 
 // ---------------------------------------------------------------------------------------------
-// Whole graphs (backend_compare.h)
+// Whole graphs (lenet_like, inception_like and the cases: backend_compare.h)
 
 TEST(CudnnGraph, LenetLike) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
@@ -327,36 +246,12 @@ TEST(CudnnGraph, InceptionLikeBlock) {
 
 TEST(CudnnGraph, TwoOutputs) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const Graph g = inception_like(true);
-  check_graph(g, {.batch = 2, .tol = 3e-4});
-  // Only one output's gradient set: the other counts as zero.
-  std::vector<float> params, state;
-  random_params(g, 9, params, state);
-  const std::vector<float> x = random_vector(in_count(g, 2), 10);
-  for (size_t only : {0, 1}) {
-    std::vector<std::vector<float>> dys(2);
-    dys[only] = random_vector(out_count(g, only, 2), 11);
-    const ForwardArgs args{.training = true, .seed = 1};
-    const StepResult want = run_step("reference", g, 2, params, state, x, dys, args);
-    const StepResult got = run_step(cudnn(), g, 2, params, state, x, dys, args);
-    expect_same_step(g, got, want, 3e-4, "only output " + std::to_string(only));
-  }
+  check_two_outputs(cudnn());
 }
 
-// A node feeding consumers of every kind, whose gradients must be summed; the input feeds two.
 TEST(CudnnGraph, FanOut) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  Graph g;
-  const int x = g.input({3, 7, 7});
-  const int a = g.conv(x, "a", conv(16, 3, 3, 1, Pads::same(1), 1, true));
-  const int r = g.relu(a, "r");
-  const int p = g.max_pool(a, "p", pool(3, 1, Pads::same(1)));
-  const int c = g.conv(a, "c", conv(5, 3, 3, 1, Pads::same(1)));
-  const int d = g.conv(x, "d", conv(3, 1, 1));
-  const int cat = g.concat({r, p, c, d}, "cat");
-  g.add_output(g.fc(g.dropout(cat, "drop", 0.3f), "fc", {4, true}));
-  g.add_output(g.relu(a, "side"), 0.5f);  // a is also an output's producer
-  check_graph(g, {.batch = 2});
+  check_fan_out(cudnn());
 }
 
 TEST(CudnnGraph, OutputThatIsAlsoConsumed) {  // the output's gradient plus its consumer's
@@ -369,44 +264,14 @@ TEST(CudnnGraph, OutputThatIsAlsoConsumed) {  // the output's gradient plus its 
   check_graph(g, {.batch = 2});
 }
 
-TEST(CudnnGraph, BatchNormOnInputKeepsInputGradient) {  // no deferral of the input gradient
+TEST(CudnnGraph, BatchNormOnInputKeepsInputGradient) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  Graph g;
-  const int x = g.input({3, 5, 5});
-  const int bn = g.batch_norm(x, "bn");
-  const int c = g.conv(x, "c", conv(3, 3, 3, 1, Pads::same(1)));
-  g.add_output(g.concat({bn, c}, "cat"));
-  check_graph(g, {.batch = 3, .tol = 2e-4});
+  check_batch_norm_on_input(cudnn());
 }
 
 TEST(CudnnGraph, SecondStepAndRebind) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  // Two steps on one network: running statistics accumulate, gradients are overwritten, and a
-  // rebind to other buffers takes effect.
-  const Graph g = inception_like(false);
-  const int batch = 2;
-  std::vector<float> params, state;
-  random_params(g, 4, params, state);
-  std::vector<std::unique_ptr<Network>> nets;
-  std::vector<std::vector<float>> p(2, params), s(2, state), gr(2, std::vector<float>(g.param_count));
-  nets.push_back(make_network("reference", g, batch));
-  nets.push_back(cudnn()(g, batch));
-  for (int step = 0; step < 2; ++step) {
-    const std::vector<float> x = random_vector(in_count(g, batch), 20 + uint32_t(step));
-    const std::vector<float> dy = random_vector(out_count(g, 0, batch), 30 + uint32_t(step));
-    for (size_t k = 0; k < 2; ++k) {
-      if (step == 1)  // a fresh parameter copy, slightly changed, bound anew
-        for (float& v : p[k]) v *= 0.9f;
-      nets[k]->bind(p[k].data(), gr[k].data(), s[k].data());
-      nets[k]->set_input(x.data());
-      nets[k]->forward({.training = true, .step = uint64_t(step)});
-      nets[k]->set_output_grad(0, dy.data());
-      nets[k]->backward();
-    }
-    for (const ParamTensor& t : g.params)
-      EXPECT_TRUE(close(gr[1].data() + t.offset, gr[0].data() + t.offset, t.numel, 3e-4, t.name));
-    EXPECT_TRUE(close(s[1].data(), s[0].data(), s[0].size(), 1e-4, "state"));
-  }
+  check_second_step_and_rebind(cudnn());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -439,6 +304,11 @@ struct DeviceBuffers {
     state = to_device(s, "test state");
   }
   void bind(Network& net) { net.bind(params.data(), grads.data(), state.size() ? state.data() : nullptr); }
+  // The gradients as they are once the work queued so far on `net`'s stream is done.
+  GradReader reader(const Network& net) const {
+    const auto stream = static_cast<cudaStream_t>(net.stream());
+    return [this, stream](size_t offset, size_t n) { return to_host(grads.data() + offset, n, stream); };
+  }
   DeviceArray<float> params, grads, state;
 };
 
@@ -471,97 +341,24 @@ TEST(CudnnNetwork, Errors) {
 TEST(CudnnNetwork, ParamGradsCallbackOrderAndFinality) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   const Graph g = inception_like(true);
-  const int batch = 2;
-  auto net = make_network("cudnn", g, batch);
+  auto net = make_network("cudnn", g, 2);
   DeviceBuffers b(g, 2);
   b.bind(*net);
-  const auto stream = static_cast<cudaStream_t>(net->stream());
-  const std::vector<float> x = random_vector(in_count(g, batch), 3);
-  net->set_input(x.data());
-  net->forward({});
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const std::vector<float> dy = random_vector(out_count(g, i, batch), 4 + uint32_t(i));
-    net->set_output_grad(i, dy.data());
-  }
-  std::vector<int> order, traced;
-  std::vector<std::vector<float>> snapshot;
-  net->set_trace([&](int node, Phase phase, auto begin, auto end) {
-    EXPECT_LE(begin, end);
-    if (phase == Phase::backward) traced.push_back(node);
-  });
-  net->backward([&](int node) {
-    order.push_back(node);
-    // What is queued so far must be the node's final gradient (the trainer records an event here).
-    for (int k : g.nodes[node].params) {
-      const ParamTensor& t = g.params[k];
-      snapshot.push_back(to_host(b.grads.data() + t.offset, t.numel, stream));
-    }
-  });
-  std::vector<int> expected;
-  for (int i = int(g.nodes.size()) - 1; i >= 1; --i)
-    if (!g.nodes[i].params.empty()) expected.push_back(i);
-  EXPECT_EQ(order, expected);
-  const std::vector<float> grads = to_host(b.grads.data(), g.param_count, stream);
-  size_t k = 0;
-  for (int node : order)
-    for (int pi : g.nodes[node].params) {
-      const ParamTensor& t = g.params[pi];
-      EXPECT_TRUE(std::equal(snapshot[k].begin(), snapshot[k].end(), grads.begin() + long(t.offset))) << t.name;
-      ++k;
-    }
-  EXPECT_EQ(traced.size(), g.nodes.size() - 1);
-  EXPECT_TRUE(std::is_sorted(traced.rbegin(), traced.rend()));
+  check_param_grads_callback(*net, 2, b.reader(*net));
 }
 
 TEST(CudnnNetwork, OutputGradientsResetAfterBackward) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   const Graph g = lenet_like();
-  const int batch = 2;
-  auto net = make_network("cudnn", g, batch);
+  auto net = make_network("cudnn", g, 2);
   DeviceBuffers b(g, 2);
   b.bind(*net);
-  const auto stream = static_cast<cudaStream_t>(net->stream());
-  const std::vector<float> x = random_vector(in_count(g, batch), 3);
-  const std::vector<float> dy = random_vector(out_count(g, 0, batch), 4);
-  net->set_input(x.data());
-  net->forward({});
-  net->set_output_grad(0, dy.data());
-  net->backward();
-  std::vector<float> grads = to_host(b.grads.data(), g.param_count, stream);
-  EXPECT_TRUE(std::any_of(grads.begin(), grads.end(), [](float v) { return v != 0; }));
-  net->forward({});
-  net->backward();  // no gradient set: all zero
-  grads = to_host(b.grads.data(), g.param_count, stream);
-  EXPECT_TRUE(std::all_of(grads.begin(), grads.end(), [](float v) { return v == 0; }));
+  check_output_grads_reset(*net, 2, b.reader(*net));
 }
 
 TEST(CudnnNetwork, ForwardSanityByHand) {
   if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  // 1 input channel, 2x2 image, conv 3x3 pad 1 with all-one weights and bias 0.5: each output
-  // is the sum of the input's taps in the window plus 0.5.
-  Graph g;
-  const int x = g.input({1, 2, 2});
-  g.add_output(g.conv(x, "c", conv(1, 3, 3, 1, Pads::same(1), 1, true)));
-  std::vector<float> params(g.param_count, 1.0f), grads(g.param_count);
-  params[9] = 0.5f;
-  auto net = cudnn()(g, 1);
-  net->bind(params.data(), grads.data(), nullptr);
-  const float in[4] = {1, 2, 3, 4};
-  net->set_input(in);
-  net->forward({});
-  float out[4];
-  net->get_output(0, out);
-  for (float v : out) EXPECT_FLOAT_EQ(v, 10.5f);
-  const float dy[4] = {1, 0, 0, 0};
-  net->set_output_grad(0, dy);
-  net->backward();
-  float dx[4];
-  net->get_input_grad(dx);
-  for (float v : dx) EXPECT_FLOAT_EQ(v, 1.0f);  // every input is in output 0's window
-  EXPECT_FLOAT_EQ(grads[9], 1.0f);               // bias
-  EXPECT_FLOAT_EQ(grads[4], 1.0f);               // centre tap sees x[0]
-  EXPECT_FLOAT_EQ(grads[8], 4.0f);               // bottom-right tap sees x[3]
-  EXPECT_FLOAT_EQ(grads[0], 0.0f);               // top-left tap sees padding
+  check_conv_by_hand(cudnn());
 }
 
 // Counts checkpoints: one before each node's forward and each node's backward.

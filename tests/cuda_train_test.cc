@@ -22,6 +22,7 @@
 #include "models/trainer.h"
 #include "models/zoo.h"
 #include "rank_threads.h"
+#include "train_helpers.h"
 
 namespace m = ringbench::models;
 namespace cu = ringbench::cuda;
@@ -39,56 +40,7 @@ void to_device(void* dst, const void* src, size_t bytes) {
   ASSERT_EQ(cudaStreamSynchronize(0), cudaSuccess);
 }
 
-// As in train_test.cc: every kind of batch-independent layer (no batch norm) and a dropout
-// whose mask follows the global sample index across ranks.
-m::Graph small_cnn() {
-  m::Graph g;
-  int x = g.input({2, 10, 10});
-  x = g.conv(x, "conv0", {.out_channels = 8, .kh = 3, .kw = 3, .pad = m::Pads::same(1), .bias = true});
-  x = g.relu(x, "conv0.relu");
-  x = g.max_pool(x, "pool0", {.kh = 2, .kw = 2, .stride_h = 2, .stride_w = 2, .pad = {}});
-  int a = g.conv(x, "a", {.out_channels = 4, .kh = 1, .kw = 3, .pad = {0, 0, 1, 1}});
-  int b = g.avg_pool(x, "b", {.kh = 3, .kw = 3, .pad = m::Pads::same(1), .exclude_padding = true});
-  x = g.concat({a, b}, "cat");
-  x = g.fc(x, "fc0", {.out_features = 24});
-  x = g.relu(x, "fc0.relu");
-  x = g.dropout(x, "drop", 0.25f);
-  x = g.fc(x, "fc1", {.out_features = 5});
-  g.add_output(x);
-  return g;
-}
-
-// Global batch `step` is a deterministic function of (step, global sample); rank r of n gets
-// samples [r*b, (r+1)*b) of it.
-class SliceSource : public m::BatchSource {
- public:
-  SliceSource(m::Dims d, int classes, int b, int rank) : d_(d), classes_(classes), b_(b), rank_(rank) {}
-  void next(float* x, int32_t* y) override {
-    const int64_t per = d_.numel();
-    for (int i = 0; i < b_; ++i) {
-      const int64_t s = int64_t(rank_) * b_ + i;
-      for (int64_t e = 0; e < per; ++e)
-        x[i * per + e] = float(std::sin(0.37 * double(step_ * 1000 + s * 31 + e)));
-      y[i] = int32_t((s * 7 + step_ * 3) % classes_);
-    }
-    ++step_;
-  }
-  std::string describe() const override { return "slice"; }
-
- private:
-  m::Dims d_;
-  int classes_, b_, rank_;
-  int64_t step_ = 0;
-};
-
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double scale = 0, diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    scale = std::max(scale, double(std::fabs(a[i])));
-    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
+using namespace ringbench::testing;  // train_helpers.h, rank_threads.h
 
 // Stands in for a GPU backend where only the trainer's buffers matter: it computes nothing.
 class NoComputeDeviceNetwork : public m::Network {
@@ -112,18 +64,6 @@ class NoComputeDeviceNetwork : public m::Network {
   const m::Graph& g_;
   cudaStream_t s_;
 };
-
-std::vector<float> train_single(const m::Graph& g, const std::string& backend, int batch, int steps,
-                                m::TrainOptions o, std::vector<double>* losses = nullptr) {
-  auto net = m::make_network(backend, g, batch);
-  m::Trainer t(*net, o, nullptr);
-  SliceSource src(g.input_dims(), g.output_node().out.c, batch, 0);
-  for (int s = 0; s < steps; ++s) {
-    const double loss = t.step(src).loss;
-    if (losses) losses->push_back(loss);
-  }
-  return t.host_params();
-}
 
 }  // namespace
 
@@ -324,32 +264,20 @@ TEST_P(CudaDataParallel, SameWeightsAsOneRankWithTheGlobalBatch) {
   if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   const auto [fusion, piece] = GetParam();
   const m::Graph g = small_cnn();
-  m::TrainOptions o;
-  o.sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
-  o.fusion_bytes = fusion;
-  o.first_bucket_bytes = 256;
+  const m::TrainOptions o = data_parallel_options(fusion);
   const int n = 2, b = 3, steps = 4;
   const auto one = train_single(g, "cudnn", n * b, steps, o);
   const auto start = train_single(g, "cudnn", n * b, 0, o);
-  std::vector<std::vector<float>> result(n);
-  ringbench::testing::run_ranks(n, [&](Transport& t) {
-    auto net = m::make_network("cudnn", g, b);
-    m::TrainOptions ro = o;
-    ro.rank = t.rank();
-    ro.world = n;
-    m::Trainer tr(*net, ro, [&](float* grads, size_t count) {
-      return m::make_staged_reducer(grads, count, [&](float* pinned, size_t c) {
-        return m::make_ring_reducer(t, pinned, c, {});
-      }, piece);
-    });
-    EXPECT_TRUE(tr.on_device());
-    SliceSource src(g.input_dims(), g.output_node().out.c, b, t.rank());
-    for (int s = 0; s < steps; ++s) tr.step(src);
-    result[size_t(t.rank())] = tr.host_params();
-  });
-  EXPECT_EQ(result[0], result[1]) << "rank 1 diverged from rank 0";
+  const auto many = train_ranks(
+      g, "cudnn", n, b, steps, o,
+      [piece = piece](Transport& t, float* grads, size_t count) {
+        return m::make_staged_reducer(grads, count, [&t](float* pinned, size_t c) {
+          return m::make_ring_reducer(t, pinned, c, {});
+        }, piece);
+      },
+      [](m::Trainer& tr) { EXPECT_TRUE(tr.on_device()); });
   EXPECT_GT(max_rel_diff(one, start), 1e-2) << "training must have moved the weights";
-  EXPECT_LT(max_rel_diff(one, result[0]), 1e-3);
+  EXPECT_LT(max_rel_diff(one, many), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(FusionAndPieces, CudaDataParallel,

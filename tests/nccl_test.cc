@@ -11,8 +11,6 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "collectives/errors.h"
@@ -24,6 +22,7 @@
 #include "models/cuda/gpu_reducers.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
+#include "rank_threads.h"
 
 namespace m = ringbench::models;
 namespace cu = ringbench::cuda;
@@ -51,22 +50,11 @@ int device_count() {
 void run_nccl_ranks(int n, const std::function<void(ringbench::NcclComm&)>& body,
                     std::chrono::milliseconds timeout = 60s) {
   ringbench::InProcStore store;
-  std::mutex mu;
-  std::exception_ptr first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        if (cudaSetDevice(r) != cudaSuccess) throw std::runtime_error("cudaSetDevice failed");
-        ringbench::NcclComm comm(store, "test/nccl_id", r, n, timeout);
-        body(comm);
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  ringbench::testing::run_threads(n, [&](int r) {
+    if (cudaSetDevice(r) != cudaSuccess) throw std::runtime_error("cudaSetDevice failed");
+    ringbench::NcclComm comm(store, "test/nccl_id", r, n, timeout);
+    body(comm);
+  });
 }
 
 // Every dtype and op, out of place and in place, sizes from 0 to a few MiB: exactly the

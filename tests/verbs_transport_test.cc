@@ -8,10 +8,7 @@
 
 #include <chrono>
 #include <cstring>
-#include <exception>
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "collectives/allreduce.h"
@@ -19,6 +16,7 @@
 #include "collectives/store.h"
 #include "collectives/verbs_transport.h"
 #include "collectives/verify.h"
+#include "tests/rank_threads.h"
 
 namespace ringbench {
 namespace {
@@ -41,21 +39,10 @@ VerbsOptions opts(std::chrono::milliseconds timeout = 20000ms) {
 void run_ranks(int n, const std::function<void(Transport&, Store&)>& body,
                VerbsOptions o = opts()) {
   InProcStore store;
-  std::mutex mu;
-  std::exception_ptr first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto t = make_verbs_transport(store, r, n, o);
-        body(*t, store);
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  ringbench::testing::run_threads(n, [&](int r) {
+    auto t = make_verbs_transport(store, r, n, o);
+    body(*t, store);
+  });
 }
 
 uint32_t value(int rank, size_t index) { return static_cast<uint32_t>(rank) << 24 ^ static_cast<uint32_t>(index * 2654435761u); }

@@ -144,7 +144,6 @@ class CudnnNetwork final : public Network {
   double bn_eps(int id) const { return std::max(double(g_.nodes[id].bn.eps), CUDNN_BN_MIN_EPSILON); }
   gpu::ConvScratch scratch() const { return {workspace_.data() + pad_bytes_, library_bytes_, pad_}; }
   cudaStream_t strm() const { return stream_.get(); }
-  void check_output(size_t i, const char* what) const;
 
   Graph g_;
   int batch_;
@@ -156,7 +155,6 @@ class CudnnNetwork final : public Network {
 
   std::vector<NodeData> nodes_;
   std::vector<std::pair<int, int>> first_slot_;  // per node: the (consumer, input slot) that writes its gradient first
-  std::vector<char> is_output_;
   bool defer_input_grad_ = false, has_deferred_ = false;
   std::vector<DeviceArray<float>> out_dy_;  // per output: the gradient set_output_grad() staged
   std::vector<bool> out_dy_set_;
@@ -179,28 +177,14 @@ class CudnnNetwork final : public Network {
 
 CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& options)
     : g_(g), batch_(batch), options_(options) {
-  if (batch < 1) throw std::invalid_argument("cudnn network: batch size must be >= 1, got " + std::to_string(batch));
-  if (g_.nodes.empty() || g_.nodes[0].kind != OpKind::input)
-    throw std::invalid_argument("cudnn network: the graph must start with an input node");
-  if (g_.outputs.empty()) throw std::invalid_argument("cudnn network: the graph has no outputs");
+  check_network_args(g_, batch, "cudnn network");
   const int n = int(g_.nodes.size());
 
-  // Who writes each node's gradient first in backward order: the outputs' gradients, else the
-  // highest-numbered consumer (lowest input slot on ties). Everyone else accumulates.
-  is_output_.assign(size_t(n), 0);
-  for (const Output& o : g_.outputs) is_output_[size_t(o.node)] = 1;
-  first_slot_.assign(size_t(n), {-1, -1});
-  defer_input_grad_ = true;
-  for (int c = n - 1; c >= 1; --c) {
-    const Node& node = g_.nodes[c];
-    for (int k = 0; k < int(node.inputs.size()); ++k) {
-      const int p = node.inputs[k];
-      if (!is_output_[p] && first_slot_[p].first < 0) first_slot_[p] = {c, k};
-      if (p == 0) has_deferred_ = true;
-      if (p == 0 && node.kind == OpKind::batch_norm) defer_input_grad_ = false;
-    }
-  }
-  has_deferred_ = has_deferred_ && defer_input_grad_;
+  // Who writes each node's gradient first in backward order (backends.h); everyone else accumulates.
+  GradientWriters writers = plan_gradient_writers(g_);
+  first_slot_ = std::move(writers.first_slot);
+  defer_input_grad_ = writers.defer_input_grad;
+  has_deferred_ = writers.input_consumed && defer_input_grad_;
 
   cudnnHandle_t dnn = nullptr;
   RB_CUDA(cudnnCreate(&dnn));
@@ -348,22 +332,14 @@ std::string CudnnNetwork::describe() const {
                   (options_.allow_tf32 ? "TF32 allowed (CUDNN_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH)"
                                        : "fp32 (CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH)") +
                   ", workspace " + std::to_string((pad_bytes_ + library_bytes_ + (1 << 19)) >> 20) + " MiB)";
-  const char* sep = ": ";
-  for (const auto& [what, n] : impls_) {
-    s += sep + what + " x" + std::to_string(n);
-    sep = ", ";
-  }
-  return s;
+  return describe_impls(std::move(s), impls_);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Host interface
 
 void CudnnNetwork::bind(float* params, float* grads, float* state) {
-  if (g_.param_count > 0 && (!params || !grads))
-    throw std::invalid_argument("cudnn network: bind() needs parameter and gradient buffers");
-  if (g_.state_count > 0 && !state)
-    throw std::invalid_argument("cudnn network: bind() needs a state buffer (the graph has batch norm)");
+  check_bind_args(g_, params, grads, state, "cudnn network");
   const std::pair<const float*, const char*> buffers[] = {{params, "parameter"}, {grads, "gradient"}, {state, "state"}};
   for (const auto& [p, what] : buffers) {
     if (!p) continue;
@@ -386,13 +362,8 @@ void CudnnNetwork::set_input(const float* x) {
   stream_.sync();
 }
 
-void CudnnNetwork::check_output(size_t i, const char* what) const {
-  if (i >= g_.outputs.size())
-    throw std::out_of_range(std::string("cudnn network: ") + what + ": no output " + std::to_string(i));
-}
-
 void CudnnNetwork::get_output(size_t i, float* y) {
-  check_output(i, "get_output()");
+  check_output_index(g_, i, "get_output()", "cudnn network");
   if (!forwarded_) throw std::logic_error("cudnn network: get_output() called before forward()");
   const NodeData& nd = nodes_[size_t(g_.outputs[i].node)];
   RB_CUDA(cudaMemcpyAsync(y, nd.y.data(), nd.y.bytes(), cudaMemcpyDeviceToHost, strm()));
@@ -400,7 +371,7 @@ void CudnnNetwork::get_output(size_t i, float* y) {
 }
 
 void CudnnNetwork::set_output_grad(size_t i, const float* dy) {
-  check_output(i, "set_output_grad()");
+  check_output_index(g_, i, "set_output_grad()", "cudnn network");
   RB_CUDA(cudaMemcpyAsync(out_dy_[i].data(), dy, out_dy_[i].bytes(), cudaMemcpyHostToDevice, strm()));
   stream_.sync();
   out_dy_set_[i] = true;

@@ -11,12 +11,12 @@
 namespace ringbench::models {
 namespace {
 
-class DeviceBuffers final : public TrainBuffers {
+class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
  public:
   DeviceBuffers(const Network& net, const BucketPlan& plan, const SgdOptions& sgd, uint64_t seed)
-      : g_(net.graph()), plan_(plan), sgd_(sgd), stream_(static_cast<cudaStream_t>(net.stream())),
-        params_(g_.param_count, "parameters"), grads_(g_.param_count, "gradients"),
-        velocity_(g_.param_count, "momentum"), state_(g_.state_count, "batch-norm state"),
+      : ArrayTrainBuffers(net.graph(),
+                          [](size_t n, const char* what_for) { return cuda::DeviceArray<float>(n, what_for); }),
+        g_(net.graph()), plan_(plan), sgd_(sgd), stream_(static_cast<cudaStream_t>(net.stream())),
         tensor_begin_(g_.params.size() + 1, "optimizer tensor table"),
         tensor_decay_(g_.params.size(), "optimizer tensor table") {
     RB_CUDA(cudaGetDevice(&device_));
@@ -53,13 +53,8 @@ class DeviceBuffers final : public TrainBuffers {
   }
 
   bool on_device() const override { return true; }
-  float* params() override { return params_.data(); }
-  float* grads() override { return grads_.data(); }
-  float* state() override { return state_.data(); }
-  size_t param_count() const override { return params_.size(); }
-  size_t state_count() const override { return state_.size(); }
   std::vector<float> to_host(Which w) const override {
-    const cuda::DeviceArray<float>& a = w == Which::params ? params_ : w == Which::grads ? grads_ : state_;
+    const cuda::DeviceArray<float>& a = array(w);
     std::vector<float> out(a.size());
     RB_CUDA(cudaStreamSynchronize(stream_));
     if (a.bytes()) {
@@ -96,7 +91,6 @@ class DeviceBuffers final : public TrainBuffers {
   SgdOptions sgd_;
   cudaStream_t stream_;
   int device_ = 0;
-  cuda::DeviceArray<float> params_, grads_, velocity_, state_;
   cuda::DeviceArray<size_t> tensor_begin_;
   cuda::DeviceArray<float> tensor_decay_;
   std::vector<std::unique_ptr<cuda::Event>> ready_, reduced_;  // per bucket

@@ -133,13 +133,22 @@ __device__ inline void covering(int i, int stride, int pad, int kernel, int out,
   last = min(out - 1, (i + pad) / stride);
 }
 
+// Output element o's window: the offset of the input plane it reads and its taps along each axis.
+struct Window {
+  int64_t plane;
+  Taps ty, tx;
+};
+__device__ inline Window window(const PoolGeometry& g, int64_t o) {
+  const int ox = int(o % g.out_w);
+  const int oy = int(o / g.out_w % g.out_h);
+  return {o / (int64_t(g.out_w) * g.out_h) * (int64_t(g.in_h) * g.in_w),
+          taps(oy, g.stride_h, g.pad_top, g.kh, g.in_h), taps(ox, g.stride_w, g.pad_left, g.kw, g.in_w)};
+}
+
 __global__ void max_pool_forward_kernel(PoolGeometry g, int64_t n, const float* x, float* y, int32_t* argmax) {
   for (int64_t o = first_index(); o < n; o += grid_stride()) {
-    const int ox = int(o % g.out_w);
-    const int oy = int(o / g.out_w % g.out_h);
-    const float* plane = x + o / (int64_t(g.out_w) * g.out_h) * (int64_t(g.in_h) * g.in_w);
-    const Taps ty = taps(oy, g.stride_h, g.pad_top, g.kh, g.in_h);
-    const Taps tx = taps(ox, g.stride_w, g.pad_left, g.kw, g.in_w);
+    const auto [offset, ty, tx] = window(g, o);
+    const float* plane = x + offset;
     int32_t best = -1;
     float best_v = 0.0f;
     for (int ky = ty.lo; ky < ty.hi; ++ky)
@@ -182,11 +191,8 @@ __device__ inline int avg_divisor(const PoolGeometry& g, bool exclude_padding, c
 
 __global__ void avg_pool_forward_kernel(PoolGeometry g, bool exclude_padding, int64_t n, const float* x, float* y) {
   for (int64_t o = first_index(); o < n; o += grid_stride()) {
-    const int ox = int(o % g.out_w);
-    const int oy = int(o / g.out_w % g.out_h);
-    const float* plane = x + o / (int64_t(g.out_w) * g.out_h) * (int64_t(g.in_h) * g.in_w);
-    const Taps ty = taps(oy, g.stride_h, g.pad_top, g.kh, g.in_h);
-    const Taps tx = taps(ox, g.stride_w, g.pad_left, g.kw, g.in_w);
+    const auto [offset, ty, tx] = window(g, o);
+    const float* plane = x + offset;
     float sum = 0.0f;
     for (int ky = ty.lo; ky < ty.hi; ++ky)
       for (int kx = tx.lo; kx < tx.hi; ++kx) sum += plane[(ty.start + ky) * g.in_w + tx.start + kx];

@@ -1,0 +1,127 @@
+// What the data-parallel training tests share (train_test.cc, cuda_train_test.cc): a small CNN
+// whose math is batch-independent, a batch source that slices a deterministic global batch by
+// rank, and one rank with the global batch against N ranks as threads.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/network.h"
+#include "models/trainer.h"
+#include "rank_threads.h"
+
+namespace ringbench::testing {
+
+// A small CNN with every kind of layer whose math is batch-independent (no batch norm), and a
+// dropout whose mask must follow the global sample index across ranks.
+inline models::Graph small_cnn() {
+  namespace m = models;
+  m::Graph g;
+  int x = g.input({2, 10, 10});
+  x = g.conv(x, "conv0", {.out_channels = 8, .kh = 3, .kw = 3, .pad = m::Pads::same(1), .bias = true});
+  x = g.relu(x, "conv0.relu");
+  x = g.max_pool(x, "pool0", {.kh = 2, .kw = 2, .stride_h = 2, .stride_w = 2, .pad = {}});
+  int a = g.conv(x, "a", {.out_channels = 4, .kh = 1, .kw = 3, .pad = {0, 0, 1, 1}});
+  int b = g.avg_pool(x, "b", {.kh = 3, .kw = 3, .pad = m::Pads::same(1), .exclude_padding = true});
+  x = g.concat({a, b}, "cat");
+  x = g.fc(x, "fc0", {.out_features = 24});
+  x = g.relu(x, "fc0.relu");
+  x = g.dropout(x, "drop", 0.25f);
+  x = g.fc(x, "fc1", {.out_features = 5});
+  g.add_output(x);
+  return g;
+}
+
+// Global batch `step` is a deterministic function of (step, global sample); rank r of n gets
+// samples [r*b, (r+1)*b) of it.
+class SliceSource : public models::BatchSource {
+ public:
+  SliceSource(models::Dims d, int classes, int b, int rank) : d_(d), classes_(classes), b_(b), rank_(rank) {}
+  void next(float* x, int32_t* y) override {
+    const int64_t per = d_.numel();
+    for (int i = 0; i < b_; ++i) {
+      const int64_t s = int64_t(rank_) * b_ + i;
+      for (int64_t e = 0; e < per; ++e)
+        x[i * per + e] = float(std::sin(0.37 * double(step_ * 1000 + s * 31 + e)));
+      y[i] = int32_t((s * 7 + step_ * 3) % classes_);
+    }
+    ++step_;
+  }
+  std::string describe() const override { return "slice"; }
+
+ private:
+  models::Dims d_;
+  int classes_, b_, rank_;
+  int64_t step_ = 0;
+};
+
+// The data-parallel tests' options: SGD with momentum and weight decay, buckets of `fusion_bytes`
+// after a first one of 256 bytes.
+inline models::TrainOptions data_parallel_options(size_t fusion_bytes) {
+  models::TrainOptions o;
+  o.sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
+  o.fusion_bytes = fusion_bytes;
+  o.first_bucket_bytes = 256;
+  return o;
+}
+
+// `steps` steps of one rank with batch `batch`; each step's loss appended to `losses` if given.
+inline std::vector<float> train_single(const models::Graph& g, const std::string& backend, int batch, int steps,
+                                       models::TrainOptions o, std::vector<double>* losses = nullptr) {
+  auto net = models::make_network(backend, g, batch);
+  models::Trainer t(*net, o, nullptr);
+  SliceSource src(g.input_dims(), g.output_node().out.c, batch, 0);
+  for (int s = 0; s < steps; ++s) {
+    const double loss = t.step(src).loss;
+    if (losses) losses->push_back(loss);
+  }
+  return t.host_params();
+}
+
+// Rank t's gradient reducer over `grads`.
+using RankReducer =
+    std::function<std::unique_ptr<models::GradientReducer>(Transport& t, float* grads, size_t count)>;
+
+inline std::unique_ptr<models::GradientReducer> ring_reducer(Transport& t, float* grads, size_t count) {
+  return models::make_ring_reducer(t, grads, count, {});
+}
+
+// `steps` steps of n ranks (threads over loopback TCP) with batch `batch` each; every rank must
+// end with the same parameters, which are returned. `check` sees each rank's trainer once made.
+inline std::vector<float> train_ranks(const models::Graph& g, const std::string& backend, int n, int batch,
+                                      int steps, models::TrainOptions o, const RankReducer& reducer = ring_reducer,
+                                      const std::function<void(models::Trainer&)>& check = {}) {
+  std::vector<std::vector<float>> result(static_cast<size_t>(n));
+  run_ranks(n, [&](Transport& t) {
+    auto net = models::make_network(backend, g, batch);
+    models::TrainOptions ro = o;
+    ro.rank = t.rank();
+    ro.world = n;
+    models::Trainer tr(*net, ro, [&](float* grads, size_t count) { return reducer(t, grads, count); });
+    if (check) check(tr);
+    SliceSource src(g.input_dims(), g.output_node().out.c, batch, t.rank());
+    for (int s = 0; s < steps; ++s) tr.step(src);
+    result[size_t(t.rank())] = tr.host_params();
+  });
+  for (int r = 1; r < n; ++r) EXPECT_EQ(result[0], result[size_t(r)]) << "rank " << r << " diverged from rank 0";
+  return result[0];
+}
+
+// max |a - b| / max |a|.
+inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(a[i])));
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+}  // namespace ringbench::testing
