@@ -200,14 +200,20 @@ void Trainer::forward_loss(BatchSource& data, StepRecord& r) {
   }
 }
 
-StepRecord Trainer::step(BatchSource& data, bool trace) {
+StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   StepRecord r;
   r.step = steps_;
   Timeline* tl = trace ? o_.timeline : nullptr;
-  if (tl)
+  if (tl || profile)
     net_.set_trace([&](int node, Phase ph, Clock::time_point b, Clock::time_point e) {
-      tl->add(0, g_.nodes[size_t(node)].name, ph == Phase::forward ? "forward" : "backward", b, e);
+      if (tl) tl->add(0, g_.nodes[size_t(node)].name, ph == Phase::forward ? "forward" : "backward", b, e);
+      if (profile) profile->add(node, ph, seconds(b, e));
     });
+  struct ClearTrace {  // the callback refers to this frame: never leave it behind, even on errors
+    Network& net;
+    bool set;
+    ~ClearTrace() { if (set) net.set_trace({}); }
+  } clear_trace{net_, tl || profile};
   DeviceGate* gate = o_.gate;
   const DeviceGate::Usage u0 = gate ? gate->usage() : DeviceGate::Usage{};
   LeaveOnError holding{gate};
@@ -266,15 +272,13 @@ StepRecord Trainer::step(BatchSource& data, bool trace) {
     r.device_wait_s = u1.waited_s - u0.waited_s;
   }
   const auto t_end = Clock::now();
-  if (tl) {
-    tl->add(1, "step " + std::to_string(steps_), "step", t0, t_end);
-    net_.set_trace({});
-  }
+  if (tl) tl->add(1, "step " + std::to_string(steps_), "step", t0, t_end);
   r.step_s = seconds(t0, t_end);
   r.compute_s = seconds(t0, t_bwd) - sliced_wait;
   r.allreduce_s = comm_ ? comm_->busy_seconds() : 0;
   r.exposed_s = waited;
   r.optimizer_s = optimizer;
+  if (profile) profile->end_step(r.step_s);
   ++steps_;
   return r;
 }

@@ -16,6 +16,7 @@
 #include "models/data.h"
 #include "models/device_gate.h"
 #include "models/device_memory.h"
+#include "models/layer_profile.h"
 #include "models/network.h"
 #include "models/sgd.h"
 #include "models/timeline.h"
@@ -77,7 +78,9 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  StepRecord step(BatchSource& data, bool trace = false);
+  // trace: record the step's layers and buckets in TrainOptions::timeline; profile: add the
+  // step's layer spans to it (both make a GPU backend wait for each layer).
+  StepRecord step(BatchSource& data, bool trace = false, LayerProfile* profile = nullptr);
   // Accuracy of the current parameters on `d` in inference mode (all of its samples; the last
   // partial batch is padded and the padding not counted).
   struct Eval {

@@ -68,6 +68,7 @@ void validate(const TrainArgs& a) {
   if (a.batch < 1) throw Error("--batch must be >= 1");
   if (a.steps < 1 && a.epochs < 1) throw Error("--steps must be >= 1");
   if (a.warmup < 0) throw Error("--warmup must be >= 0");
+  if (a.layer_times < 0) throw Error("--layer-times must be >= 0");
   if (a.epochs < 0) throw Error("--epochs must be >= 0");
   if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
   if (a.transport != "tcp" && a.transport != "verbs" && a.transport != "mpi" && a.transport != "nccl")
@@ -208,6 +209,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--timeline", a.timeline, "Write a Chrome trace (Perfetto) per rank to this file "
                  "(rank r's as FILE.rank<r>.json when there are several)");
   cmd.add_option("--timeline-steps", a.timeline_steps, "Measured steps recorded in the timeline")->capture_default_str();
+  cmd.add_option("--layer-times", a.layer_times, "After the measured steps, run this many more with every layer "
+                 "timed and print where a step's time goes, per kind of layer and the slowest layers (rank 0's; "
+                 "not counted in img/sec: a GPU backend waits for each layer in them)")->capture_default_str();
   cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
   cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
   cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
@@ -270,6 +274,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                               " classes " + std::to_string(graph.output_node().out.c) + " size " +
                               to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) +
                               " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) +
+                              " layer_times " + std::to_string(a.layer_times) +
                               " device " + where.device;
     check_same_options(store, "train/shape", shape, rank, n, timeout, "train the same model the same way");
 
@@ -464,6 +469,11 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     }
 
     window_end = std::chrono::steady_clock::now();
+    std::unique_ptr<m::LayerProfile> profile;  // extra steps, every rank (they allreduce)
+    if (a.layer_times > 0) {
+      profile = std::make_unique<m::LayerProfile>(graph, a.batch);
+      for (int s = 0; s < a.layer_times; ++s) trainer.step(*source, false, profile.get());
+    }
     // Gather every rank's measured steps on rank 0.
     store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, a.batch).dump());
     std::vector<json> ranks;
@@ -547,6 +557,14 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       std::printf("# device memory: peak %.1f MiB%s\n", summary["device_memory"]["peak_mib"].get<double>(),
                   vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
                                           vgpu.profile).c_str() : "");
+      if (profile) {
+        const char* method = on_gpu ? "the stream synchronised around each layer" : "wall clock around each layer";
+        doc["layer_times"] = profile->to_json();
+        doc["layer_times"]["method"] = method;
+        doc["layer_times"]["rank"] = rank;
+        std::printf("# where time goes (rank 0, median of %d profiled steps after the measured ones, %s):\n%s",
+                    profile->steps(), method, profile->to_text().c_str());
+      }
       if (!eval.is_null())
         std::printf("Test accuracy: %.2f%% (%lld of %lld), test loss %.4f\n",
                     100 * eval["test_accuracy"].get<double>(), (long long)eval["correct"].get<int64_t>(),

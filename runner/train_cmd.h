@@ -19,6 +19,7 @@ struct TrainArgs {
   std::string data_dir;
   int batch = 32, steps = 20, warmup = 5, log_every = 10, epochs = 0;
   int classes = 0, image_size = 0, threads = 0, timeline_steps = 3;
+  int layer_times = 0;  // extra steps after the measured ones, each layer timed
   bool aux_logits = false, no_overlap = false, eval = false;
   double lr = 0.01, momentum = 0.9, weight_decay = 4e-5, fusion_mb = 25, first_bucket_mb = 1;
   uint64_t seed = 42;

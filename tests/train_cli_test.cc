@@ -66,6 +66,27 @@ TEST(TrainCli, SingleRankNoAllreduce) {
   EXPECT_NE(r.output.find("Total img/sec on 1 rank(s):"), std::string::npos) << r.output;
 }
 
+// --layer-times: extra steps after the measured ones, every layer timed, the table on rank 0.
+TEST(TrainCli, LayerTimesSayWhereTheStepGoes) {
+  const std::string json = temp_path("layers") + ".json";
+  auto r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --layer-times 3 "
+                       "--json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("# where time goes (rank 0, median of 3 profiled steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("#   conv 5x5"), std::string::npos) << r.output;
+  auto doc = read_json(json);
+  EXPECT_EQ(doc["meta"]["steps"], 2);  // the profiled steps are not measured ones
+  ASSERT_EQ(doc["ranks"][0]["step_s"].size(), 2u);
+  const auto& lt = doc["layer_times"];
+  EXPECT_EQ(lt["steps"], 3);
+  EXPECT_EQ(lt["layers"].size(), 10u);
+  double layers = 0;
+  for (const auto& l : lt["layers"]) layers += l["forward_s"].get<double>() + l["backward_s"].get<double>();
+  EXPECT_GT(layers, 0);
+  EXPECT_LE(layers, lt["step_s"].get<double>());
+  std::remove(json.c_str());
+}
+
 TEST(TrainCli, BadInputIsAClearError) {
   auto r = run_command(kBin + " train --model resnet50");
   EXPECT_NE(r.exit_code, 0);
