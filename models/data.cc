@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -150,6 +151,11 @@ void check_batch(Dims dims, int classes, int batch) {
                                 std::to_string(classes) + ") and batch (" + std::to_string(batch) + ")");
 }
 
+uint64_t next_batch_id() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
 class SyntheticSource : public BatchSource {
  public:
   SyntheticSource(Dims dims, int classes, int batch, uint64_t seed, int rank)
@@ -165,6 +171,7 @@ class SyntheticSource : public BatchSource {
     std::copy(images_.begin(), images_.end(), images);
     std::copy(labels_.begin(), labels_.end(), labels);
   }
+  uint64_t fixed_batch_id() const override { return id_; }
   std::string describe() const override {
     return "synthetic " + std::to_string(batch_) + " x " + to_string(dims_) + ", " + std::to_string(classes_) +
            " classes, seed " + std::to_string(seed_) + ", rank " + std::to_string(rank_);
@@ -177,6 +184,7 @@ class SyntheticSource : public BatchSource {
   int rank_;
   std::vector<float> images_;
   std::vector<int32_t> labels_;
+  const uint64_t id_ = next_batch_id();
 };
 
 class DatasetSource : public BatchSource {

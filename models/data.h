@@ -41,6 +41,10 @@ class BatchSource {
   // Fills batch x dims images (NCHW) and batch labels.
   virtual void next(float* images, int32_t* labels) = 0;
   virtual std::string describe() const = 0;
+  // Nonzero, and unique to this source, when next() returns the same batch every time
+  // (synthetic data): the trainer then copies it to the network once, as synthetic benchmarks
+  // keep their batch on the device. 0: a new batch every call.
+  virtual uint64_t fixed_batch_id() const { return 0; }
 };
 
 // One batch of uniform random images and labels from (seed, rank), returned at every step.

@@ -182,8 +182,12 @@ Trainer::~Trainer() = default;
 std::string Trainer::reducer() const { return reducer_ ? reducer_->describe() : "none (1 rank)"; }
 
 void Trainer::forward_loss(BatchSource& data, StepRecord& r) {
-  data.next(images_.data(), labels_.data());
-  net_.set_input(images_.data());
+  const uint64_t fixed = data.fixed_batch_id();
+  if (fixed == 0 || fixed != resident_batch_) {
+    data.next(images_.data(), labels_.data());
+    net_.set_input(images_.data());
+    resident_batch_ = fixed;
+  }
   net_.forward({.training = true, .seed = o_.seed, .step = uint64_t(steps_),
                 .sample_offset = int64_t(o_.rank) * net_.batch()});
   for (size_t i = 0; i < g_.outputs.size(); ++i) {
@@ -300,6 +304,7 @@ Trainer::Eval Trainer::evaluate(const Dataset& d) {
       labels_[i] = d.labels[src];
     }
     net_.set_input(images_.data());
+    resident_batch_ = 0;
     if (o_.gate) o_.gate->enter();  // time sliced like training (the layers checkpoint)
     LeaveOnError holding{o_.gate};
     net_.forward({.training = false, .seed = o_.seed, .step = 0, .sample_offset = 0});

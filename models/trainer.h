@@ -109,6 +109,7 @@ class Trainer {
   std::unique_ptr<TrainBuffers> buffers_;  // parameters, gradients, momentum, state; the optimizer
   std::vector<float> images_, scratch_;
   std::vector<int32_t> labels_;
+  uint64_t resident_batch_ = 0;  // the fixed batch the network's input holds (0: none)
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<Comm> comm_;
   int64_t steps_ = 0;

@@ -166,6 +166,46 @@ TEST(Trainer, LossFallsOnAFixedBatch) {
   EXPECT_LT(last, 0.5 * first) << "15 SGD steps on one batch should at least halve its loss";
 }
 
+// Forwards a source, counting next(); `fixed` false hides that the batch never changes.
+class CountingSource : public m::BatchSource {
+ public:
+  CountingSource(m::BatchSource& s, bool fixed) : s_(s), fixed_(fixed) {}
+  void next(float* images, int32_t* labels) override { ++calls, s_.next(images, labels); }
+  std::string describe() const override { return s_.describe(); }
+  uint64_t fixed_batch_id() const override { return fixed_ ? s_.fixed_batch_id() : 0; }
+  int calls = 0;
+
+ private:
+  m::BatchSource& s_;
+  bool fixed_;
+};
+
+// Synthetic data is copied to the network once, like a benchmark's batch kept on the device,
+// and trains exactly as if it were copied every step; evaluation's batches replace it.
+TEST(Trainer, FixedBatchIsCopiedOnceAndTrainsTheSame) {
+  const m::Graph g = small_cnn();
+  auto src = m::make_synthetic_source(g.input_dims(), 5, 4, 1, 0);
+  ASSERT_NE(src->fixed_batch_id(), 0u);
+  EXPECT_NE(src->fixed_batch_id(), m::make_synthetic_source(g.input_dims(), 5, 4, 1, 0)->fixed_batch_id());
+  std::vector<std::vector<float>> params;
+  for (bool fixed : {true, false}) {
+    auto net = m::make_network("reference", g, 4);
+    m::TrainOptions o;
+    o.sgd.lr = 0.05f;
+    m::Trainer t(*net, o, nullptr);
+    CountingSource counting(*src, fixed);
+    for (int i = 0; i < 4; ++i) t.step(counting);
+    EXPECT_EQ(counting.calls, fixed ? 1 : 4);
+    params.push_back(t.host_params());
+    if (!fixed) continue;
+    m::Dataset d{g.input_dims(), 5, std::vector<float>(size_t(g.input_dims().numel()) * 3, 0.5f), {0, 1, 2}};
+    t.evaluate(d);
+    t.step(counting);
+    EXPECT_EQ(counting.calls, 2) << "after evaluate() the network's input holds another batch";
+  }
+  EXPECT_EQ(params[0], params[1]);
+}
+
 class DataParallel : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
 
 // N ranks x batch b == 1 rank x batch N*b: same data, same dropout masks, same averaged
