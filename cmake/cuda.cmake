@@ -3,12 +3,13 @@
 # nccl::nccl, and sets RINGBENCH_HAVE_CUDA / RINGBENCH_HAVE_NCCL.
 #
 # Architectures: `native` needs a GPU at configure time, so the default is explicit (A100 and
-# H100); override with -DCMAKE_CUDA_ARCHITECTURES=75 (T4) or similar. nvcc 13 rejects sm_70.
+# H100, and T4 for the vGPU profiles of the catalog); override with -DCMAKE_CUDA_ARCHITECTURES=90
+# for one target or similar. nvcc 13 rejects sm_70.
 # cuDNN and NCCL may be a wheel-style install (versioned names only, libcudnn.so.9) under the
 # toolkit, or Python wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13): point CUDNN_ROOT / NCCL_ROOT
 # at the wheel's nvidia/cudnn or nvidia/nccl folder.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
+  set(CMAKE_CUDA_ARCHITECTURES "75;80;90" CACHE STRING "CUDA architectures to build for")
 endif()
 if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)

@@ -17,6 +17,8 @@ namespace ringbench::cuda {
 }
 
 inline void check(cudaError_t e, const char* call, const char* file, int line) {
+  // Clear a non-sticky error, so that the next kernel launch's check does not report it again.
+  if (e != cudaSuccess) cudaGetLastError();
   if (e != cudaSuccess) fail(call, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), file, line);
 }
 inline void check(cudnnStatus_t s, const char* call, const char* file, int line) {

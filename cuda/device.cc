@@ -20,10 +20,10 @@ std::string unavailable_reason() {
   return "";
 }
 
-GpuInfo gpu_info(int device) {
+GpuInfo gpu_info(int device, bool in_use) {
   GpuInfo g;
   g.device = device;
-  RB_CUDA(cudaSetDevice(device));
+  if (in_use) RB_CUDA(cudaSetDevice(device));  // since CUDA 12 this creates the context
   cudaDeviceProp p{};
   RB_CUDA(cudaGetDeviceProperties(&p, device));
   g.name = p.name;
@@ -33,7 +33,8 @@ GpuInfo gpu_info(int device) {
   g.cc_major = p.major;
   g.cc_minor = p.minor;
   g.multiprocessors = p.multiProcessorCount;
-  RB_CUDA(cudaMemGetInfo(&g.free_bytes, &g.total_bytes));
+  g.total_bytes = p.totalGlobalMem;
+  if (in_use) RB_CUDA(cudaMemGetInfo(&g.free_bytes, &g.total_bytes));
   int v = 0;
   RB_CUDA(cudaDriverGetVersion(&v));
   g.driver = cuda_version(v);

@@ -49,7 +49,14 @@ class DeviceArray : public detail::ArrayHandle<T> {
     models::DeviceMemory::instance().reserve(bytes(), what_for);
     const cudaError_t e = cudaMalloc(&this->p_, bytes());
     if (e != cudaSuccess) {
-      models::DeviceMemory::instance().release(bytes());
+      auto& mem = models::DeviceMemory::instance();
+      mem.release(bytes());
+      if (e == cudaErrorMemoryAllocation) {  // a real device's framebuffer is full: a result
+        size_t free = 0, total = 0;
+        cudaMemGetInfo(&free, &total);
+        cudaGetLastError();
+        throw models::DeviceOutOfMemory(bytes(), mem.in_use(), mem.cap() ? mem.cap() : total, what_for);
+      }
       check(e, "cudaMalloc", __FILE__, __LINE__);
     }
   }

@@ -26,7 +26,10 @@ int local_rank(const World& w) {
   for (const char* k : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
                         "SLURM_LOCALID", "LOCAL_RANK"})
     if (const char* v = std::getenv(k)) return std::max(0, std::atoi(v));
-  if (w.launcher == "local" || w.launcher == "env" || w.launcher == "single") return w.rank;
+  // Ranks started by ringbench itself on this machine: local ranks, and the nodes of an
+  // emulated cluster (network namespaces on one machine), which must not all land on GPU 0.
+  if (w.launcher == "local" || w.launcher == "env" || w.launcher == "single" || w.launcher == "emulated")
+    return w.rank;
   return 0;
 }
 #endif
@@ -82,8 +85,9 @@ nlohmann::json gpu_json(int device) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty())
     return {{"available", false}, {"reason", why}};
   try {
-    if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
-    const cuda::GpuInfo g = cuda::gpu_info(device);
+    const bool in_use = device >= 0;
+    if (!in_use && cudaGetDevice(&device) != cudaSuccess) device = 0;
+    const cuda::GpuInfo g = cuda::gpu_info(device, in_use);
     const double mib = 1 << 20;
     return {{"available", true},
             {"device", g.device},
@@ -92,7 +96,8 @@ nlohmann::json gpu_json(int device) {
             {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
             {"multiprocessors", g.multiprocessors},
             {"memory_total_mib", double(g.total_bytes) / mib},
-            {"memory_free_mib", double(g.free_bytes) / mib},
+            {"in_use", in_use},
+            {"memory_free_mib", in_use ? nlohmann::json(double(g.free_bytes) / mib) : nlohmann::json(nullptr)},
             {"driver_cuda", g.driver},
             {"runtime_cuda", g.runtime},
             {"cudnn", g.cudnn},

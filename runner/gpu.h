@@ -24,10 +24,11 @@ int gpu_count();
 // Throws Error with gpu_unavailable_reason() when there is none.
 int use_local_gpu(const World& w);
 
-// The device `device` (-1: the current one) for metadata: {"available": true, "device", "name",
-// "pci_bus_id", "compute_capability", "multiprocessors", "memory_total_mib", "memory_free_mib",
+// The device `device` for metadata: {"available": true, "device", "name", "pci_bus_id",
+// "compute_capability", "multiprocessors", "in_use", "memory_total_mib", "memory_free_mib",
 // "driver_cuda", "runtime_cuda", "cudnn", "cublas", "nccl"}, or {"available": false, "reason"}.
-// Never throws. Creates the device's CUDA context when there is a device.
+// Never throws. device >= 0: this process's device (current, free memory read); -1: the
+// current one, described without creating a context on it (memory_free_mib null).
 nlohmann::json gpu_json(int device = -1);
 // Destroys this process's context on the current device (cudaDeviceReset): for a process that
 // described the GPU but computes nothing on it (the sweep driver), so its points get the memory.

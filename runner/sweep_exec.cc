@@ -148,6 +148,14 @@ class LocalExecutor : public Executor {
       r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
         r.env = rank_env(k, job.point->nodes, store, id, cluster_ ? "emulated" : "local");
       r.env.push_back("OMP_WAIT_POLICY=passive");
+      if (cluster_ && job.point->transport == "nccl") {
+        // To NCCL every rank here is on one host (same hostname and boot id), so it would move
+        // data through shared memory or GPU peer copies, bypassing the shaped link. Each node
+        // is a host of its own, talking over its own interface (the path metadata shows these).
+        r.env.push_back("NCCL_HOSTID=ringbench-" + id + "-node" + std::to_string(k));
+        r.env.push_back("NCCL_SOCKET_IFNAME=" + cluster_->node_iface());
+        r.env.push_back("NCCL_IB_DISABLE=1");
+      }
       r.log_path = job.log_base + ".rank" + std::to_string(k) + ".log";
       r.netns_fd = cluster_ ? cluster_->node_ns_fd(k) : -1;
       r.cpus = node_cpus(k);
@@ -411,7 +419,7 @@ json environment_info() {
   e["vgpu"] = vgpu::to_json(vgpu::detect_gpus());  // what a point's profile is checked against
   // The CUDA device as this build sees it: name, driver and runtime CUDA, cuDNN, cuBLAS, NCCL,
   // memory; or why there is none.
-  const json dev = gpu_json(0);
+  const json dev = gpu_json(-1);
   release_gpu_context();  // the sweep computes nothing on it: its points get the memory
   e["cuda_device"] = dev;
   e["cuda"] = !RINGBENCH_HAVE_CUDA ? json("not built (RINGBENCH_WITH_CUDA=OFF)")

@@ -108,7 +108,12 @@ void check_graph(const Graph& g, const CheckOptions& o = {}) { compare_with_refe
 // Device copies of host vectors, for the tests that drive the device network directly.
 DeviceArray<float> to_device(const std::vector<float>& v, const char* what) {
   DeviceArray<float> d(v.size(), what);
-  if (!v.empty()) RB_CUDA(cudaMemcpy(d.data(), v.data(), d.bytes(), cudaMemcpyHostToDevice));
+  if (!v.empty()) {
+    RB_CUDA(cudaMemcpy(d.data(), v.data(), d.bytes(), cudaMemcpyHostToDevice));
+    // A pageable copy may return before it lands, and the network's stream does not wait
+    // for the legacy default stream.
+    RB_CUDA(cudaStreamSynchronize(0));
+  }
   return d;
 }
 

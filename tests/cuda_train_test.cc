@@ -99,8 +99,8 @@ TEST(CudaTrainer, SgdKernelMatchesTheCpuUpdateExactly) {
 }
 
 // A few steps of each model on cudnn follow the reference backend's loss. Tolerance: each step's
-// loss within 2% (+1e-3) of the reference's: cuDNN may compute FP32 convolutions with TF32
-// tensor cores (10-bit mantissa), and the differences grow a little with every update.
+// loss within 2% (+1e-3) of the reference's: fp32 (no TF32) but in other summation orders and
+// algorithms, and the differences grow a little with every update.
 struct ModelCase {
   const char* model;
   m::ModelOptions opts;
@@ -256,8 +256,8 @@ TEST(StagedAllreduce, GradientReducerAverages) {
 
 // N ranks x batch b on the GPU, gradients staged through our ring over loopback TCP == one rank
 // x batch N*b on the GPU. Tolerance 1e-3 of the largest parameter: cuDNN may pick other
-// algorithms at another batch size and compute in TF32; the ranks themselves must agree bit for
-// bit (they apply the same averaged gradients).
+// algorithms at another batch size (some of them accumulate with atomics); the ranks themselves
+// must agree bit for bit (they apply the same averaged gradients).
 class CudaDataParallel : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
 
 TEST_P(CudaDataParallel, SameWeightsAsOneRankWithTheGlobalBatch) {

@@ -217,6 +217,8 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
   for (int id = 1; id < n; ++id) {
     try {
       setup_node(id, conv_settings);
+    } catch (const DeviceOutOfMemory&) {
+      throw;  // a result ("does not fit" the framebuffer), not a failure: keep its type
     } catch (const std::exception& e) {
       const Node& node = g_.nodes[id];
       if (std::string(e.what()).find("cudnn network: layer") == 0) throw;
