@@ -6,7 +6,12 @@
 
 #include <algorithm>
 
+#ifdef RINGBENCH_CUDA_EMULATION
+#include "cuda/emulation.h"  // tests without a GPU: the kernels on host threads
+#else
 #include "cuda/check.h"
+#define RB_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
 
 namespace ringbench::models::gpu {
 namespace {
@@ -295,13 +300,13 @@ __global__ void bn_running_single_kernel(const float* batch_mean, float* running
 
 void relu6_forward(const float* x, float* y, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  relu6_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, y, count);
+  RB_LAUNCH(relu6_forward_kernel, blocks_for(count), kThreads, stream)(x, y, count);
   RB_LAUNCHED();
 }
 
 void relu6_backward(const float* x, const float* dy, float* dx, int64_t count, bool accumulate, cudaStream_t stream) {
   if (count <= 0) return;
-  relu6_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, dy, dx, count, accumulate);
+  RB_LAUNCH(relu6_backward_kernel, blocks_for(count), kThreads, stream)(x, dy, dx, count, accumulate);
   RB_LAUNCHED();
 }
 
@@ -309,7 +314,7 @@ void dropout_forward(const DropoutMask& m, int batch, const float* x, float* y, 
   const int64_t n = int64_t(batch) * m.per_sample;
   if (n <= 0) return;
   const float scale = 1.0f / (1.0f - m.rate);
-  dropout_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(m, n, scale, x, y);
+  RB_LAUNCH(dropout_forward_kernel, blocks_for(n), kThreads, stream)(m, n, scale, x, y);
   RB_LAUNCHED();
 }
 
@@ -318,7 +323,7 @@ void dropout_backward(const DropoutMask& m, int batch, const float* dy, float* d
   const int64_t n = int64_t(batch) * m.per_sample;
   if (n <= 0) return;
   const float scale = 1.0f / (1.0f - m.rate);
-  dropout_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(m, n, scale, dy, dx, accumulate);
+  RB_LAUNCH(dropout_backward_kernel, blocks_for(n), kThreads, stream)(m, n, scale, dy, dx, accumulate);
   RB_LAUNCHED();
 }
 
@@ -326,34 +331,34 @@ void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_str
                bool accumulate, cudaStream_t stream) {
   const int64_t n = row_len * rows;
   if (n <= 0) return;
-  copy_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, dst_stride, src, src_stride, row_len, n, accumulate);
+  RB_LAUNCH(copy_rows_kernel, blocks_for(n), kThreads, stream)(dst, dst_stride, src, src_stride, row_len, n, accumulate);
   RB_LAUNCHED();
 }
 
 void bias_add(float* y, const float* b, int batch, int channels, int64_t spatial, cudaStream_t stream) {
   const int64_t n = int64_t(batch) * channels * spatial;
   if (n <= 0) return;
-  bias_add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, b, channels, spatial, n);
+  RB_LAUNCH(bias_add_kernel, blocks_for(n), kThreads, stream)(y, b, channels, spatial, n);
   RB_LAUNCHED();
 }
 
 void bias_grad(const float* dy, float* db, int batch, int channels, int64_t spatial, cudaStream_t stream) {
   if (channels <= 0) return;
-  bias_grad_kernel<<<unsigned(channels), kThreads, 0, stream>>>(dy, db, channels, spatial, int64_t(batch) * spatial);
+  RB_LAUNCH(bias_grad_kernel, unsigned(channels), kThreads, stream)(dy, db, channels, spatial, int64_t(batch) * spatial);
   RB_LAUNCHED();
 }
 
 void pad_planes(const PadSpec& p, int64_t planes, const float* x, float* xp, cudaStream_t stream) {
   const int64_t n = planes * p.padded_h() * p.padded_w();
   if (n <= 0) return;
-  pad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, n, x, xp);
+  RB_LAUNCH(pad_kernel, blocks_for(n), kThreads, stream)(p, n, x, xp);
   RB_LAUNCHED();
 }
 
 void crop_planes(const PadSpec& p, int64_t planes, const float* xp, float* x, bool accumulate, cudaStream_t stream) {
   const int64_t n = planes * p.h * p.w;
   if (n <= 0) return;
-  crop_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, n, xp, x, accumulate);
+  RB_LAUNCH(crop_kernel, blocks_for(n), kThreads, stream)(p, n, xp, x, accumulate);
   RB_LAUNCHED();
 }
 
@@ -361,7 +366,7 @@ void max_pool_forward(const PoolGeometry& g, int64_t planes, const float* x, flo
                       cudaStream_t stream) {
   const int64_t n = planes * g.out_h * g.out_w;
   if (n <= 0) return;
-  max_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, n, x, y, argmax);
+  RB_LAUNCH(max_pool_forward_kernel, blocks_for(n), kThreads, stream)(g, n, x, y, argmax);
   RB_LAUNCHED();
 }
 
@@ -369,7 +374,7 @@ void max_pool_backward(const PoolGeometry& g, int64_t planes, const float* dy, c
                        bool accumulate, cudaStream_t stream) {
   const int64_t n = planes * g.in_h * g.in_w;
   if (n <= 0) return;
-  max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, n, dy, argmax, dx, accumulate);
+  RB_LAUNCH(max_pool_backward_kernel, blocks_for(n), kThreads, stream)(g, n, dy, argmax, dx, accumulate);
   RB_LAUNCHED();
 }
 
@@ -377,7 +382,7 @@ void avg_pool_forward(const PoolGeometry& g, bool exclude_padding, int64_t plane
                       cudaStream_t stream) {
   const int64_t n = planes * g.out_h * g.out_w;
   if (n <= 0) return;
-  avg_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, exclude_padding, n, x, y);
+  RB_LAUNCH(avg_pool_forward_kernel, blocks_for(n), kThreads, stream)(g, exclude_padding, n, x, y);
   RB_LAUNCHED();
 }
 
@@ -385,7 +390,7 @@ void avg_pool_backward(const PoolGeometry& g, bool exclude_padding, int64_t plan
                        bool accumulate, cudaStream_t stream) {
   const int64_t n = planes * g.in_h * g.in_w;
   if (n <= 0) return;
-  avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, exclude_padding, n, dy, dx, accumulate);
+  RB_LAUNCH(avg_pool_backward_kernel, blocks_for(n), kThreads, stream)(g, exclude_padding, n, dy, dx, accumulate);
   RB_LAUNCHED();
 }
 
@@ -393,7 +398,7 @@ void bn_backward_global(const float* x, const float* dy, const float* gamma, con
                         const float* running_var, double eps, int batch, int channels, int64_t spatial, float* dx,
                         float* dgamma, float* dbeta, bool accumulate, cudaStream_t stream) {
   if (channels <= 0) return;
-  bn_backward_global_kernel<<<unsigned(channels), kThreads, 0, stream>>>(
+  RB_LAUNCH(bn_backward_global_kernel, unsigned(channels), kThreads, stream)(
       x, dy, gamma, running_mean, running_var, eps, channels, spatial, int64_t(batch) * spatial, dx, dgamma, dbeta,
       accumulate);
   RB_LAUNCHED();
@@ -402,7 +407,7 @@ void bn_backward_global(const float* x, const float* dy, const float* gamma, con
 void bn_running_single(const float* batch_mean, float* running_mean, float* running_var, int channels,
                        float momentum, cudaStream_t stream) {
   if (channels <= 0) return;
-  bn_running_single_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(batch_mean, running_mean, running_var,
+  RB_LAUNCH(bn_running_single_kernel, blocks_for(channels), kThreads, stream)(batch_mean, running_mean, running_var,
                                                                           channels, momentum);
   RB_LAUNCHED();
 }

@@ -9,7 +9,11 @@
 // wrote) instead of overwriting it.
 #pragma once
 
+#ifdef RINGBENCH_CUDA_EMULATION
+#include "cuda/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 

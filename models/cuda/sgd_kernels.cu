@@ -2,7 +2,12 @@
 
 #include <algorithm>
 
+#ifdef RINGBENCH_CUDA_EMULATION
+#include "cuda/emulation.h"  // tests without a GPU: the kernel on host threads
+#else
 #include "cuda/check.h"
+#define RB_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
 
 namespace ringbench::models::cuda_kernels {
 namespace {
@@ -37,9 +42,9 @@ void sgd_update(float* params, const float* grads, float* velocity, const SgdTen
   if (end <= begin) return;
   constexpr unsigned threads = 256;
   const size_t blocks = std::min<size_t>((end - begin + threads - 1) / threads, 8192);
-  sgd_kernel<<<unsigned(blocks), threads, 0, stream>>>(params, grads, velocity, tensors.begin,
-                                                       tensors.decay, first, last, begin, end, lr,
-                                                       momentum);
+  RB_LAUNCH(sgd_kernel, unsigned(blocks), threads, stream)(params, grads, velocity, tensors.begin,
+                                                          tensors.decay, first, last, begin, end, lr,
+                                                          momentum);
   RB_CUDA(cudaGetLastError());
 }
 

@@ -5,7 +5,11 @@
 // Only with RINGBENCH_HAVE_CUDA.
 #pragma once
 
+#ifdef RINGBENCH_CUDA_EMULATION
+#include "cuda/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include <cstddef>
 
