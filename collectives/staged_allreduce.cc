@@ -38,8 +38,11 @@ StagedAllreduce::StagedAllreduce(Transport& t, void* device_data, size_t max_cou
 StagedAllreduce::~StagedAllreduce() {
   // Copies may still be in flight after a failed run: let them finish before the pinned memory
   // goes (cudaFreeHost would wait too; this makes it explicit). Errors here are not reported.
-  cudaStreamSynchronize(d2h_.get());
-  cudaStreamSynchronize(h2d_.get());
+  try {
+    d2h_.sync();
+    h2d_.sync();
+  } catch (const std::exception&) {
+  }
 }
 
 size_t StagedAllreduce::pieces(size_t count) const {

@@ -5,6 +5,10 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <string>
+#include <thread>
+
 #include <cstddef>
 #include <utility>
 
@@ -85,6 +89,28 @@ class PinnedArray : public detail::ArrayHandle<T> {
   }
 };
 
+// Waits for queued GPU work by polling `query` (cudaStreamQuery, cudaEventQuery), at most
+// `limit`: the driver's own waits have no timeout. Spins (yielding) for the first 2 ms, as the
+// driver's default wait does, then sleeps between polls. Throws std::runtime_error naming
+// `what` on a CUDA error or when the limit passes.
+inline constexpr std::chrono::seconds kGpuWaitLimit{300};  // no step of ours legitimately takes longer
+template <class Query>
+void wait_done(Query query, const char* what, std::chrono::milliseconds limit = kGpuWaitLimit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = query();
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) check(e, what, __FILE__, __LINE__);
+    cudaGetLastError();  // "not ready" is no error: clear it (as PyTorch's stream query does)
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    if (waited > limit)
+      throw std::runtime_error(std::string(what) + ": the GPU work waited for has not finished after " +
+                               std::to_string(limit.count() / 1000) + " s (a hung kernel?)");
+    if (waited < std::chrono::milliseconds(2)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 class Stream {
  public:
   Stream() { RB_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
@@ -92,7 +118,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   cudaStream_t get() const { return s_; }
-  void sync() const { RB_CUDA(cudaStreamSynchronize(s_)); }
+  void sync() const { wait_done([this] { return cudaStreamQuery(s_); }, "waiting for a CUDA stream"); }
 
  private:
   cudaStream_t s_{};
@@ -109,7 +135,7 @@ class Event {
   cudaEvent_t get() const { return e_; }
   void record(cudaStream_t s) { RB_CUDA(cudaEventRecord(e_, s)); }
   void wait_on(cudaStream_t s) const { RB_CUDA(cudaStreamWaitEvent(s, e_, 0)); }  // s waits for this
-  void sync() const { RB_CUDA(cudaEventSynchronize(e_)); }
+  void sync() const { wait_done([this] { return cudaEventQuery(e_); }, "waiting for a CUDA event"); }
 
  private:
   cudaEvent_t e_{};

@@ -11,7 +11,7 @@
 //   step thread, in backward's on_param_grads, once b's last gradient kernel is queued:
 //       grads_queued(b)             GPU: records "ready[b]" on the compute stream
 //     then hands b to the communication thread, which calls
-//       wait_grads(b)               GPU: cudaEventSynchronize(ready[b]): b's gradients are final
+//       wait_grads(b)               GPU: waits for event ready[b] (bounded): b's gradients are final
 //       reducer.allreduce_avg(b)
 //       reduced(b, reducer.stream())  GPU: records "reduced[b]" on the reducer's stream
 //   step thread, after backward:  wait_compute()   GPU: backward has run (for the step's timings)

@@ -44,7 +44,7 @@ class NcclImpl : public AllreduceImpl {
   void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (!bytes) return;
     RB_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, stream_.get()));
-    RB_CUDA(cudaStreamSynchronize(stream_.get()));
+    stream_.sync();
   }
 
   const char* host_in_;

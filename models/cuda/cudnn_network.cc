@@ -90,7 +90,10 @@ class CudnnNetwork final : public Network {
  public:
   CudnnNetwork(const Graph& g, int batch, const CudnnOptions& options);
   ~CudnnNetwork() override {
-    cudaStreamSynchronize(stream_.get());  // queued work may still use the buffers
+    try {
+      stream_.sync();  // queued work may still use the buffers
+    } catch (const std::exception&) {
+    }
     cublas_.reset();  // before its workspace goes
     cudnn_.reset();
   }

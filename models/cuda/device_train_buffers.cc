@@ -45,21 +45,24 @@ class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
       reduced_.push_back(std::make_unique<cuda::Event>());
     }
     recorded_.assign(plan.buckets.size(), 0);
-    RB_CUDA(cudaStreamSynchronize(stream_));  // the host vectors go out of scope
+    sync();  // the host vectors go out of scope
   }
   ~DeviceBuffers() override {
     // Kernels queued on these buffers (a step that failed half way) finish before they are freed.
-    cudaStreamSynchronize(stream_);
+    try {
+      sync();
+    } catch (const std::exception&) {  // the step's own error is the one to report
+    }
   }
 
   bool on_device() const override { return true; }
   std::vector<float> to_host(Which w) const override {
     const cuda::DeviceArray<float>& a = array(w);
     std::vector<float> out(a.size());
-    RB_CUDA(cudaStreamSynchronize(stream_));
+    sync();
     if (a.bytes()) {
       RB_CUDA(cudaMemcpyAsync(out.data(), a.data(), a.bytes(), cudaMemcpyDeviceToHost, stream_));
-      RB_CUDA(cudaStreamSynchronize(stream_));
+      sync();
     }
     return out;
   }
@@ -78,10 +81,11 @@ class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
                              {tensor_begin_.data(), tensor_decay_.data()}, b.first, b.last, b.offset,
                              b.offset + b.count, sgd_.lr, sgd_.momentum, stream_);
   }
-  void wait_compute() override { RB_CUDA(cudaStreamSynchronize(stream_)); }
+  void wait_compute() override { sync(); }
   void bind_thread() override { RB_CUDA(cudaSetDevice(device_)); }
 
  private:
+  void sync() const { cuda::wait_done([this] { return cudaStreamQuery(stream_); }, "waiting for the compute stream"); }
   void upload(void* dst, const void* src, size_t bytes) {
     if (bytes) RB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   }
