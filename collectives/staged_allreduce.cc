@@ -38,11 +38,8 @@ StagedAllreduce::StagedAllreduce(Transport& t, void* device_data, size_t max_cou
 StagedAllreduce::~StagedAllreduce() {
   // Copies may still be in flight after a failed run: let them finish before the pinned memory
   // goes (cudaFreeHost would wait too; this makes it explicit). Errors here are not reported.
-  try {
-    d2h_.sync();
-    h2d_.sync();
-  } catch (const std::exception&) {
-  }
+  cuda::sync_quietly(d2h_.get());
+  cuda::sync_quietly(h2d_.get());
 }
 
 size_t StagedAllreduce::pieces(size_t count) const {

@@ -111,6 +111,15 @@ void wait_done(Query query, const char* what, std::chrono::milliseconds limit = 
   }
 }
 
+// For destructors: waits (bounded) for the work queued on `s` and reports nothing; an error of
+// the step that left it queued is the one that matters.
+inline void sync_quietly(cudaStream_t s) noexcept {
+  try {
+    wait_done([s] { return cudaStreamQuery(s); }, "waiting for a CUDA stream");
+  } catch (const std::exception&) {
+  }
+}
+
 class Stream {
  public:
   Stream() { RB_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }

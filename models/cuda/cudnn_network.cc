@@ -90,10 +90,7 @@ class CudnnNetwork final : public Network {
  public:
   CudnnNetwork(const Graph& g, int batch, const CudnnOptions& options);
   ~CudnnNetwork() override {
-    try {
-      stream_.sync();  // queued work may still use the buffers
-    } catch (const std::exception&) {
-    }
+    cuda::sync_quietly(stream_.get());  // queued work may still use the buffers
     cublas_.reset();  // before its workspace goes
     cudnn_.reset();
   }

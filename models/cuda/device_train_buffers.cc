@@ -49,10 +49,7 @@ class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
   }
   ~DeviceBuffers() override {
     // Kernels queued on these buffers (a step that failed half way) finish before they are freed.
-    try {
-      sync();
-    } catch (const std::exception&) {  // the step's own error is the one to report
-    }
+    cuda::sync_quietly(stream_);
   }
 
   bool on_device() const override { return true; }
