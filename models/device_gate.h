@@ -21,6 +21,13 @@ class DeviceGate {
     int64_t slices = 0;   // grants received
   };
   virtual Usage usage() const = 0;  // cumulative since construction
+
+  // Jobs sharing one device measure together (`vgpu share`): begin_measuring() blocks until
+  // every job sharing the device is about to measure; after its measured steps a job keeps
+  // the device busy with unmeasured steps while others_measuring(). A gate of a job that does
+  // not share (or a scheduler that does not coordinate measuring) neither waits nor asks.
+  virtual void begin_measuring() {}
+  virtual bool others_measuring() { return false; }
 };
 
 }  // namespace ringbench::models

@@ -1,5 +1,7 @@
 #include "runner/allreduce_cmd.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "collectives/tcp_transport.h"
 #include "collectives/verify.h"
 #include "runner/allreduce_impl.h"
+#include "runner/allreduce_rows.h"
 #include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/world.h"
@@ -35,76 +38,31 @@ struct AlignedBuffer {
   char* data;
 };
 
-// What each rank measured for one (size, in-place) point.
-struct Measured {
-  uint64_t wrong = 0;
-  std::vector<double> us;  // per timed iteration
-};
-
-std::string pack(const Measured& m) {
-  std::string s(sizeof m.wrong + m.us.size() * sizeof(double), '\0');
-  std::memcpy(s.data(), &m.wrong, sizeof m.wrong);
-  if (!m.us.empty()) std::memcpy(s.data() + sizeof m.wrong, m.us.data(), m.us.size() * sizeof(double));
-  return s;
-}
-
-Measured unpack(const std::string& s) {
-  Measured m;
-  std::memcpy(&m.wrong, s.data(), sizeof m.wrong);
-  m.us.resize((s.size() - sizeof m.wrong) / sizeof(double));
-  if (!m.us.empty()) std::memcpy(m.us.data(), s.data() + sizeof m.wrong, m.us.size() * sizeof(double));
-  return m;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double idx = p / 100.0 * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(idx)), hi = static_cast<size_t>(std::ceil(idx));
-  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
-}
-
-struct Row {
-  double time_us, p50_us, p99_us, algbw, busbw;
-  uint64_t wrong;
-};
-
-// Time is the slowest rank's: the largest per-rank mean; p50/p99 are over iterations of the
-// per-iteration maximum across ranks.
-Row summarize(const std::vector<Measured>& ranks, size_t bytes, int n) {
-  Row row{};
-  std::vector<double> slowest(ranks[0].us.size(), 0);
-  for (auto& m : ranks) {
-    row.wrong += m.wrong;
-    double sum = 0;
-    for (size_t i = 0; i < m.us.size(); ++i) {
-      sum += m.us[i];
-      slowest[i] = std::max(slowest[i], m.us[i]);
-    }
-    if (!m.us.empty()) row.time_us = std::max(row.time_us, sum / static_cast<double>(m.us.size()));
-  }
-  row.p50_us = percentile(slowest, 50);
-  row.p99_us = percentile(slowest, 99);
-  row.algbw = row.time_us > 0 ? static_cast<double>(bytes) / row.time_us / 1e3 : 0;  // GB/s
-  row.busbw = row.algbw * 2.0 * (n - 1) / n;
-  return row;
-}
 
 void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (minb > maxb)
     throw Error("-b/--minbytes (" + a.minbytes + ") is larger than -e/--maxbytes (" + a.maxbytes + ")");
-  if (a.factor < 1.01 && minb != maxb) throw Error("-f/--stepfactor must be at least 1.01");
+  if (!(a.factor >= 1.01) && minb != maxb) throw Error("-f/--stepfactor must be at least 1.01");
   if (a.iters < 1) throw Error("-n/--iters must be >= 1");
   if (a.warmup < 0) throw Error("-w/--warmup_iters must be >= 0");
-  if (a.timeout_s < 0.1) throw Error("--timeout must be at least 0.1 seconds");
-  if (parse_bytes(a.socket_buffer) > (size_t{1} << 30))
-    throw Error("--socket-buffer must be at most 1G");
+  if (!(a.timeout_s >= 0.1)) throw Error("--timeout must be at least 0.1 seconds");
+  if (const size_t sb = parse_bytes(a.socket_buffer); sb != 0 && (sb < (size_t{64} << 10) || sb > (size_t{1} << 30)))
+    throw Error("--socket-buffer " + a.socket_buffer + ": must be 0 (the kernel's autotuning) or 64K to 1G; "
+                "smaller buffers stall the ring's segments");
+  // The input and output buffers of the largest size, plus the staging copies: refuse at once
+  // what this machine cannot hold, rather than failing in an allocation.
+  const double need_gib = 2.0 * double(maxb) / double(1 << 30);
+  const double have_gib = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+  if (need_gib > have_gib)
+    throw Error("-e/--maxbytes " + a.maxbytes + " needs " + std::to_string(int(std::ceil(need_gib))) +
+                " GiB of buffers per rank; this machine has " + std::to_string(int(have_gib)) + " GiB");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
   if (a.transport != "tcp" && a.transport != "verbs")
     throw Error("--transport " + a.transport + " is not known: use tcp or verbs");
   validate_verbs_args(a.transport, a.verbs);
   if (a.impl != "ring" && a.impl != "mpi" && a.impl != "nccl")
     throw Error("--impl " + a.impl + " is not known: use ring, mpi or nccl");
+  check_output_path(a.json, "--json");
   // Before any rank starts, so that a build or machine without it fails once, at once.
   if (a.impl == "nccl")
     if (const std::string why = nccl_unavailable_reason(); !why.empty())
@@ -254,7 +212,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     if (rank == 0) {
       json hosts = json::array();
       for (int r = 0; r < n; ++r)
-        hosts.push_back(json::parse(store.get("allreduce/meta/" + std::to_string(r), timeout)));
+        hosts.push_back(get_rank_json(store, "allreduce/meta/" + std::to_string(r), r, timeout));
       meta = {{"command", argv},
               {"collective", "allreduce"},
               {"impl", a.impl},
@@ -354,7 +312,10 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
         store.set(key + std::to_string(rank), pack(m));
         if (rank == 0) {
           std::vector<Measured> all;
-          for (int r = 0; r < n; ++r) all.push_back(unpack(store.get(key + std::to_string(r), 2 * timeout)));
+          for (int r = 0; r < n; ++r) {
+            const std::string rank_key = key + std::to_string(r);
+            all.push_back(unpack(store.get(rank_key, 2 * timeout), rank_key, r, a.iters, count));
+          }
           results[ip] = summarize(all, count * es, n);
           total_wrong += results[ip].wrong;
           rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(dtype)},

@@ -1,6 +1,12 @@
 // ringbench: how well does data-parallel training scale on this cluster, and why.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -13,6 +19,29 @@
 #include "runner/sweep_cmd.h"
 #include "runner/train_cmd.h"
 #include "runner/vgpu_cmd.h"
+
+namespace {
+
+// CLI11 reads "nan", "inf" and "1e999" into a double as they are: every floating-point option of
+// every subcommand given must be a finite number, named when it is not.
+void check_numbers_are_finite(const CLI::App& app) {
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() == 0 || o->get_type_name() != "FLOAT") continue;
+    for (const std::string& v : o->results()) {
+      errno = 0;
+      const double x = std::strtod(v.c_str(), nullptr);
+      if (!std::isfinite(x) || errno == ERANGE)
+        throw ringbench::Error(o->get_name() + ": '" + v + "' is not a finite number");
+    }
+  }
+  for (const CLI::App* sub : app.get_subcommands()) check_numbers_are_finite(*sub);
+}
+
+double physical_gib() {
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ringbench " RINGBENCH_VERSION
@@ -83,6 +112,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::vector<std::string> args(argv, argv + argc);
   try {
+    check_numbers_are_finite(app);
     if (allreduce->parsed()) return ringbench::run_allreduce(ar, args);
     if (train->parsed()) return ringbench::run_train(tr, args);
     if (sweep->parsed()) return ringbench::run_sweep(sw, args);
@@ -94,6 +124,10 @@ int main(int argc, char** argv) {
     if (compare->parsed()) return ringbench::compare_runs(run_a, run_b, co);
     if (vgpu->parsed()) return ringbench::run_vgpu(*vgpu, vg, args);
     if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "ringbench: error: out of memory: an allocation failed (this machine has " << physical_gib()
+              << " GiB); use smaller sizes (-e, --batch, --image-size)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "ringbench: error: " << e.what() << "\n";
     return 1;

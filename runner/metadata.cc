@@ -53,20 +53,6 @@ nlohmann::json build_info() {
           {"have_nccl", RINGBENCH_HAVE_NCCL != 0}};
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("cannot rename " + tmp + " to " + path);
-  }
-}
-
 nlohmann::json mpi_path_info() {
   auto env = [](const char* k) { return std::getenv(k) ? std::getenv(k) : "default"; };
   return {{"transport", "mpi"}, {"pml", env("OMPI_MCA_pml")}, {"btl", env("OMPI_MCA_btl")}};

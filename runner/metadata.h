@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/output_file.h"  // write_file_atomic, which most writers of metadata use
+
 namespace ringbench {
 
 // hostname, pid, kernel, CPU model, cores, reduce kernel ISA.
@@ -11,8 +13,5 @@ nlohmann::json host_info();
 nlohmann::json build_info();
 // The MPI path as the environment selects it (pml and btl, "default" when unset).
 nlohmann::json mpi_path_info();
-// Writes `text` to `path` through a temporary file and rename(), so readers never see a
-// partial file and a crash leaves the previous version intact.
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace ringbench

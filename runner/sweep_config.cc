@@ -58,6 +58,14 @@ class Reader {
   Reader(const YAML::Node& node, std::string where, std::string origin)
       : node_(node), where_(std::move(where)), origin_(std::move(origin)) {
     if (!node_.IsMap()) fail(where_.empty() ? "the file" : where_, "must be a mapping of keys to values");
+    // yaml-cpp keeps every entry of a repeated key but node[key] finds only the first: a
+    // second value must not be silently ignored.
+    std::set<std::string> seen;
+    for (const auto& kv : node_) {
+      const std::string k = kv.first.Scalar();
+      if (!seen.insert(k).second)
+        fail(key(k), "appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")");
+    }
   }
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
@@ -112,6 +120,8 @@ class Reader {
       } catch (const YAML::Exception&) {
         fail(key(k) + "[" + std::to_string(i) + "]", std::string("must be ") + type_name);
       }
+      if (std::find(out.begin(), out.end() - 1, out.back()) != out.end() - 1)
+        fail(key(k), v[i].Scalar() + " is listed twice");  // every point would run twice
     }
     return out;
   }
@@ -156,6 +166,10 @@ TrainSweep parse_train(const Reader& r) {
     } catch (const std::exception& e) {
       r.fail(where + ".image_size", e.what());
     }
+    for (const auto& o : t.models)
+      if (o.model == m.model && o.batch == m.batch && o.image_size == m.image_size)
+        r.fail(where, m.model + " with batch " + std::to_string(m.batch) + " and image_size " +
+                          std::to_string(m.image_size) + " is listed twice");
     t.models.push_back(m);
   }
   r.get_int("warmup", t.warmup, 0);
@@ -305,8 +319,19 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& origi
   }
   if (!c.has_train && !c.has_collectives)
     r.fail("train", "the sweep measures nothing: add a train section, a collectives section, or both");
-  if (c.has_collectives && *std::max_element(c.nodes.begin(), c.nodes.end()) < 2)
+  const int most_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
+  if (c.has_collectives && most_nodes < 2)
     r.fail("nodes", "a collectives sweep needs a node count >= 2");
+  if (c.cluster.type != "mpirun" && most_nodes > kMaxLocalNodes)
+    r.fail("nodes", std::to_string(most_nodes) + " nodes: a " + c.cluster.type + " cluster on this machine has 1 to " +
+                        std::to_string(kMaxLocalNodes));
+  // Bounded before anything is expanded, so a typo cannot make the sweep (or --dry-run) fill memory.
+  SweepConfig one = c;
+  one.repeats = 1;
+  const size_t per_repeat = expand_points(one).size();
+  if (per_repeat * size_t(c.repeats) > kMaxPoints)
+    r.fail("repeats", std::to_string(c.repeats) + " repeats of " + std::to_string(per_repeat) + " points make more than " +
+                          std::to_string(kMaxPoints) + " points; a sweep is bounded to that many");
   return c;
 }
 

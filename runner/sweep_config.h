@@ -63,7 +63,13 @@ struct SweepConfig {
   CollectivesSweep collectives;
 };
 
+// The most points a sweep may have (repeats included), and the most nodes a local or emulated
+// cluster on one machine may have (the emulated cluster's /24 holds 253 nodes and its switch).
+constexpr size_t kMaxPoints = 10000;
+constexpr int kMaxLocalNodes = 253;
+
 // Parses and validates; throws Error("<file>: <key>: <what is wrong>; <what is allowed>").
+// Repeated keys and repeated list entries are errors too.
 SweepConfig load_sweep_config(const std::string& path);
 SweepConfig parse_sweep_config(const std::string& yaml_text, const std::string& origin);
 // The config with every default filled in, as YAML (config.yaml "as run") and as JSON.

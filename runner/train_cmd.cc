@@ -81,11 +81,13 @@ void validate(const TrainArgs& a) {
     throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
   if (a.epochs > 0 && a.data == "synthetic")
     throw Error("--epochs needs a real dataset (--data fashion-mnist); synthetic data has no epochs");
-  if (a.timeout_s < 0.1) throw Error("--timeout must be at least 0.1 seconds");
+  if (!(a.timeout_s >= 0.1)) throw Error("--timeout must be at least 0.1 seconds");
   if (!(a.lr > 0)) throw Error("--lr must be > 0");
   if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
   if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
   if (a.threads < 0) throw Error("--threads must be >= 0 (0: the cores split between local ranks)");
+  check_output_path(a.json, "--json");
+  check_output_path(a.timeline, "--timeline");  // rank files go beside it
 }
 
 // Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
@@ -137,6 +139,21 @@ json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
     r["img_s"].push_back(batch / s.step_s);
   }
   return r;
+}
+
+// Rank `sender`'s measured steps as rank 0 read them from the store: every series must hold
+// `steps` finite numbers (the losses may be any finite value, the times must be >= 0).
+void check_rank_record(const json& r, const std::string& key, int sender, size_t steps) {
+  const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + "): ";
+  if (!r.contains("rank") || r["rank"] != sender) throw Error(from + "it is not rank " + std::to_string(sender) + "'s record");
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
+                        "device_wait_s", "loss", "img_s"}) {
+    if (!r.contains(k) || !r[k].is_array() || r[k].size() != steps)
+      throw Error(from + "\"" + k + "\" must be an array of " + std::to_string(steps) + " numbers");
+    for (const auto& v : r[k])
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || (std::string(k) != "loss" && v.get<double>() < 0))
+        throw Error(from + "\"" + k + "\" holds " + v.dump() + ", not a measurement");
+  }
 }
 
 // For a per-step series: its mean over steps of the mean over ranks, and of the max over ranks.
@@ -387,7 +404,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     store.set("train/meta/" + std::to_string(rank), self.dump());
     json hosts = json::array();
     for (int r = 0; r < n; ++r) {
-      hosts.push_back(json::parse(store.get("train/meta/" + std::to_string(r), timeout)));
+      hosts.push_back(get_rank_json(store, "train/meta/" + std::to_string(r), r, timeout));
       if (hosts.back()["param_hash"] != h)
         throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
                     std::to_string(rank) + " (different build or seed?)");
@@ -450,7 +467,10 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     std::chrono::steady_clock::time_point window_begin, window_end;  // the measured steps
     for (int64_t s = 0; s < total_steps; ++s) {
       const bool measuring = s >= a.warmup;
-      if (s == a.warmup) window_begin = std::chrono::steady_clock::now();
+      if (s == a.warmup) {
+        if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
+        window_begin = std::chrono::steady_clock::now();
+      }
       const bool trace = timeline && measuring && traced < a.timeline_steps;
       traced += trace;
       m::StepRecord r = trainer.step(*source, trace);
@@ -469,6 +489,15 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     }
 
     window_end = std::chrono::steady_clock::now();
+    // Keep the shared device busy, unmeasured, until every VM sharing it has measured.
+    int64_t tail_steps = 0;
+    while (vgpu.gate && vgpu.gate->others_measuring()) {
+      if (std::chrono::steady_clock::now() - window_end > timeout)
+        throw Error("the other VMs sharing the device were still measuring " + std::to_string(a.timeout_s) +
+                    " s after this one finished");
+      trainer.step(*source, false);
+      ++tail_steps;
+    }
     std::unique_ptr<m::LayerProfile> profile;  // extra steps, every rank (they allreduce)
     if (a.layer_times > 0) {
       profile = std::make_unique<m::LayerProfile>(graph, a.batch);
@@ -477,8 +506,11 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     // Gather every rank's measured steps on rank 0.
     store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, a.batch).dump());
     std::vector<json> ranks;
-    for (int r = 0; r < n; ++r)
-      ranks.push_back(json::parse(store.get("train/steps/" + std::to_string(r), 2 * timeout)));
+    for (int r = 0; r < n; ++r) {
+      const std::string key = "train/steps/" + std::to_string(r);
+      ranks.push_back(get_rank_json(store, key, r, 2 * timeout));
+      check_rank_record(ranks.back(), key, r, measured.size());
+    }
 
     json eval;
     if (!test_set.labels.empty()) {
@@ -487,7 +519,12 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       int64_t correct = 0, total = 0;
       double loss = 0;
       for (int r = 0; r < n; ++r) {
-        json v = json::parse(store.get("train/eval/" + std::to_string(r), 2 * timeout));
+        const std::string key = "train/eval/" + std::to_string(r);
+        json v = get_rank_json(store, key, r, 2 * timeout, json::value_t::array);
+        if (v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number() ||
+            v[0].get<int64_t>() < 0 || v[1].get<int64_t>() < v[0].get<int64_t>() || !std::isfinite(v[2].get<double>()))
+          throw Error("store key " + key + " (from rank " + std::to_string(r) + "): " + v.dump() +
+                      " is not [correct, total, loss sum]");
         correct += v[0].get<int64_t>();
         total += v[1].get<int64_t>();
         loss += v[2].get<double>();
@@ -531,7 +568,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
         const double ns = double(measured.size() ? measured.size() : 1);
         summary["device"] = {
             {"held_s_per_step", held / ns}, {"wait_s_per_step", waited / ns},
-            {"utilization", wall > 0 ? held / wall : 0.0},
+            {"utilization", wall > 0 ? held / wall : 0.0}, {"tail_steps", tail_steps},
             {"window_ns", {std::chrono::duration_cast<std::chrono::nanoseconds>(window_begin.time_since_epoch()).count(),
                            std::chrono::duration_cast<std::chrono::nanoseconds>(window_end.time_since_epoch()).count()}}};
       }

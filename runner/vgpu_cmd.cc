@@ -177,6 +177,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
     throw Error(p->name + " is not time-sliced (" + p->series + "): only time-sliced vGPU profiles share a device");
   if (!(a.slice_ms >= 0.1 && a.slice_ms <= 1000)) throw Error("--slice-ms must be in [0.1, 1000]");
   if (!(a.timeout_s > 0)) throw Error("--timeout must be > 0");
+  check_output_path(a.json, "--json");
   for (const auto& x : a.train_args)
     for (const char* owned : {"--json", "--profile", "--vgpu-scheduler", "--ranks", "--timeline", "--vgpu-catalog"})
       if (x == owned || x.rfind(std::string(owned) + "=", 0) == 0)
@@ -210,7 +211,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   // MIG-backed and whole-GPU profiles have their engines to themselves: no slots to share.
   so.max_instances = p->time_sliced ? p->max_instances : 1;
   so.slice = std::chrono::microseconds(static_cast<long>(a.slice_ms * 1000));
-  vgpu::SchedulerServer server(tmp + "/scheduler.sock", so);
+  vgpu::SchedulerServer server(tmp + "/scheduler.sock", so, a.vms);  // the VMs measure together
 
   // Each VM is a job of its own: it must not join a world this process may be part of.
   for (const char* v : {"RINGBENCH_RANK", "RINGBENCH_WORLD_SIZE", "RINGBENCH_STORE", "RINGBENCH_JOB_ID",
@@ -284,10 +285,13 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
     return 1;
   }
 
-  // Per VM, and the device over the window where every VM was measuring.
+  // Per VM, and the device over the window where every VM was running. The VMs leave their
+  // warmup together (MeasureBarrier), then each measures and keeps stepping, unmeasured, until
+  // the last has measured: every VM runs from the earliest start to the latest end of the
+  // measured steps.
   json per_vm = json::array();
   double total = 0, total_var = 0, util_sum = 0, step_sum = 0;
-  int64_t from_ns = 0, to_ns = INT64_MAX, longest_ns = 0;
+  int64_t from_ns = INT64_MAX, to_ns = 0;
   std::vector<double> img;
   for (int i = 0; i < a.vms; ++i) {
     const json& s = res[size_t(i)].doc.at("summary");
@@ -298,6 +302,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
                       {"step_s", s.at("step_s").at("mean_over_ranks")}, {"device_util", util},
                       {"device_held_s_per_step", dev.value("held_s_per_step", 0.0)},
                       {"device_wait_s_per_step", dev.value("wait_s_per_step", 0.0)},
+                      {"tail_steps", dev.value("tail_steps", 0)},
                       {"device_memory_peak_mib", s.at("device_memory").at("peak_mib")}});
     total += m;
     total_var += ci * ci;
@@ -306,43 +311,32 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
     img.push_back(m);
     if (dev.contains("window_ns")) {
       const int64_t b = dev["window_ns"][0].get<int64_t>(), e = dev["window_ns"][1].get<int64_t>();
-      from_ns = std::max(from_ns, b);
-      to_ns = std::min(to_ns, e);
-      longest_ns = std::max(longest_ns, e - b);
+      from_ns = std::min(from_ns, b);
+      to_ns = std::max(to_ns, e);
     }
   }
   json device_total = nullptr;
-  double window_s = 0, overlap = 0;
+  double window_s = 0;
   if (to_ns > from_ns) {
     const vgpu::Clock::time_point from{std::chrono::nanoseconds(from_ns)}, to{std::chrono::nanoseconds(to_ns)};
     window_s = double(to_ns - from_ns) / 1e9;
     device_total = server.scheduler().busy_seconds(from, to) / window_s;
-    overlap = double(to_ns - from_ns) / double(longest_ns);
   }
-  // Each VM's figures come from its own measured steps: they describe sharing only as far as
-  // the VMs measured at the same time (one that finished early left the others alone).
-  const bool overlapped = a.vms == 1 || overlap >= 0.9;
   doc["vms"] = per_vm;
   doc["summary"] = {{"total_img_s", {{"mean", total}, {"ci95", std::sqrt(total_var)}}},
                     {"img_s_per_vm", {{"mean", total / a.vms}, {"min", *std::min_element(img.begin(), img.end())},
                                       {"max", *std::max_element(img.begin(), img.end())}}},
                     {"step_s", step_sum / a.vms}, {"device_util_per_vm", util_sum / a.vms},
-                    {"device_util_total", device_total}, {"common_window_s", window_s},
-                    {"common_window_fraction", overlap}};
-  if (!overlapped)
-    doc["summary"]["warning"] = "the VMs measured together for only " + std::to_string(int(100 * overlap)) +
-                                "% of the longest VM's measured steps: per-VM figures partly reflect a device shared "
-                                "by fewer VMs (use more --steps)";
+                    {"device_util_total", device_total}, {"common_window_s", window_s}};
   write();
   std::printf("#  vm        img/s   step (s)  device util\n");
   for (const auto& v : per_vm)
     std::printf("   %2d %8.2f +-%-5.2f %8.4f  %10.1f%%\n", v["vm"].get<int>(), v["img_s"]["mean"].get<double>(),
                 v["img_s"]["ci95"].get<double>(), v["step_s"].get<double>(), 100 * v["device_util"].get<double>());
-  std::printf("Total img/sec over %d VM(s): %.2f; device utilization %s over the %.2f s all VMs measured\n",
+  std::printf("Total img/sec over %d VM(s): %.2f; device utilization %s over the %.2f s the VMs ran together\n",
               a.vms, total,
               device_total.is_null() ? "unknown" : (std::to_string(int(std::lround(100 * device_total.get<double>()))) + "%").c_str(),
               window_s);
-  if (!overlapped) std::printf("# warning: %s\n", doc["summary"]["warning"].get<std::string>().c_str());
   return 0;
 }
 

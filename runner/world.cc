@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,6 +151,13 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
 
 int launch_local(int ranks, const std::vector<std::string>& args,
                  std::chrono::milliseconds grace) {
+  // Each rank is a process with its own buffers and threads on this machine's cores: beyond a
+  // few hundred the launch itself fails, late and noisily.
+  constexpr int kMaxLocalRanks = 256;
+  if (ranks > kMaxLocalRanks)
+    throw Error("--ranks " + std::to_string(ranks) + ": at most " + std::to_string(kMaxLocalRanks) +
+                " ranks on one machine (this one has " + std::to_string(std::thread::hardware_concurrency()) +
+                " CPUs); use mpirun across hosts for more");
   int port = 0;
   int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
   const std::string store = "127.0.0.1:" + std::to_string(port);
@@ -158,6 +166,7 @@ int launch_local(int ranks, const std::vector<std::string>& args,
   for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<pid_t> pids;
+  const pid_t launcher = getpid();
   auto kill_all = [&] {
     for (pid_t p : pids)
       if (p > 0) kill(p, SIGKILL);
@@ -169,6 +178,10 @@ int launch_local(int ranks, const std::vector<std::string>& args,
       check_errno(false, "fork");
     }
     if (pid == 0) {
+      // The ranks die with their launcher, however it ends (SIGKILL included); they stay in its
+      // process group, so Ctrl-C and `kill -- -PGID` reach them too.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(127);  // it died before prctl()
       ::close(listen_fd);
       setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
       setenv("RINGBENCH_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
@@ -241,6 +254,17 @@ void check_same_options(Store& store, const std::string& key, const std::string&
       throw Error("rank " + std::to_string(r) + "'s options (" + other + ") differ from rank 0's (" +
                   first + "): every rank must " + what);
   }
+}
+
+nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
+                             std::chrono::milliseconds timeout, nlohmann::json::value_t type) {
+  const Bytes raw = store.get(key, timeout);
+  nlohmann::json v = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + ")";
+  if (v.is_discarded()) throw Error(from + " is not valid JSON (" + std::to_string(raw.size()) + " bytes)");
+  if (v.type() != type)
+    throw Error(from + " is a JSON " + v.type_name() + ", expected " + nlohmann::json(type).type_name());
+  return v;
 }
 
 }  // namespace ringbench

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "collectives/store.h"
 
 namespace ringbench {
@@ -64,5 +66,11 @@ std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mp
 // differs. `what` ends the message: "every rank must ...".
 void check_same_options(Store& store, const std::string& key, const std::string& options,
                         int rank, int n, std::chrono::milliseconds timeout, const std::string& what);
+
+// The JSON value rank `sender` published under `key`, parsed: the store's values come over the
+// network, so one that is not JSON of the expected type is an Error naming the key and sender.
+nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
+                             std::chrono::milliseconds timeout,
+                             nlohmann::json::value_t type = nlohmann::json::value_t::object);
 
 }  // namespace ringbench

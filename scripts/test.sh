@@ -1,50 +1,102 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, and run the whole test suite:
-#   1. the release build with warnings as errors: every test (ctest)
-#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build: every test
-#   3. a ThreadSanitizer build: the transport, store and fault tests (label tsan)
-#   4. when the CUDA toolkit is installed: a release build with the CUDA backend and NCCL, which
-#      must compile and link everywhere: its GPU tests (label gpu; skipped, with the reason,
-#      where there is no GPU) and the GPU options' errors. A build of its own, so that the other
-#      steps' binaries (and the qemu guests of the rdma tests) stay free of the CUDA libraries.
-#      RINGBENCH_CUDA=OFF skips it.
-# Set RINGBENCH_SKIP_SANITIZERS=1 to skip steps 2 and 3.
-set -euo pipefail
+# README command 2 (and CI's): install what is missing, build, and run the whole test suite in
+# passes, each a build tree of its own:
+#   release  the release build with warnings as errors: every test (ctest)
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer: every test not labelled nosan
+#   tsan     ThreadSanitizer: the concurrency tests (label tsan)
+#   cuda     when the CUDA toolkit is installed: the CUDA backend and NCCL, which must compile
+#            and link with -Werror everywhere; its GPU tests (label gpu; skipped, with the reason,
+#            where there is no GPU) and the GPU options' errors. A tree of its own, so that the
+#            other passes' binaries (and the qemu guests of the rdma tests) stay free of the CUDA
+#            libraries.
+# Usage: scripts/test.sh [--only PASS[,PASS...]]
+# env: RINGBENCH_SKIP_SANITIZERS=1 (no asan, tsan), RINGBENCH_CUDA=OFF (no cuda),
+#      CTEST_JOBS (2; tests that cannot share the machine are RUN_SERIAL).
+# Every pass runs even when an earlier one failed; the script ends with a table of each phase's
+# time and exits nonzero if any phase failed.
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/install-deps.sh"
+only=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --only) only=${2:?--only needs a pass: release, asan, tsan or cuda}; shift 2 ;;
+    --only=*) only=${1#--only=}; shift ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "scripts/test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for p in ${only//,/ }; do
+  case $p in release|asan|tsan|cuda) ;; *)
+    echo "scripts/test.sh: --only: unknown pass '$p' (release, asan, tsan, cuda)" >&2; exit 2 ;;
+  esac
+done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun tests as root (CI)
+jobs=${CTEST_JOBS:-2}
 
+phases=() failed=()
+phase() {  # NAME COMMAND...: runs and times one phase; a failure is recorded, not fatal
+  local name=$1 start rc
+  shift
+  echo "== $name =="
+  start=$(date +%s)
+  "$@"
+  rc=$?
+  phases+=("$(printf '%-22s %6ds  %s' "$name" $(($(date +%s) - start)) "$([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+  [ $rc = 0 ] || failed+=("$name")
+  return $rc
+}
+wanted() {  # PASS: whether this run includes the pass
+  [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]
+}
 run_ctest() {  # DIR [ctest args...]
   local dir=$1
   shift
-  (cd "$dir" && ctest --output-on-failure --timeout 600 "$@")
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$jobs" "$@")
+}
+build_pass() {  # PASS DIR TEST_FUNCTION [CMAKE_ARGS...]: configure, build, test one tree
+  local pass=$1 dir=$2 test_fn=$3
+  shift 3
+  phase "$pass configure" "$root/scripts/build.sh" --configure-only "$dir" "$@" || return
+  phase "$pass build" "$root/scripts/build.sh" --build-only "$dir" || return
+  phase "$pass test" "$test_fn" "$dir"
+}
+test_release() { run_ctest "$1"; }
+test_asan() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    run_ctest "$1" -LE nosan
+}
+test_tsan() { TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest "$1" -L tsan; }
+test_cuda() {
+  run_ctest "$1" -L '^gpu$' || return  # ^gpu$: -L is a regular expression, and vgpu matches gpu
+  run_ctest "$1" -R 'GpuOptions|Nccl|Cudnn'
 }
 
-echo "== release build =="
-"$root/scripts/build.sh" "$root/build"
-run_ctest "$root/build"
+t0=$(date +%s)
+phase install "$root/scripts/install-deps.sh" || true
 
-if [ "${RINGBENCH_SKIP_SANITIZERS:-0}" != 1 ]; then
-  echo "== AddressSanitizer + UndefinedBehaviorSanitizer build =="
-  "$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DRINGBENCH_SANITIZE=address,undefined -DRINGBENCH_BUILD_BENCH=OFF
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    run_ctest "$root/build-asan" -LE nosan
-
-  echo "== ThreadSanitizer build =="
-  "$root/scripts/build.sh" "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DRINGBENCH_SANITIZE=thread -DRINGBENCH_BUILD_BENCH=OFF
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest "$root/build-tsan" -L tsan
-fi
+sanitizers=$([ "${RINGBENCH_SKIP_SANITIZERS:-0}" = 1 ] && echo off || echo on)
+wanted release && build_pass release "$root/build" test_release
+[ "$sanitizers" = on ] && wanted asan && build_pass asan "$root/build-asan" test_asan \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined -DRINGBENCH_BUILD_BENCH=OFF
+[ "$sanitizers" = on ] && wanted tsan && build_pass tsan "$root/build-tsan" test_tsan \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=thread -DRINGBENCH_BUILD_BENCH=OFF
 
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ]; then
+if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
   cuda_args=(-DRINGBENCH_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DRINGBENCH_BUILD_BENCH=OFF)
   [ -f "$(dirname "$(dirname "$nvcc")")/include/nccl.h" ] && cuda_args+=(-DRINGBENCH_WITH_NCCL=ON)
-  echo "== CUDA build (${cuda_args[*]}) =="
-  "$root/scripts/build.sh" "$root/build-cuda" "${cuda_args[@]}"
-  run_ctest "$root/build-cuda" -L '^gpu$'  # not vgpu
-  run_ctest "$root/build-cuda" -R 'GpuOptions|Nccl|Cudnn'
-else
+  echo "CUDA build: ${cuda_args[*]}"
+  build_pass cuda "$root/build-cuda" test_cuda "${cuda_args[@]}"
+elif wanted cuda; then
   echo "== CUDA build: skipped (${RINGBENCH_CUDA:+RINGBENCH_CUDA=$RINGBENCH_CUDA, }no nvcc at $nvcc) =="
 fi
+
+echo
+echo "== phase times =="
+printf '%s\n' "${phases[@]}"
+printf '%-22s %6ds\n' total $(($(date +%s) - t0))
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all passes green"

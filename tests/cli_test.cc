@@ -2,8 +2,16 @@
 // RINGBENCH_* environment: output, JSON, exit codes, and the errors users get for bad input.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include "collectives/net.h"
 #include "tests/run_command.h"
@@ -20,6 +28,49 @@ const std::string kBin = RINGBENCH_BIN;
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);
+}
+
+// The children of `pid`, from /proc (empty when it has none or is gone).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t c; f >> c;) out.push_back(c);
+  return out;
+}
+
+// Whether `pid` still runs (a zombie waiting for init to reap it does not).
+bool running(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
+
+// A launcher killed outright (SIGKILL: no handler runs) takes its ranks along instead of
+// leaving them spinning under init.
+TEST(Cli, RanksDieWithTheirLauncher) {
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    execl(kBin.c_str(), kBin.c_str(), "allreduce", "--ranks", "2", "-b", "16M", "-e", "16M", "-n", "100000",
+          "--timeout", "30", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<pid_t> ranks;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((ranks = children_of(launcher)).size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(ranks.size(), 2u) << "the launcher did not start its 2 ranks";
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t r : ranks) {
+    while (running(r) && std::chrono::steady_clock::now() < gone_by)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(running(r)) << "rank pid " << r << " outlived its launcher";
+    if (running(r)) kill(r, SIGKILL);
+  }
 }
 
 TEST(Cli, LocalRanksWriteTableAndJson) {
@@ -66,10 +117,75 @@ TEST(Cli, BadOptionsAreClearErrors) {
   r = run_command(kBin + " allreduce -e 12Q");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("unknown unit"), std::string::npos) << r.output;
+  // Numbers: NaN, infinity and overflow are refused naming the option; sizes this machine cannot
+  // hold, and socket buffers too small to carry a segment, are refused before anything runs.
+  const std::vector<std::pair<std::string, std::string>> non_finite{
+      {"--timeout", "nan"}, {"--timeout", "inf"}, {"-f", "nan"}, {"-f", "1e999"}};
+  for (const auto& [option, value] : non_finite) {
+    r = run_command(kBin + " allreduce -b 1K -e 4K " + option + " " + value);
+    EXPECT_EQ(r.exit_code, 1) << option << " " << value << ": " << r.output;
+    EXPECT_NE(r.output.find("'" + value + "' is not a finite number"), std::string::npos) << r.output;
+  }
+  r = run_command(kBin + " train --model lenet --steps 1 --lr inf");
+  EXPECT_NE(r.output.find("--lr: 'inf' is not a finite number"), std::string::npos) << r.output;
+  r = run_command(kBin + " allreduce -b 64G -e 64G");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("-e/--maxbytes 64G needs 128 GiB of buffers per rank; this machine has"), std::string::npos)
+      << r.output;
+  r = run_command(kBin + " allreduce --ranks 2 -b 1M -e 1M --socket-buffer 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--socket-buffer 1: must be 0 (the kernel's autotuning) or 64K to 1G"), std::string::npos)
+      << r.output;
+  r = run_command(kBin + " allreduce --ranks 1000");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--ranks 1000: at most 256 ranks on one machine"), std::string::npos) << r.output;
   // Not built, no device, or no such device: each says so, naming --transport verbs.
   r = run_command(kBin + " allreduce --transport verbs --ib-dev no_such_dev0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--transport verbs"), std::string::npos) << r.output;
+}
+
+
+// Results never replace what is not a regular file: a symlink is written through (the link
+// stays, its target gets the result), a FIFO or device is refused before anything runs, and a
+// missing directory is an error at once, with the OS's reason.
+TEST(Cli, JsonIsWrittenThroughASymlinkNeverOverIt) {
+  const std::string real = temp_path("real") + ".json", link = temp_path("link") + ".json";
+  { std::ofstream(real) << "old\n"; }
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  auto r = run_command(kBin + " allreduce -b 4K -e 4K -n 1 -w 0 --json " + link);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  struct stat st {};
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << link << " was replaced";
+  EXPECT_EQ(read_json(real)["rows"].size(), 2u);
+  std::remove(link.c_str());
+  std::remove(real.c_str());
+}
+
+TEST(Cli, JsonIsNeverWrittenOverAFifoOrADevice) {
+  const std::string fifo = temp_path("fifo") + ".json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& cmd : std::vector<std::string>{" allreduce --ranks 2 -b 4K -e 4K -n 1 --json ",
+                                                         " train --model lenet --steps 1 --json "}) {
+    auto r = run_command(kBin + cmd + fifo);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("--json " + fifo + " is a FIFO"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("busbw"), std::string::npos) << "ran before refusing: " << r.output;
+    struct stat st {};
+    ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << fifo << " was replaced";
+  }
+  std::remove(fifo.c_str());
+}
+
+TEST(Cli, JsonIntoAMissingDirectoryFailsBeforeRunning) {
+  const std::string dir = temp_path("no-such-dir");
+  auto r = run_command(kBin + " allreduce --ranks 2 -b 4K -e 4K -n 1 --json " + dir + "/out.json");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--json " + dir + "/out.json: directory " + dir + ": No such file or directory"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("busbw"), std::string::npos) << "ran before refusing: " << r.output;
 }
 
 TEST(Cli, MpiImplNeedsMpirun) {

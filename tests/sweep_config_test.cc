@@ -113,6 +113,29 @@ TEST(SweepConfig, MistakesNameTheKey) {
   expect_error("name: [unclosed\n", {"not valid YAML"});
 }
 
+// A config is strict: what would silently be ignored, run twice or never finish is an error.
+TEST(SweepConfig, RepeatedKeysAndEntriesAreErrors) {
+  expect_error(kMinimal + "repeats: 2\nrepeats: 5\n", {"repeats", "appears twice", "line 7"});
+  expect_error("name: t\ncluster: {type: local, type: emulated}\ntrain: {models: [lenet]}\n",
+               {"cluster.type", "appears twice"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 8, batch: 16}]}\n",
+               {"train.models[0].batch", "appears twice"});
+  expect_error(kMinimal + "transports: [tcp, tcp]\n", {"transports", "tcp is listed twice"});
+  expect_error(kMinimal + "profiles: [none, none]\n", {"profiles", "twice"});
+  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [lenet, {model: lenet, batch: 32}]}\n",
+               {"train.models[1]", "lenet with batch 32 and image_size 0 is listed twice"});
+  expect_error("name: t\ncluster: {type: mpirun, hosts: [a, b, a]}\ntrain: {models: [lenet]}\n",
+               {"cluster.hosts", "a is listed twice"});
+}
+
+TEST(SweepConfig, SizesAreBoundedBeforeAnythingExpands) {
+  expect_error(kMinimal + "repeats: 1000000000\n", {"repeats", "1000000000 repeats of 3 points", "10000"});
+  expect_error("name: t\nnodes: [300]\ncluster: {type: emulated}\ntrain: {models: [lenet]}\n",
+               {"nodes", "300 nodes", "1 to 253"});
+  expect_error("name: t\nnodes: [1, 254]\ncluster: {type: local}\ntrain: {models: [lenet]}\n", {"nodes", "1 to 253"});
+  EXPECT_EQ(error_of("name: t\nnodes: [300]\ncluster: {type: mpirun}\ntrain: {models: [lenet]}\n"), "");
+}
+
 TEST(SweepConfig, MissingFileSaysSo) {
   try {
     load_sweep_config("/nonexistent/sweep.yaml");

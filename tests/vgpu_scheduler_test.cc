@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -351,6 +352,82 @@ TEST(VgpuSchedulerServer, ClientWaitsForALateServer) {
   gate->enter();
   gate->leave();
   EXPECT_EQ(gate->usage().slices, 1);
+}
+
+// VMs sharing the device measure together: no VM leaves the barrier before the last arrives,
+// however late that one is, and after its measured steps a VM learns whether others still
+// measure (the last to finish is told none does).
+TEST(VgpuMeasureBarrier, NoVmStartsMeasuringBeforeTheLastArrives) {
+  SchedulerServer server(socket_path("barrier"), options(Policy::equal_share, 3), 3);
+  std::atomic<int> arrived{0};
+  std::vector<int> arrived_when_released(3, -1);
+  std::vector<std::jthread> vms;
+  for (int i = 0; i < 3; ++i)
+    vms.emplace_back([&, i] {
+      auto gate = connect_gate(server.path(), kTimeout);
+      std::this_thread::sleep_for(i * 100ms);  // VM 2 arrives 200 ms after VM 0
+      ++arrived;
+      gate->begin_measuring();
+      arrived_when_released[size_t(i)] = arrived.load();
+    });
+  vms.clear();  // joins
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(arrived_when_released[size_t(i)], 3) << "VM " << i;
+}
+
+TEST(VgpuMeasureBarrier, OthersMeasuringUntilTheLastFinishes) {
+  SchedulerServer server(socket_path("finish"), options(Policy::best_effort, 2), 2);
+  auto a = connect_gate(server.path(), kTimeout), b = connect_gate(server.path(), kTimeout);
+  std::jthread other([&] { b->begin_measuring(); });
+  a->begin_measuring();
+  other.join();
+  EXPECT_TRUE(a->others_measuring());   // b has not finished
+  EXPECT_TRUE(a->others_measuring());   // asking again changes nothing
+  EXPECT_FALSE(b->others_measuring());  // b is the last to finish
+  EXPECT_FALSE(a->others_measuring());
+}
+
+TEST(VgpuMeasureBarrier, AVmThatPowersOffFirstFailsTheOthersAtOnce) {
+  SchedulerServer server(socket_path("left"), options(Policy::best_effort, 2), 2);
+  auto a = connect_gate(server.path(), kTimeout);
+  std::string error;
+  double took = 0;
+  std::jthread waiter([&] {
+    const auto t0 = Clock::now();
+    try {
+      a->begin_measuring();
+      error = "released";
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    took = secs(Clock::now() - t0);
+  });
+  std::this_thread::sleep_for(100ms);
+  connect_gate(server.path(), kTimeout).reset();  // a second VM connects and powers off
+  waiter.join();
+  EXPECT_TRUE(contains(error, "powered off before its measured steps")) << error;
+  EXPECT_LT(took, secs(kTimeout)) << error;
+}
+
+TEST(VgpuMeasureBarrier, AVmAloneWaitsForTheOthersOnlyUntilItsTimeout) {
+  SchedulerServer server(socket_path("alone"), options(Policy::best_effort, 2), 2);
+  auto a = connect_gate(server.path(), 300ms);
+  try {
+    a->begin_measuring();
+    FAIL() << "released without the second VM";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "only 1 of 2 VMs reached their measured steps within 300 ms")) << e.what();
+  }
+}
+
+TEST(VgpuMeasureBarrier, WithoutMeasuringVmsNobodyWaits) {
+  SchedulerServer server(socket_path("nobar"), options(Policy::best_effort, 2));
+  auto a = connect_gate(server.path(), kTimeout);
+  a->begin_measuring();
+  EXPECT_FALSE(a->others_measuring());
+  SliceScheduler local_sched(options(Policy::best_effort, 1));
+  auto local = make_local_gate(local_sched, local_sched.power_on(), kTimeout);
+  local->begin_measuring();
+  EXPECT_FALSE(local->others_measuring());
 }
 
 }  // namespace

@@ -63,9 +63,12 @@ std::unique_ptr<models::DeviceGate> make_local_gate(SliceScheduler& s, int vm,
                                                     std::chrono::milliseconds timeout);
 
 // The scheduler behind a Unix socket: each connection is a VM (powered on while connected).
+// With measuring_vms > 1 the VMs' gates also measure together (MeasureBarrier): their
+// begin_measuring() waits for that many VMs, and others_measuring() says whether one still
+// measures.
 class SchedulerServer {
  public:
-  SchedulerServer(const std::string& socket_path, SchedulerOptions o);
+  SchedulerServer(const std::string& socket_path, SchedulerOptions o, int measuring_vms = 0);
   ~SchedulerServer();  // stops serving and removes the socket
   const std::string& path() const;
   SliceScheduler& scheduler();

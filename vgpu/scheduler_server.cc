@@ -9,6 +9,10 @@
 //       CLOCK_MONOTONIC nanoseconds (steady_clock's epoch, so the client compares it with its
 //       own clock), or Reply 'E' with the reason (timed out, shutting down)
 //   client -> server: Request 'R': gives the device up; no answer
+//   client -> server: Request 'M' with a timeout in ms: ready to measure. Answered with Reply
+//       'M' once every VM is (MeasureBarrier), or 'E' with the reason
+//   client -> server: Request 'F': finished measuring. Answered with Reply 'F' whose vm field
+//       is the number of VMs still measuring
 // End of file or any error on a connection powers its VM off, which releases the device.
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -28,6 +32,7 @@
 #include <system_error>
 #include <thread>
 
+#include "vgpu/measure_barrier.h"
 #include "vgpu/scheduler.h"
 #include "vgpu/sliced_gate.h"
 
@@ -38,15 +43,15 @@ namespace {
 using std::chrono::milliseconds;
 
 struct Request {
-  char op = 0;  // 'A' acquire, 'R' release
+  char op = 0;  // 'A' acquire, 'R' release, 'M' ready to measure, 'F' finished measuring
   char pad[3] = {};
   uint32_t timeout_ms = 0;
 };
 
 struct Reply {
-  char kind = 0;  // 'H' hello, 'G' grant, 'E' error
+  char kind = 0;  // 'H' hello, 'G' grant, 'M' measure, 'F' finished, 'E' error
   char pad[3] = {};
-  int32_t vm = -1;
+  int32_t vm = -1;  // 'F': the VMs still measuring
   int64_t grant_end_ns = 0;
   char text[240] = {};  // 'E': the message, NUL-terminated
 };
@@ -166,13 +171,15 @@ struct SchedulerServer::Impl {
 
   std::string path;
   SliceScheduler sched;
+  MeasureBarrier barrier;
   UniqueFd listen_fd, stop_fd;
   ino_t ino = 0;  // the socket file we created, so teardown removes no one else's
   dev_t dev = 0;
   std::thread acceptor;
   std::list<Conn> conns;  // touched by the acceptor only, then by the destructor after joining it
 
-  Impl(const std::string& p, SchedulerOptions o) : path(p), sched(o) {
+  Impl(const std::string& p, SchedulerOptions o, int measuring_vms)
+      : path(p), sched(o), barrier(measuring_vms) {
     const sockaddr_un a = unix_address(path);
     const auto fail = [&](const std::string& what, int err) {
       throw std::runtime_error("vGPU scheduler at " + path + ": " + what + ": " + errno_text(err));
@@ -220,6 +227,7 @@ struct SchedulerServer::Impl {
     // First the scheduler, so that no waiting VM is granted the device that a closing
     // connection gives up: acquires in progress throw, and their threads answer 'E'.
     sched.shutdown();
+    barrier.shutdown();
     const uint64_t one = 1;
     if (::write(stop_fd.fd, &one, sizeof one) < 0) {
       std::fprintf(stderr, "vGPU scheduler at %s: waking the server threads: %s\n", path.c_str(),
@@ -313,6 +321,9 @@ struct SchedulerServer::Impl {
           open = send_all(fd, &r, sizeof r);
         } else if (rq.op == 'R') {
           sched.release(vm);
+        } else if (rq.op == 'M' || rq.op == 'F') {
+          const Reply r = measure_reply(vm, rq);
+          open = send_all(fd, &r, sizeof r);
         } else {
           std::fprintf(stderr, "vGPU scheduler at %s: VM %d sent unknown request %d; closing it\n",
                        path.c_str(), vm, rq.op);
@@ -324,13 +335,26 @@ struct SchedulerServer::Impl {
                    e.what());
     }
     sched.power_off(vm);
+    barrier.leave(vm);
     ::shutdown(fd, SHUT_RDWR);
     c.done = true;
   }
+
+  Reply measure_reply(int vm, const Request& rq) {
+    Reply r;
+    r.kind = rq.op;
+    try {
+      if (rq.op == 'M') barrier.arrive(vm, milliseconds(rq.timeout_ms));
+      else r.vm = barrier.finish(vm);
+    } catch (const std::exception& e) {
+      r = error_reply(e.what());
+    }
+    return r;
+  }
 };
 
-SchedulerServer::SchedulerServer(const std::string& socket_path, SchedulerOptions o)
-    : impl_(std::make_unique<Impl>(socket_path, o)) {}
+SchedulerServer::SchedulerServer(const std::string& socket_path, SchedulerOptions o, int measuring_vms)
+    : impl_(std::make_unique<Impl>(socket_path, o, measuring_vms)) {}
 
 SchedulerServer::~SchedulerServer() = default;
 
@@ -388,30 +412,41 @@ class RemoteGate final : public SlicedGate {
   }
 
   Clock::time_point request() override {
+    const Reply r = ask('A', "a slice");
+    return Clock::time_point(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(r.grant_end_ns)));
+  }
+
+  void begin_measuring() override { ask('M', "the other VMs to start measuring"); }
+  bool others_measuring() override { return ask('F', "the other VMs' progress").vm > 0; }
+
+  // Sends request `op` and returns the server's answer of the same kind; `what` names what
+  // this VM waits for, in errors.
+  Reply ask(char op, const std::string& what) {
     if (fd_.fd < 0) fail("connection closed after an earlier error");
     Request rq;
-    rq.op = 'A';
+    rq.op = op;
     rq.timeout_ms = static_cast<uint32_t>(timeout_.count());
     const auto t0 = Clock::now();
-    if (!send_all(fd_.fd, &rq, sizeof rq)) fail("server gone (asking for a slice)");
+    if (!send_all(fd_.fd, &rq, sizeof rq)) fail("server gone (asking for " + what + ")");
     Reply r;
     try {
       switch (read_exact(fd_.fd, &r, sizeof r, t0 + timeout_ + kReplyGrace, -1)) {
         case Io::ok: break;
         case Io::closed:
-          fail("server gone while VM " + std::to_string(vm_) + " waited for a slice");
+          fail("server gone while VM " + std::to_string(vm_) + " waited for " + what);
         case Io::timed_out:
-          fail("timed out waiting for a slice after " + std::to_string(timeout_.count()) +
+          fail("timed out waiting for " + what + " after " + std::to_string(timeout_.count()) +
                " ms (no answer from the server)");
       }
     } catch (const std::system_error& e) {
       fail(e.what());
     }
     if (r.kind == 'E') fail(text_of(r));
-    if (r.kind != 'G')
-      fail("unexpected answer '" + std::string(1, r.kind) + "' to a request for a slice");
-    return Clock::time_point(
-        std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(r.grant_end_ns)));
+    const char want = op == 'A' ? 'G' : op;
+    if (r.kind != want)
+      fail("unexpected answer '" + std::string(1, r.kind) + "' to a request for " + what);
+    return r;
   }
 
   void give_back() override {

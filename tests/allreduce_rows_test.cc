@@ -1,0 +1,60 @@
+// What rank 0 reads back from the store for an allreduce row is checked before use: a forged,
+// truncated, oversized or empty value is an error naming its key and sender, never a crash or a
+// silently wrong row.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "collectives/errors.h"
+#include "runner/allreduce_rows.h"
+
+namespace ringbench {
+namespace {
+
+std::string error_of(const std::string& value, int iters = 3, size_t count = 1024) {
+  try {
+    unpack(value, "allreduce/point/0/1", 1, iters, count);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AllreduceRows, PackedMeasurementsRoundTrip) {
+  const Measured m{2, {10.0, 20.0, 30.0}};
+  const Measured back = unpack(pack(m), "k", 0, 3, 1024);
+  EXPECT_EQ(back.wrong, 2u);
+  EXPECT_EQ(back.us, m.us);
+}
+
+TEST(AllreduceRows, ValuesOfTheWrongSizeNameTheKeyAndSender) {
+  const std::string good = pack(Measured{0, {1.0, 2.0, 3.0}});
+  for (const std::string& bad : {std::string(), good.substr(0, 7), good + std::string(1 << 20, 'x'), good + "1"}) {
+    const std::string e = error_of(bad);
+    EXPECT_NE(e.find("store key allreduce/point/0/1 (from rank 1)"), std::string::npos) << e;
+    EXPECT_NE(e.find("expected 32 bytes (3 timings), got " + std::to_string(bad.size())), std::string::npos) << e;
+  }
+}
+
+TEST(AllreduceRows, TimingsAndCountsOutOfRangeAreRefused) {
+  for (double t : {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 1e13}) {
+    const std::string e = error_of(pack(Measured{0, {1.0, t, 3.0}}));
+    EXPECT_NE(e.find("is not a duration"), std::string::npos) << t << ": " << e;
+  }
+  EXPECT_NE(error_of(pack(Measured{1025, {1.0, 2.0, 3.0}})).find("1025 wrong elements of 1024"), std::string::npos);
+}
+
+TEST(AllreduceRows, SummaryIsTheSlowestRank) {
+  const Row r = summarize({Measured{0, {10, 30}}, Measured{1, {20, 20}}}, 1000, 2);
+  EXPECT_DOUBLE_EQ(r.time_us, 20);  // both means are 20
+  EXPECT_DOUBLE_EQ(r.p50_us, 25);   // of the per-iteration maxima 20 and 30
+  EXPECT_EQ(r.wrong, 1u);
+  EXPECT_DOUBLE_EQ(r.algbw, 1000.0 / 20 / 1e3);
+  EXPECT_DOUBLE_EQ(r.busbw, r.algbw);  // 2(n-1)/n = 1 for n = 2
+  EXPECT_THROW(summarize({Measured{0, {10, 30}}, Measured{0, {20}}}, 1000, 2), Error);
+}
+
+}  // namespace
+}  // namespace ringbench
