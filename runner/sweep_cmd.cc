@@ -20,6 +20,7 @@
 #include "collectives/errors.h"
 #include "runner/cluster.h"
 #include "runner/metadata.h"
+#include "runner/run_dir.h"
 #include "runner/report.h"
 #include "runner/sweep_config.h"
 #include "runner/sweep_exec.h"
@@ -214,6 +215,8 @@ class RawLog {
 struct Run {
   SweepConfig config;
   std::string dir, id;
+  bool fresh = false;   // a new sweep, not --resume: its directory is created by claim_run_dir
+  bool unique = false;  // the default name, which gets a suffix when taken
 };
 
 Run prepare_run_dir(const SweepArgs& a) {
@@ -233,13 +236,32 @@ Run prepare_run_dir(const SweepArgs& a) {
   run.config = load_sweep_config(a.config);
   run.id = run.config.name + "-" + utc_now("%Y%m%d-%H%M%S");
   run.dir = a.out.empty() ? a.results + "/" + run.id : a.out;
-  if (fs::exists(run.dir) && !fs::is_empty(run.dir))
+  run.fresh = true;
+  run.unique = a.out.empty();
+  if (!run.unique && fs::exists(run.dir) && !fs::is_empty(run.dir))
     throw Error(run.dir + " already exists and is not empty: continue it with --resume " + run.dir +
                 ", or choose another --out");
   return run;
 }
 
-int drive(const Run& run, Executor& exec, const std::vector<std::string>& argv) {
+// Creates a fresh run's directory (a taken default name gets a suffix) and locks the directory
+// for the whole sweep or resume.
+std::unique_ptr<RunDirLock> claim_run_dir(Run& run) {
+  if (run.fresh) {
+    run.dir = create_run_dir(run.dir, run.unique);
+    if (run.unique) run.id = fs::path(run.dir).filename().string();
+  }
+  auto lock = std::make_unique<RunDirLock>(run.dir);
+  std::error_code ec;
+  if (run.fresh)  // an --out that another sweep filled between our check and our lock
+    for (const auto& e : fs::directory_iterator(run.dir, ec))
+      if (e.path().filename() != ".lock")
+        throw Error(run.dir + " is no longer empty: another sweep wrote there; choose another --out");
+  return lock;
+}
+
+int drive(Run& run, Executor& exec, const std::vector<std::string>& argv) {
+  const auto lock = claim_run_dir(run);
   const SweepConfig& c = run.config;
   fs::create_directories(run.dir + "/logs");
   fs::create_directories(run.dir + "/tmp");

@@ -11,7 +11,7 @@
 #            libraries.
 # Usage: scripts/test.sh [--only PASS[,PASS...]]
 # env: RINGBENCH_SKIP_SANITIZERS=1 (no asan, tsan), RINGBENCH_CUDA=OFF (no cuda),
-#      CTEST_JOBS (2; tests that cannot share the machine are RUN_SERIAL).
+#      CTEST_JOBS (1: tests one at a time; some compare timings on a 2-core machine).
 # Every pass runs even when an earlier one failed; the script ends with a table of each phase's
 # time and exits nonzero if any phase failed.
 set -uo pipefail
@@ -31,7 +31,7 @@ for p in ${only//,/ }; do
   esac
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun tests as root (CI)
-jobs=${CTEST_JOBS:-2}
+jobs=${CTEST_JOBS:-1}
 
 phases=() failed=()
 phase() {  # NAME COMMAND...: runs and times one phase; a failure is recorded, not fatal
@@ -53,13 +53,31 @@ run_ctest() {  # DIR [ctest args...]
   shift
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$jobs" "$@")
 }
-build_pass() {  # PASS DIR TEST_FUNCTION [CMAKE_ARGS...]: configure, build, test one tree
-  local pass=$1 dir=$2 test_fn=$3
-  shift 3
+build_pass() {  # PASS DIR TEST_FUNCTION SELECT_FUNCTION [CMAKE_ARGS...]: configure, build, test
+  local pass=$1 dir=$2 test_fn=$3 select_fn=$4 targets
+  shift 4
   phase "$pass configure" "$root/scripts/build.sh" --configure-only "$dir" "$@" || return
-  phase "$pass build" "$root/scripts/build.sh" --build-only "$dir" || return
+  targets=$("$select_fn" "$dir") || { failed+=("$pass targets"); return 1; }
+  # shellcheck disable=SC2086  # a list of target names
+  phase "$pass build" "$root/scripts/build.sh" --build-only "$dir" $targets || return
   phase "$pass test" "$test_fn" "$dir"
 }
+# The executables of the tests that `ctest ARGS` selects in DIR: what a pass must build (a test's
+# own dependencies, such as the ringbench binary of the CLI tests, come along).
+test_targets() {  # DIR CTEST_ARGS...
+  local dir=$1
+  shift
+  (cd "$dir" && ctest --show-only=json-v1 "$@") | python3 -c '
+import json, os, sys
+tests = json.load(sys.stdin)["tests"]
+exes = {os.path.basename(t["command"][0]) for t in tests
+        if t.get("command") and t["command"][0].startswith(sys.argv[1] + "/")}
+print(" ".join(sorted(exes)))' "$dir"
+}
+select_all() { :; }  # nothing named: the whole tree (the product, benchmarks and every test)
+select_asan() { test_targets "$1" -LE nosan; }
+select_tsan() { test_targets "$1" -L tsan; }
+select_cuda() { echo "$(test_targets "$1" -L '^gpu$') $(test_targets "$1" -R 'GpuOptions|Nccl|Cudnn')" ringbench; }
 test_release() { run_ctest "$1"; }
 test_asan() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -75,10 +93,10 @@ t0=$(date +%s)
 phase install "$root/scripts/install-deps.sh" || true
 
 sanitizers=$([ "${RINGBENCH_SKIP_SANITIZERS:-0}" = 1 ] && echo off || echo on)
-wanted release && build_pass release "$root/build" test_release
-[ "$sanitizers" = on ] && wanted asan && build_pass asan "$root/build-asan" test_asan \
+wanted release && build_pass release "$root/build" test_release select_all
+[ "$sanitizers" = on ] && wanted asan && build_pass asan "$root/build-asan" test_asan select_asan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined -DRINGBENCH_BUILD_BENCH=OFF
-[ "$sanitizers" = on ] && wanted tsan && build_pass tsan "$root/build-tsan" test_tsan \
+[ "$sanitizers" = on ] && wanted tsan && build_pass tsan "$root/build-tsan" test_tsan select_tsan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=thread -DRINGBENCH_BUILD_BENCH=OFF
 
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -86,7 +104,7 @@ if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
   cuda_args=(-DRINGBENCH_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DRINGBENCH_BUILD_BENCH=OFF)
   [ -f "$(dirname "$(dirname "$nvcc")")/include/nccl.h" ] && cuda_args+=(-DRINGBENCH_WITH_NCCL=ON)
   echo "CUDA build: ${cuda_args[*]}"
-  build_pass cuda "$root/build-cuda" test_cuda "${cuda_args[@]}"
+  build_pass cuda "$root/build-cuda" test_cuda select_cuda "${cuda_args[@]}"
 elif wanted cuda; then
   echo "== CUDA build: skipped (${RINGBENCH_CUDA:+RINGBENCH_CUDA=$RINGBENCH_CUDA, }no nvcc at $nvcc) =="
 fi

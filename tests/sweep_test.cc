@@ -2,6 +2,7 @@
 // loopback, a failed point that does not stop the sweep, skipped transports, Ctrl-C and
 // --resume, the emulated cluster (as root) and the sweep under mpirun.
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,6 +191,51 @@ TEST_F(SweepTest, InterruptThenResumeLosesNothing) {
     EXPECT_EQ(rec["status"], "ok");
     EXPECT_TRUE(seen.insert(rec["point"].get<std::string>() + "#" + std::to_string(rec["repeat"].get<int>())).second);
   }
+}
+
+// Two sweeps of one config started in the same second get a directory each, and each holds
+// all of its own points; a second sweep or resume of a directory in use stops at once, naming
+// the process that holds it, and touches nothing.
+TEST_F(SweepTest, TwoSweepsNeverShareADirectory) {
+  const std::string cfg = write_config("name: twin\nnodes: [1]\nrepeats: 2\ncluster: {type: local}\n" + kLenet);
+  fs::create_directories(dir_);
+  auto r = run_command("(" + kBin + " sweep " + cfg + " --results " + dir_ + " & " + kBin + " sweep " + cfg +
+                       " --results " + dir_ + "; wait)");
+  std::vector<std::string> runs;
+  for (const auto& e : fs::directory_iterator(dir_)) runs.push_back(e.path().string());
+  ASSERT_EQ(runs.size(), 2u) << r.output;
+  for (const auto& run : runs) {
+    const auto raw = read_raw(run);
+    ASSERT_EQ(raw.size(), 2u) << run << "\n" << r.output;
+    for (const auto& rec : raw) EXPECT_EQ(rec["status"], "ok") << rec.dump();
+    EXPECT_FALSE(fs::exists(run + "/.lock")) << "the lock outlived its sweep";
+  }
+}
+
+TEST_F(SweepTest, ADirectoryInUseIsNotResumedTwice) {
+  const std::string cfg = write_config("name: busy\nnodes: [1]\nrepeats: 1\ncluster: {type: local}\n" + kLenet);
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string raw_before = read_text(dir_ + "/raw.jsonl");
+  // Another process holds the directory, as a running sweep does.
+  const pid_t holder = fork();
+  if (holder == 0) {
+    const int fd = open((dir_ + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+    flock(fd, LOCK_EX);
+    const std::string me = std::to_string(getpid());
+    if (write(fd, me.data(), me.size()) < 0) _exit(1);
+    pause();
+    _exit(0);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (read_text(dir_ + "/.lock") != std::to_string(holder) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  r = run_command(kBin + " sweep --resume " + dir_);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(dir_ + " is in use by pid " + std::to_string(holder)), std::string::npos) << r.output;
+  EXPECT_EQ(read_text(dir_ + "/raw.jsonl"), raw_before);
 }
 
 TEST_F(SweepTest, BadConfigRunsNothing) {
