@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -211,6 +212,21 @@ std::string local_address(int fd) {
   socklen_t len = sizeof sa;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "?";
   return to_string(sa);
+}
+
+bool is_loopback_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool all = res != nullptr;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_addr.s_addr);
+    if ((a >> 24) != 127) all = false;
+  }
+  ::freeaddrinfo(res);
+  return all;
 }
 
 }  // namespace ringbench::net

@@ -14,6 +14,9 @@ using Clock = std::chrono::steady_clock;
 std::string iface_ipv4(const std::string& iface);
 // Name of the interface that holds IPv4 address `ip`, or "" when none does.
 std::string iface_of_ipv4(const std::string& ip);
+// Whether every IPv4 address `host` resolves to is a loopback address (127.0.0.0/8); false
+// when it does not resolve.
+bool is_loopback_host(const std::string& host);
 // Link speed of `iface` in Gbit/s from sysfs; 0 when unknown (loopback, veth, virtual NICs).
 double iface_speed_gbps(const std::string& iface);
 

@@ -51,11 +51,12 @@ class InProcStore : public Store {
 
 // Serves a store over TCP from a background thread. Binds `addr:port` (port 0 = ephemeral).
 // Construct it from an already-listening socket (listen_fd >= 0) when the socket had to be
-// created before fork().
+// created before fork(). Only clients that prove they know `secret` (collectives/auth.h) are
+// served; an empty secret is a key of zero bytes, for loopback jobs started by hand without one.
 class TcpStoreServer {
  public:
-  TcpStoreServer(const std::string& addr, int port);
-  explicit TcpStoreServer(int listen_fd);
+  TcpStoreServer(const std::string& addr, int port, const std::string& secret);
+  TcpStoreServer(int listen_fd, const std::string& secret);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -63,10 +64,14 @@ class TcpStoreServer {
   // Waits until every client has disconnected (or `timeout` passes; returns false then), so
   // that a rank hosting the store does not pull it away from ranks still using it.
   bool linger(Millis timeout);
+  // Connections closed without effect because they did not prove they know the secret.
+  int rejected() const { return rejected_; }
 
  private:
   void serve();
   std::atomic<int> clients_{0};
+  std::atomic<int> rejected_{0};
+  std::string secret_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;
   int port_ = 0;
@@ -75,8 +80,10 @@ class TcpStoreServer {
 
 class TcpStore : public Store {
  public:
-  // Connects to host:port, retrying until `timeout` (the server may not be up yet).
-  TcpStore(const std::string& host, int port, Millis timeout);
+  // Connects to host:port, retrying until `timeout` (the server may not be up yet), and
+  // authenticates both ways with `secret`: a server without it, or one that rejects ours, is
+  // an IoError at once.
+  TcpStore(const std::string& host, int port, Millis timeout, const std::string& secret);
   ~TcpStore() override;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, Millis timeout) override;
@@ -88,6 +95,7 @@ class TcpStore : public Store {
 
  private:
   Bytes request(char op, const std::string& key, const Bytes& value, Millis timeout);
+  std::string authenticate(const std::string& secret, std::chrono::steady_clock::time_point deadline);
   std::mutex mu_;
   int fd_ = -1;
   std::string host_;

@@ -1,8 +1,13 @@
 // TcpStoreServer and TcpStore: the rendezvous store over TCP.
 //
 // Wire protocol (all integers little-endian, fixed width):
-//   connection start, client -> server: the 8-byte magic "RBSTORE1"; the server drops a
-//       connection whose first 8 bytes differ.
+//   connection start (challenge-response on the job's secret, collectives/auth.h):
+//       server -> client: the 8-byte magic "RBSTORE2" + a 32-byte nonce Ns
+//       client -> server: "RBSTORE2" + a 32-byte nonce Nc + HMAC(secret, "store client", Ns, Nc)
+//       server -> client: HMAC(secret, "store server", Nc, Ns)
+//     The server closes a connection whose magic or MAC is wrong, or that has not completed the
+//     exchange within 10 s, without acting on anything it sent, and counts it (rejected()).
+//     The client checks the server's MAC, so it never talks to a store that lacks the secret.
 //   request:  op (1 byte: 'S' set, 'G' get, 'A' add) + u32 key length + key
 //             + u64 value length + value
 //             'S': value = the bytes to store
@@ -38,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/auth.h"
 #include "collectives/errors.h"
 #include "collectives/store.h"
 #include "collectives/store_internal.h"
@@ -49,7 +55,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
-constexpr char kMagic[8] = {'R', 'B', 'S', 'T', 'O', 'R', 'E', '1'};
+constexpr char kMagic[8] = {'R', 'B', 'S', 'T', 'O', 'R', 'E', '2'};
+constexpr size_t kChallenge = sizeof kMagic + auth::kNonceBytes;                   // server's
+constexpr size_t kClientHello = sizeof kMagic + auth::kNonceBytes + auth::kMacBytes;  // client's
+// How long a connection may take to prove it knows the secret before the server drops it.
+constexpr Millis kHelloTimeout = std::chrono::seconds(10);
 constexpr size_t kMaxKey = 4096;
 constexpr uint64_t kMaxValue = uint64_t{64} << 20;
 constexpr size_t kRequestHeader = 1 + 4;   // op + key length
@@ -145,6 +155,10 @@ struct Conn {
   uint64_t skip = 0;
   bool parked = false;  // a GET waits for `key` until `deadline`
   TimePoint deadline{};
+  std::string nonce;        // the server's challenge to this connection
+  TimePoint hello_by{};     // it must answer by then
+
+  bool authenticated() const { return phase != Phase::hello; }
 
   size_t unparsed() const { return in.size() - in_pos; }
   size_t pending_out() const { return out.size() - out_pos; }
@@ -158,8 +172,9 @@ void reply(Conn& c, char status, const std::string& payload) {
 
 class Server {
  public:
-  Server(int listen_fd, int wake_fd, std::atomic<int>& clients)
-      : listen_fd_(listen_fd), wake_fd_(wake_fd), clients_(clients) {}
+  Server(int listen_fd, int wake_fd, std::atomic<int>& clients, std::atomic<int>& rejected,
+         const std::string& secret)
+      : listen_fd_(listen_fd), wake_fd_(wake_fd), clients_(clients), rejected_(rejected), secret_(secret) {}
   ~Server() {
     for (auto& [id, c] : conns_) close_fd(c.fd);
   }
@@ -181,10 +196,14 @@ class Server {
   void expire(TimePoint now);
   void unpark(Conn& c);
   void reap();
+  bool check_hello(Conn& c);
+  static size_t read_cap(const Conn& c) { return c.authenticated() ? kReadCap : kClientHello; }
 
   int listen_fd_;
   int wake_fd_;
-  std::atomic<int>& clients_;  // connected clients, for TcpStoreServer::linger()
+  std::atomic<int>& clients_;   // connected clients, for TcpStoreServer::linger()
+  std::atomic<int>& rejected_;  // connections that failed the challenge
+  const std::string secret_;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Conn> conns_;
   std::map<std::string, Bytes> kv_;
@@ -204,12 +223,16 @@ void Server::run() {
     TimePoint next_deadline{};
     for (auto& [id, c] : conns_) {
       short events = 0;
-      if (c.unparsed() < kReadCap) events |= POLLIN;
+      if (c.unparsed() < read_cap(c)) events |= POLLIN;
       if (c.pending_out() > 0) events |= POLLOUT;
       fds.push_back({c.fd, events, 0});
       ids.push_back(id);
       if (c.parked && (!have_deadline || c.deadline < next_deadline)) {
         next_deadline = c.deadline;
+        have_deadline = true;
+      }
+      if (!c.authenticated() && (!have_deadline || c.hello_by < next_deadline)) {
+        next_deadline = c.hello_by;
         have_deadline = true;
       }
     }
@@ -260,12 +283,16 @@ void Server::accept_all() {
     Conn& c = conns_[id];
     c.id = id;
     c.fd = fd;
+    c.nonce = auth::random_bytes(auth::kNonceBytes);
+    c.hello_by = Clock::now() + kHelloTimeout;
+    c.out.assign(kMagic, sizeof kMagic);
+    c.out += c.nonce;
   }
 }
 
 void Server::read_from(Conn& c) {
   size_t got = 0;
-  while (c.unparsed() < kReadCap && got < kReadPerEvent) {
+  while (c.unparsed() < read_cap(c) && got < kReadPerEvent) {
     const ssize_t r = ::recv(c.fd, buf_.data(), buf_.size(), 0);
     if (r > 0) {
       if (c.in_pos > 0 && c.in_pos == c.in.size()) {
@@ -315,12 +342,13 @@ bool Server::process(Conn& c) {
   while (!c.dead && !c.parked && c.pending_out() < kOutCap) {
     const size_t avail = c.unparsed();
     if (c.phase == Conn::Phase::hello) {
-      if (avail < sizeof kMagic) break;
-      if (std::memcmp(consume(sizeof kMagic), kMagic, sizeof kMagic) != 0) {
-        c.dead = true;  // not one of ours
+      if (avail >= sizeof kMagic && std::memcmp(c.in.data() + c.in_pos, kMagic, sizeof kMagic) != 0) {
+        c.dead = true;  // not a ringbench client of this version: no need to wait for the rest
+        ++rejected_;
         break;
       }
-      c.phase = Conn::Phase::header;
+      if (avail < kClientHello) break;
+      if (!check_hello(c)) break;
     } else if (c.skip > 0) {
       if (avail == 0) break;
       const size_t n = static_cast<size_t>(std::min<uint64_t>(c.skip, avail));
@@ -393,6 +421,23 @@ bool Server::process(Conn& c) {
   return progress;
 }
 
+// The client's answer to the challenge: a wrong magic or MAC closes the connection unanswered.
+bool Server::check_hello(Conn& c) {
+  const char* p = c.in.data() + c.in_pos;
+  c.in_pos += kClientHello;
+  const std::string client_nonce(p + sizeof kMagic, auth::kNonceBytes);
+  const std::string answer(p + sizeof kMagic + auth::kNonceBytes, auth::kMacBytes);
+  if (std::memcmp(p, kMagic, sizeof kMagic) != 0 ||
+      !auth::same_mac(answer, auth::mac(secret_, "store client", c.nonce, client_nonce))) {
+    c.dead = true;
+    ++rejected_;
+    return false;
+  }
+  c.out += auth::mac(secret_, "store server", client_nonce, c.nonce);
+  c.phase = Conn::Phase::header;
+  return true;
+}
+
 void Server::execute(Conn& c, std::string value) {
   if (c.op == 'S') {
     kv_[c.key] = std::move(value);
@@ -459,6 +504,10 @@ void Server::unpark(Conn& c) {
 
 void Server::expire(TimePoint now) {
   for (auto& [id, c] : conns_) {
+    if (!c.authenticated() && !c.dead && c.hello_by <= now) {
+      c.dead = true;  // connected and never proved it knows the secret
+      ++rejected_;
+    }
     if (c.parked && c.deadline <= now) {
       unpark(c);
       if (!c.dead) reply(c, kTimedOut, {});
@@ -633,10 +682,10 @@ int listen_on(const std::string& addr, int port) {
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(const std::string& addr, int port)
-    : TcpStoreServer(listen_on(addr, port)) {}
+TcpStoreServer::TcpStoreServer(const std::string& addr, int port, const std::string& secret)
+    : TcpStoreServer(listen_on(addr, port), secret) {}
 
-TcpStoreServer::TcpStoreServer(int listen_fd) {
+TcpStoreServer::TcpStoreServer(int listen_fd, const std::string& secret) : secret_(secret) {
   if (listen_fd < 0) throw Error("store server: invalid listening socket");
   listen_fd_ = listen_fd;
   try {
@@ -675,7 +724,7 @@ bool TcpStoreServer::linger(Millis timeout) {
 void TcpStoreServer::serve() {
   // Connections close when `server` goes out of scope, so waiting clients see EOF.
   try {
-    Server server(listen_fd_, wake_fd_, clients_);
+    Server server(listen_fd_, wake_fd_, clients_, rejected_, secret_);
     server.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringbench: store server on port %d failed: %s\n", port_, e.what());
@@ -685,7 +734,8 @@ void TcpStoreServer::serve() {
 // ---------------------------------------------------------------------------------------
 // TcpStore
 
-TcpStore::TcpStore(const std::string& host, int port, Millis timeout) : host_(host), port_(port) {
+TcpStore::TcpStore(const std::string& host, int port, Millis timeout, const std::string& secret)
+    : host_(host), port_(port) {
   const std::string where = host + ":" + std::to_string(port);
   if (port <= 0 || port > 65535) {
     throw Error("store " + where + ": port is out of range 1-65535");
@@ -713,14 +763,11 @@ TcpStore::TcpStore(const std::string& host, int port, Millis timeout) : host_(ho
     if (fd_ >= 0) {
       const int one = 1;
       ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      int err = 0;
       // The hello fits in any socket buffer; give it a moment even when the deadline is near.
       const auto hello_deadline = std::max(deadline, Clock::now() + Millis(1000));
-      const IoResult r = send_all(fd_, kMagic, sizeof kMagic, hello_deadline, err);
-      if (r == IoResult::ok) return;
-      last_error = r == IoResult::timeout ? "timed out sending the hello"
-                   : err != 0             ? std::strerror(err)
-                                          : "connection closed";
+      const std::string why = authenticate(secret, hello_deadline);
+      if (why.empty()) return;
+      last_error = why;
       close_fd(fd_);
     }
     const auto now = Clock::now();
@@ -731,6 +778,39 @@ TcpStore::TcpStore(const std::string& host, int port, Millis timeout) : host_(ho
   }
   throw TimeoutError(-1, "could not connect to store " + where + " within " +
                              seconds_text(timeout) + " s: " + last_error);
+}
+
+// Answers the server's challenge and checks its answer to ours; returns "" when both prove they
+// know `secret`, else why not (a connection problem, worth retrying). A server that does not
+// know the secret, or rejects ours, is an Error at once: retrying cannot help.
+std::string TcpStore::authenticate(const std::string& secret, TimePoint deadline) {
+  const std::string where = host_ + ":" + std::to_string(port_);
+  const auto io_error = [](IoResult r, int err, const char* doing) {
+    return std::string(r == IoResult::timeout ? "timed out " : "connection closed ") + doing +
+           (err != 0 ? std::string(": ") + std::strerror(err) : std::string());
+  };
+  int err = 0;
+  char challenge[kChallenge];
+  IoResult r = recv_all(fd_, challenge, sizeof challenge, deadline, err);
+  if (r != IoResult::ok) return io_error(r, err, "waiting for the store's challenge");
+  if (std::memcmp(challenge, kMagic, sizeof kMagic) != 0)
+    throw IoError(-1, "store " + where + " is not a ringbench store of this version (bad challenge)");
+  const std::string server_nonce(challenge + sizeof kMagic, auth::kNonceBytes);
+  const std::string nonce = auth::random_bytes(auth::kNonceBytes);
+  std::string hello(kMagic, sizeof kMagic);
+  hello += nonce;
+  hello += auth::mac(secret, "store client", server_nonce, nonce);
+  r = send_all(fd_, hello.data(), hello.size(), deadline, err);
+  if (r != IoResult::ok) return io_error(r, err, "sending the answer to the store's challenge");
+  std::string answer(auth::kMacBytes, '\0');
+  r = recv_all(fd_, answer.data(), answer.size(), deadline, err);
+  if (r == IoResult::closed)
+    throw IoError(-1, "store " + where + " rejected this rank: it does not share the job's secret "
+                      "(RINGBENCH_SECRET or --secret-file must be the same on every rank)");
+  if (r != IoResult::ok) return io_error(r, err, "waiting for the store's answer");
+  if (!auth::same_mac(answer, auth::mac(secret, "store server", nonce, server_nonce)))
+    throw IoError(-1, "store " + where + " does not know the job's secret: not this job's store");
+  return "";
 }
 
 TcpStore::~TcpStore() { close_fd(fd_); }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/auth.h"
 #include "collectives/errors.h"
 #include "collectives/net.h"
 
@@ -31,19 +33,36 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr char kMagic[8] = {'R', 'I', 'N', 'G', 'B', 'N', 'C', 'H'};
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: challenge-response on the job's secret
 constexpr size_t kMaxAbortText = 4096;
 
+// The handshake (collectives/auth.h): the accepting rank sends a Challenge; the connecting rank
+// answers with a Hello whose mac is HMAC(secret, "tcp client", challenge nonce, the Hello up to
+// its mac); the accepting rank checks it (a wrong one is closed unanswered and counted) and
+// answers with a HelloReply whose mac is HMAC(secret, "tcp server", the Hello's nonce, the
+// reply up to its mac), which the connecting rank checks.
+struct Challenge {
+  char magic[8];
+  char nonce[auth::kNonceBytes];
+};
 struct Hello {
   char magic[8];
   uint32_t version, from_rank, to_rank, world_size, socket_index, sockets_per_peer;
   char job_id[64];
+  char nonce[auth::kNonceBytes];
+  char mac[auth::kMacBytes];
 };
 struct HelloReply {
   char magic[8];
   uint32_t status;  // 0 = accepted
   char message[252];
+  char mac[auth::kMacBytes];
 };
+
+template <class T>
+std::string signed_part(const T& m) {  // the bytes of a handshake message up to its mac
+  return std::string(reinterpret_cast<const char*>(&m), offsetof(T, mac));
+}
 
 enum FrameType : uint32_t { kData = 1, kHeartbeat = 2, kAbort = 3, kBye = 4 };
 struct FrameHeader {
@@ -146,8 +165,10 @@ class TcpTransport : public Transport {
 
   void connect_mesh(Store& store);
   void accept_peers(int expected, Clock::time_point deadline);
-  Conn* accept_hello(int fd, Hello& h, Clock::time_point deadline);
-  void reject(int fd, const std::string& why, bool reply);
+  Conn* accept_hello(int fd, Hello& h, const std::string& nonce, Clock::time_point deadline);
+  void reject(int fd, const std::string& why, bool reply, const std::string& client_nonce = "");
+  void handshake(int fd, int peer, int socket_index, Clock::time_point deadline);
+  HelloReply sign(HelloReply r, const std::string& client_nonce) const;
   std::string who(int peer) const {
     return "rank " + std::to_string(peer) + " (" + peers_[peer].addr + ")";
   }
@@ -174,6 +195,7 @@ class TcpTransport : public Transport {
   TcpOptions opts_;
   TransportCaps caps_;
   std::map<std::string, std::string> path_;
+  int unauthenticated_ = 0;  // connections closed because they did not prove the secret
   std::vector<Peer> peers_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
@@ -231,6 +253,8 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
     ev.data.ptr = nullptr;
     check_errno(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) == 0, "epoll_ctl");
     connect_mesh(store);
+    path_["auth"] = "hmac-sha256";
+    path_["unauthenticated_rejected"] = std::to_string(unauthenticated_);
   } catch (...) {
     for (auto& p : peers_)
       for (auto& c : p.conns)
@@ -282,30 +306,7 @@ void TcpTransport::connect_mesh(Store& store) {
         c->peer = r;
         c->index = i;
         peers_[r].conns[i] = std::move(c);
-        Hello h{};
-        std::memcpy(h.magic, kMagic, sizeof kMagic);
-        h.version = kProtocolVersion;
-        h.from_rank = static_cast<uint32_t>(rank_);
-        h.to_rank = static_cast<uint32_t>(r);
-        h.world_size = static_cast<uint32_t>(size_);
-        h.socket_index = static_cast<uint32_t>(i);
-        h.sockets_per_peer = static_cast<uint32_t>(nsock);
-        std::strncpy(h.job_id, opts_.job_id.c_str(), sizeof h.job_id - 1);
-        HelloReply reply{};
-        bool in_time;
-        try {
-          in_time = net::write_all(fd, &h, sizeof h, deadline) &&
-                    net::read_all(fd, &reply, sizeof reply, deadline);
-        } catch (const Error& e) {
-          throw IoError(r, me() + ": handshake with " + who(r) + " failed: " + e.what());
-        }
-        if (!in_time) throw TimeoutError(r, me() + ": handshake with " + who(r) + " timed out");
-        if (std::memcmp(reply.magic, kMagic, sizeof kMagic) != 0)
-          throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank (bad handshake reply)");
-        if (reply.status != 0) {
-          reply.message[sizeof reply.message - 1] = 0;
-          throw IoError(r, me() + ": " + who(r) + " rejected our connection: " + reply.message);
-        }
+        handshake(fd, r, i, deadline);
       }
     }
   } catch (...) {
@@ -329,6 +330,57 @@ void TcpTransport::connect_mesh(Store& store) {
     }
 }
 
+// The connecting side of the handshake on `fd` to `peer`: answers the challenge, then checks
+// the reply's MAC, so a rank never joins a peer that lacks the job's secret.
+void TcpTransport::handshake(int fd, int peer, int socket_index, Clock::time_point deadline) {
+  const int r = peer;
+  Challenge ch{};
+  Hello h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kProtocolVersion;
+  h.from_rank = static_cast<uint32_t>(rank_);
+  h.to_rank = static_cast<uint32_t>(r);
+  h.world_size = static_cast<uint32_t>(size_);
+  h.socket_index = static_cast<uint32_t>(socket_index);
+  h.sockets_per_peer = static_cast<uint32_t>(opts_.sockets_per_peer);
+  std::strncpy(h.job_id, opts_.job_id.c_str(), sizeof h.job_id - 1);
+  const std::string nonce = auth::random_bytes(auth::kNonceBytes);
+  std::memcpy(h.nonce, nonce.data(), sizeof h.nonce);
+  HelloReply reply{};
+  bool in_time;
+  try {
+    in_time = net::read_all(fd, &ch, sizeof ch, deadline);
+    if (in_time && std::memcmp(ch.magic, kMagic, sizeof kMagic) != 0)
+      throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank of this version (bad challenge)");
+    if (in_time) {
+      const std::string m = auth::mac(opts_.secret, "tcp client", std::string(ch.nonce, sizeof ch.nonce), signed_part(h));
+      std::memcpy(h.mac, m.data(), sizeof h.mac);
+      in_time = net::write_all(fd, &h, sizeof h, deadline) && net::read_all(fd, &reply, sizeof reply, deadline);
+    }
+  } catch (const IoError&) {
+    throw;
+  } catch (const Error& e) {
+    throw IoError(r, me() + ": handshake with " + who(r) + " failed: " + e.what() +
+                         " (a peer closes the connection of a rank that does not share the job's secret)");
+  }
+  if (!in_time) throw TimeoutError(r, me() + ": handshake with " + who(r) + " timed out");
+  if (std::memcmp(reply.magic, kMagic, sizeof kMagic) != 0)
+    throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank (bad handshake reply)");
+  if (!auth::same_mac(std::string(reply.mac, sizeof reply.mac),
+                      auth::mac(opts_.secret, "tcp server", nonce, signed_part(reply))))
+    throw IoError(r, me() + ": " + who(r) + " does not know the job's secret: not a rank of this job");
+  if (reply.status != 0) {
+    reply.message[sizeof reply.message - 1] = 0;
+    throw IoError(r, me() + ": " + who(r) + " rejected our connection: " + reply.message);
+  }
+}
+
+HelloReply TcpTransport::sign(HelloReply r, const std::string& client_nonce) const {
+  const std::string m = auth::mac(opts_.secret, "tcp server", client_nonce, signed_part(r));
+  std::memcpy(r.mac, m.data(), sizeof r.mac);
+  return r;
+}
+
 // Reads and validates one handshake; returns the new connection, or null for a rejected one.
 // Accepts connections from the higher ranks until `expected` have completed a valid
 // handshake. Handshakes are read concurrently, so a stray client that connects and stays
@@ -339,6 +391,7 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
     Hello hello;
     size_t got;
     Clock::time_point deadline;
+    std::string nonce;  // our challenge to it
   };
   std::vector<Pending> pending;
   for (int accepted = 0; accepted < expected;) {
@@ -376,7 +429,7 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
           reject(p.fd, "closed before completing the handshake", false);
           done = true;
         } else if (p.got == sizeof p.hello) {
-          if (accept_hello(p.fd, p.hello, deadline)) ++accepted;
+          if (accept_hello(p.fd, p.hello, p.nonce, deadline)) ++accepted;
           done = true;
         }
       }
@@ -388,21 +441,32 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
     }
     if (fds[0].revents & POLLIN) {
       int fd;
-      while ((fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
-        pending.push_back({fd, Hello{}, 0, std::min(deadline, now + std::chrono::seconds(5))});
+      while ((fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+        Challenge ch{};
+        std::memcpy(ch.magic, kMagic, sizeof kMagic);
+        const std::string nonce = auth::random_bytes(auth::kNonceBytes);
+        std::memcpy(ch.nonce, nonce.data(), sizeof ch.nonce);
+        // A new socket's buffer takes 40 bytes at once; one that does not is no peer of ours.
+        if (::send(fd, &ch, sizeof ch, MSG_NOSIGNAL | MSG_DONTWAIT) != ssize_t(sizeof ch)) {
+          reject(fd, "could not send the challenge", false);
+          continue;
+        }
+        pending.push_back({fd, Hello{}, 0, std::min(deadline, now + std::chrono::seconds(5)), nonce});
+      }
     }
   }
   for (auto& p : pending) reject(p.fd, "all peers already connected", false);
 }
 
-void TcpTransport::reject(int fd, const std::string& why, bool reply) {
+void TcpTransport::reject(int fd, const std::string& why, bool reply, const std::string& client_nonce) {
   std::cerr << "ringbench " << me() << ": rejected connection from " << net::peer_address(fd)
             << ": " << why << "\n";
-  if (reply) {
+  if (reply) {  // only to a peer that proved the secret: it gets the reason, signed
     HelloReply r{};
     std::memcpy(r.magic, kMagic, sizeof kMagic);
     r.status = 1;
     std::strncpy(r.message, why.c_str(), sizeof r.message - 1);
+    r = sign(r, client_nonce);
     try {
       net::write_all(fd, &r, sizeof r, Clock::now() + milliseconds(500));
     } catch (const Error&) {
@@ -412,13 +476,21 @@ void TcpTransport::reject(int fd, const std::string& why, bool reply) {
 }
 
 // Validates a complete handshake; returns the new connection, or null for a rejected one.
-Conn* TcpTransport::accept_hello(int fd, Hello& h, Clock::time_point deadline) {
+Conn* TcpTransport::accept_hello(int fd, Hello& h, const std::string& nonce, Clock::time_point deadline) {
+  const std::string client_nonce(h.nonce, sizeof h.nonce);
   auto reject = [&](const std::string& why, bool reply) -> Conn* {
-    this->reject(fd, why, reply);
+    this->reject(fd, why, reply, client_nonce);
     return nullptr;
   };
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
+    ++unauthenticated_;
     return reject("not a ringbench peer (bad magic)", false);
+  }
+  // Nothing of an unauthenticated hello is acted on, or answered.
+  if (!auth::same_mac(std::string(h.mac, sizeof h.mac), auth::mac(opts_.secret, "tcp client", nonce, signed_part(h)))) {
+    ++unauthenticated_;
+    return reject("it does not prove the job's secret (wrong MAC, or an older ringbench)", false);
+  }
   h.job_id[sizeof h.job_id - 1] = 0;
   if (h.version != kProtocolVersion)
     return reject("protocol version " + std::to_string(h.version) + ", this rank speaks " +
@@ -442,6 +514,7 @@ Conn* TcpTransport::accept_hello(int fd, Hello& h, Clock::time_point deadline) {
                   true);
   HelloReply ok{};
   std::memcpy(ok.magic, kMagic, sizeof kMagic);
+  ok = sign(ok, client_nonce);
   try {
     if (!net::write_all(fd, &ok, sizeof ok, deadline))
       return reject("handshake reply timed out", false);

@@ -27,6 +27,10 @@ struct TcpOptions {
   // a sleeping thread costs tens of microseconds in a VM, more than a small message takes.
   std::chrono::microseconds spin{200};
   std::string job_id = "ringbench";  // peers of another job are rejected at the handshake
+  // The job's secret (collectives/auth.h): a connection whose peer does not prove it knows it is
+  // closed unanswered and counted (path_info "unauthenticated_rejected"). Empty: a key of zero
+  // bytes, for loopback jobs started by hand without one.
+  std::string secret;
   std::string key_prefix = "tcp";    // store namespace, for several transports on one store
 };
 

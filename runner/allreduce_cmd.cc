@@ -62,7 +62,7 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   validate_verbs_args(a.transport, a.verbs);
   if (a.impl != "ring" && a.impl != "mpi" && a.impl != "nccl")
     throw Error("--impl " + a.impl + " is not known: use ring, mpi or nccl");
-  check_output_path(a.json, "--json");
+  if (writes_results()) check_output_path(a.json, "--json");
   // Before any rank starts, so that a build or machine without it fails once, at once.
   if (a.impl == "nccl")
     if (const std::string why = nccl_unavailable_reason(); !why.empty())
@@ -107,6 +107,8 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
   cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
   cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
+                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
   cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
   cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
@@ -140,6 +142,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   WorldOptions wo;
   wo.addr = a.addr;
   wo.iface = a.iface;
+  wo.secret_file = a.secret_file;
   wo.timeout = timeout;
   wo.ranks = a.ranks;
   auto world = make_command_world(wo, a.impl == "mpi");
@@ -184,6 +187,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       to.timeout = timeout;
       to.spin = std::chrono::microseconds(a.spin_us);
       to.job_id = world->job_id;
+      to.secret = world->secret;
       transport = make_ring_transport(a.transport, store, rank, n, to, a.verbs);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
       AllreduceOptions ao;

@@ -21,6 +21,7 @@ struct AllreduceArgs {
   double timeout_s = 30;
   int ranks = 1;
   std::string iface, addr;
+  std::string secret_file;  // --secret-file: the job's secret, for ranks started by hand
   int sockets_per_peer = 2;
   std::string segment = "1M", min_segment = "64K", socket_buffer = "0";
   std::string algo = "auto", direct_max = "32K";

@@ -14,13 +14,16 @@
 #include <sstream>
 #include <thread>
 
+#include "collectives/auth.h"
 #include "collectives/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
 #include "ringbench/config.h"
+#include "ringbench/git_commit.h"
 #include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/mpi_util.h"
+#include "runner/point_args.h"
 #include "vgpu/detect.h"
 
 namespace ringbench {
@@ -74,10 +77,13 @@ int usable_cores() {
   return int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// A point's rank learns its world, and the point's secret, from its environment: never from a
+// command line that `ps` shows.
 std::vector<std::string> rank_env(int rank, int n, const std::string& store, const std::string& job,
-                                  const std::string& launcher) {
+                                  const std::string& launcher, const std::string& secret) {
   return {"RINGBENCH_RANK=" + std::to_string(rank), "RINGBENCH_WORLD_SIZE=" + std::to_string(n),
-          "RINGBENCH_STORE=" + store, "RINGBENCH_JOB_ID=" + job, "RINGBENCH_LAUNCHER=" + launcher};
+          "RINGBENCH_STORE=" + store, "RINGBENCH_JOB_ID=" + job, "RINGBENCH_LAUNCHER=" + launcher,
+          secret_env(secret)};
 }
 
 class LocalExecutor : public Executor {
@@ -139,14 +145,15 @@ class LocalExecutor : public Executor {
     } else {
       fd = net::listen_tcp(host, 0, &port);
     }
-    TcpStoreServer server(fd);
+    const std::string secret = auth::new_secret();  // each point is a job of its own
+    TcpStoreServer server(fd, secret);
     const std::string store = host + ":" + std::to_string(port), id = random_id();
     std::vector<RankLaunch> ranks;
     for (int k = 0; k < job.point->nodes; ++k) {
       RankLaunch r;
       r.argv = {self_exe()};
       r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
-        r.env = rank_env(k, job.point->nodes, store, id, cluster_ ? "emulated" : "local");
+        r.env = rank_env(k, job.point->nodes, store, id, cluster_ ? "emulated" : "local", secret);
       r.env.push_back("OMP_WAIT_POLICY=passive");
       if (cluster_ && job.point->transport == "nccl") {
         // To NCCL every rank here is on one host (same hostname and boot id), so it would move
@@ -266,13 +273,15 @@ std::string cmd_key(int64_t i) { return "sweep/cmd/" + std::to_string(i); }
 std::string res_key(int64_t i, int r) { return "sweep/res/" + std::to_string(i) + "/" + std::to_string(r); }
 
 // One sweep rank's part of a point: its rank of the point, as a child process.
-json run_my_rank(const json& cmd, int rank, const std::string& log_path, const std::atomic<bool>* stop) {
+json run_my_rank(const std::vector<std::string>& args, int rank, int nodes, const std::string& store,
+                 const std::string& job, const std::string& secret, const std::string& log_path, Millis timeout,
+                 const std::atomic<bool>* stop) {
   RankLaunch r;
   r.argv = {self_exe()};
-  for (const auto& a : cmd["args"]) r.argv.push_back(a.get<std::string>());
-  r.env = rank_env(rank, cmd["nodes"].get<int>(), cmd["store"], cmd["job"], "mpirun-sweep");
+  r.argv.insert(r.argv.end(), args.begin(), args.end());
+  r.env = rank_env(rank, nodes, store, job, "mpirun-sweep", secret);
   r.log_path = log_path;
-  LaunchOutcome o = run_ranks({r}, Millis(cmd["timeout_ms"].get<int64_t>()), kGrace, stop);
+  LaunchOutcome o = run_ranks({r}, timeout, kGrace, stop);
   std::ifstream f(log_path);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -280,6 +289,37 @@ json run_my_rank(const json& cmd, int rank, const std::string& log_path, const s
   if (log.size() > 65536) log = "[...]\n" + log.substr(log.size() - 65536);
   return {{"code", o.exit_codes[0]}, {"timed_out", o.timed_out}, {"interrupted", o.interrupted},
           {"wall_s", o.wall_s}, {"log", log}};
+}
+
+// A command from rank 0, checked before anything of it is used: which point (an index into
+// this rank's own expansion of its config) and the point's store and job id.
+struct PointCommand {
+  bool done = false;
+  size_t index = 0;
+  std::string store, job;
+};
+
+PointCommand parse_command(const json& cmd, int64_t seq, size_t points) {
+  const std::string from = "sweep command " + std::to_string(seq) + " from rank 0: ";
+  PointCommand pc;
+  const json op = cmd.value("op", json());
+  if (op == "done") {
+    pc.done = true;
+    return pc;
+  }
+  if (op != "run") throw Error(from + "unknown op " + op.dump());
+  const json idx = cmd.value("point", json()), store = cmd.value("store", json()), job = cmd.value("job", json());
+  if (!idx.is_number_unsigned() || idx.get<uint64_t>() >= points)
+    throw Error(from + "point " + idx.dump() + " is not one of this sweep's " + std::to_string(points));
+  if (!store.is_string()) throw Error(from + "no store address");
+  parse_host_port(store.get<std::string>());  // throws, naming it, when malformed
+  if (!job.is_string() || job.get<std::string>().size() != 16 ||
+      job.get<std::string>().find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw Error(from + "job id " + job.dump() + " is not 16 hex digits");
+  pc.index = idx.get<size_t>();
+  pc.store = store;
+  pc.job = job;
+  return pc;
 }
 
 class MpiWorkerExecutor : public Executor {
@@ -298,12 +338,12 @@ class MpiWorkerExecutor : public Executor {
 
   LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
     const int n = job.point->nodes;
-    TcpStoreServer server("0.0.0.0", 0);
-    json cmd = {{"op", "run"}, {"args", job.args}, {"nodes", n},
-                {"store", w_.default_addr + ":" + std::to_string(server.port())},
-                {"job", random_id()}, {"timeout_ms", job.timeout.count()}};
+    // On the address the sweep ranks reach rank 0 by, for ranks that know the sweep's secret.
+    TcpStoreServer server(w_.default_addr, 0, w_.secret);
+    const std::string store = w_.default_addr + ":" + std::to_string(server.port()), id = random_id();
+    const json cmd = {{"op", "run"}, {"point", job.index}, {"store", store}, {"job", id}};
     w_.store->set(cmd_key(++seq_), cmd.dump());
-    json mine = run_my_rank(cmd, 0, job.log_base + ".rank0.log", stop);
+    json mine = run_my_rank(job.args, 0, n, store, id, w_.secret, job.log_base + ".rank0.log", job.timeout, stop);
     LaunchOutcome out;
     out.exit_codes.push_back(mine["code"]);
     out.timed_out = mine["timed_out"];
@@ -364,26 +404,41 @@ void finish_serving(Executor& e) {
   if (auto* m = dynamic_cast<MpiWorkerExecutor*>(&e)) m->finish();
 }
 
-void serve_points(World& w, const std::atomic<bool>* stop) {
+void serve_points(World& w, const SweepConfig& c, const std::atomic<bool>* stop) {
   w.store->set("sweep/host/" + std::to_string(w.rank), environment_info().dump());
   char dir_tmpl[] = "/tmp/ringbench-sweep-XXXXXX";
   if (!mkdtemp(dir_tmpl)) throw Error(std::string("cannot create a directory for the point logs: ") + std::strerror(errno));
-  const std::string log_path = std::string(dir_tmpl) + "/rank.log";
+  const std::string dir = dir_tmpl, log_path = dir + "/rank.log";
+  const std::vector<SweepPoint> points = expand_points(c);
+  const Millis timeout(static_cast<long>(c.timeout_s * 1000));
   for (int64_t i = 1;; ++i) {
     json cmd;
     for (;;) {  // points can take long: wait in slices, leave when told to stop
       if (stop && stop->load()) return;
       try {
-        cmd = json::parse(w.store->get(cmd_key(i), Millis(5000)));
+        cmd = get_rank_json(*w.store, cmd_key(i), 0, Millis(5000));
         break;
       } catch (const TimeoutError&) {
       }
     }
-    if (cmd["op"] == "done") break;
-    if (w.rank < cmd["nodes"].get<int>()) w.store->set(res_key(i, w.rank), run_my_rank(cmd, w.rank, log_path, stop).dump());
+    const PointCommand pc = parse_command(cmd, i, points.size());
+    if (pc.done) break;
+    const SweepPoint& p = points[pc.index];
+    if (w.rank >= p.nodes) continue;
+    // The same command line rank 0 built; only rank 0 writes the JSON.
+    const std::vector<std::string> args = point_args(c, p, dir + "/point.json", dir + "/point");
+    w.store->set(res_key(i, w.rank),
+                 run_my_rank(args, w.rank, p.nodes, pc.store, pc.job, w.secret, log_path, timeout, stop).dump());
   }
   unlink(log_path.c_str());
   rmdir(dir_tmpl);
+}
+
+void check_same_sweep(World& w, const SweepConfig& c) {
+  const std::string mine = "config sha256 " + auth::sha256_hex(to_yaml(c)).substr(0, 16) + ", ringbench " +
+                           RINGBENCH_VERSION + " " + RINGBENCH_GIT_COMMIT;
+  check_same_options(*w.store, "sweep/same", mine, w.rank, w.size, Millis(120000),
+                     "load the same sweep config with the same ringbench build");
 }
 
 std::string transport_unavailable(const std::string& t) {
@@ -448,7 +503,9 @@ json environment_info() {
   for (char** v = environ; *v; ++v) {
     const std::string kv = *v;
     for (const char* prefix : {"OMP_", "OMPI_MCA_", "RINGBENCH_", "NCCL_", "UCX_", "CUDA_VISIBLE_DEVICES", "DNNL_", "ONEDNN_"})
-      if (kv.rfind(prefix, 0) == 0) vars[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+      if (kv.rfind(prefix, 0) == 0)
+        vars[kv.substr(0, kv.find('='))] = kv.rfind("RINGBENCH_SECRET=", 0) == 0 ? "(set; not recorded)"
+                                                                                 : kv.substr(kv.find('=') + 1);
   }
   e["environment"] = vars;
   return e;

@@ -24,6 +24,7 @@ namespace ringbench {
 
 struct PointJob {
   const SweepPoint* point = nullptr;
+  size_t index = 0;               // the point's place in expand_points(config)
   std::vector<std::string> args;  // `ringbench` arguments, the same for every rank
   std::string log_base;           // rank k's output goes to <log_base>.rank<k>.log
   std::chrono::milliseconds timeout{600000};
@@ -50,9 +51,12 @@ class Executor {
 std::unique_ptr<Executor> make_local_executor(const SweepConfig& c, EmulatedCluster* cluster,
                                               const std::string& note);
 
-// Under mpirun. Rank 0 drives; the others call serve_points() until the sweep ends.
+// Under mpirun. Rank 0 drives; the others call serve_points() until the sweep ends. Rank 0
+// sends only which point runs next and its store; every rank builds the point's command line
+// from the config it loaded itself, which check_same_sweep() has compared by hash.
 std::unique_ptr<Executor> make_mpi_executor(const SweepConfig& c, World& world);
-void serve_points(World& world, const std::atomic<bool>* stop);
+void serve_points(World& world, const SweepConfig& c, const std::atomic<bool>* stop);
+void check_same_sweep(World& world, const SweepConfig& c);
 void finish_serving(Executor& executor);  // rank 0: releases the waiting ranks
 
 // Why a transport cannot be used by this build on this machine ("" when it can).

@@ -86,8 +86,8 @@ void validate(const TrainArgs& a) {
   if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
   if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
   if (a.threads < 0) throw Error("--threads must be >= 0 (0: the cores split between local ranks)");
-  check_output_path(a.json, "--json");
-  check_output_path(a.timeline, "--timeline");  // rank files go beside it
+  if (writes_results()) check_output_path(a.json, "--json");
+  check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
 }
 
 // Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
@@ -233,6 +233,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
   cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
   cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
+                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
   add_verbs_options(cmd, a.verbs);
   add_vgpu_train_options(cmd, a.vgpu);
@@ -267,6 +269,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   WorldOptions wo;
   wo.addr = a.addr;
   wo.iface = a.iface;
+  wo.secret_file = a.secret_file;
   wo.timeout = timeout;
   wo.ranks = a.ranks;
   auto world = make_command_world(wo, a.transport == "mpi");
@@ -361,6 +364,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       tcp.sockets_per_peer = a.sockets_per_peer;
       tcp.timeout = timeout;
       tcp.job_id = world->job_id;
+      tcp.secret = world->secret;
       transport = make_ring_transport(a.transport, store, rank, n, tcp, a.verbs);
       for (auto& [k, v] : transport->path_info()) path[k] = v;
     } else if (n > 1) {

@@ -27,6 +27,7 @@ struct TrainArgs {
   double timeout_s = 60;
   int ranks = 1;
   std::string iface, addr;
+  std::string secret_file;  // --secret-file: the job's secret, for ranks started by hand
   int sockets_per_peer = 2;
   VerbsArgs verbs;  // --ib-dev, --ib-port, --gid-index, --mr-chunk
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler

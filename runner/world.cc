@@ -13,8 +13,10 @@
 #include <cstring>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <thread>
 
+#include "collectives/auth.h"
 #include "collectives/errors.h"
 #include "collectives/net.h"
 #include "runner/mpi_util.h"
@@ -75,15 +77,20 @@ void setup_mpirun_world(World& w, const WorldOptions& o) {
   w.size = mpi::size();
   std::string rendezvous;
   if (w.rank == 0) {
-    std::string ip = reachable_address(o);
-    w.server = std::make_unique<TcpStoreServer>(o.addr.empty() && o.iface.empty() ? "0.0.0.0" : ip, 0);
-    rendezvous = ip + ":" + std::to_string(w.server->port()) + " " + random_job_id();
+    // The store listens only on the address the other ranks reach (never 0.0.0.0 unless
+    // --addr 0.0.0.0 asks for it), and serves only ranks that know the secret.
+    const std::string ip = reachable_address(o);
+    w.secret = auth::new_secret();
+    w.server = std::make_unique<TcpStoreServer>(ip, 0, w.secret);
+    rendezvous = ip + ":" + std::to_string(w.server->port()) + " " + random_job_id() + " " + auth::to_hex(w.secret);
   }
-  mpi::broadcast(rendezvous, 0);
-  auto space = rendezvous.find(' ');
-  w.job_id = rendezvous.substr(space + 1);
-  auto [host, port] = parse_host_port(rendezvous.substr(0, space));
-  auto store = std::make_unique<TcpStore>(host, port, o.timeout);
+  mpi::broadcast(rendezvous, 0);  // MPI's own channel: the secret never crosses our sockets
+  std::istringstream in(rendezvous);
+  std::string address, secret_hex;
+  in >> address >> w.job_id >> secret_hex;
+  w.secret = auth::secret_from_hex(secret_hex, "the job's secret from rank 0");
+  auto [host, port] = parse_host_port(address);
+  auto store = std::make_unique<TcpStore>(host, port, o.timeout, w.secret);
   w.default_addr = store->local_address();
   w.store = std::move(store);
 }
@@ -102,6 +109,12 @@ bool launched_by_mpirun() {
 }
 
 bool launched_by_env() { return env("RINGBENCH_RANK") != nullptr; }
+
+bool writes_results() {
+  for (const char* v : {"RINGBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = env(v)) return std::string(r) == "0";
+  return true;
+}
 
 std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
   auto w = std::make_unique<World>();
@@ -134,11 +147,18 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
     const char* store_addr = env("RINGBENCH_STORE");
     if (!store_addr) throw Error("RINGBENCH_RANK is set but RINGBENCH_STORE (host:port) is not");
     auto [host, port] = parse_host_port(store_addr);
-    // Ranks started by hand: rank 0 serves the store when asked to.
+    w->secret = auth::secret_from_env_or_file(o.secret_file);
+    if (w->secret.empty() && !net::is_loopback_host(host))
+      throw Error("the store " + std::string(store_addr) + " is not on loopback, and this rank has no secret: set "
+                  "RINGBENCH_SECRET (e.g. `openssl rand -hex 32`) or --secret-file, the same on every rank of the "
+                  "job; only ranks that are all on this machine's loopback may run without one");
+    // Ranks started by hand: rank 0 serves the store when asked to, on the store's address.
     if (w->rank == 0 && env("RINGBENCH_STORE_SERVE"))
-      w->server = std::make_unique<TcpStoreServer>("0.0.0.0", port);
-    w->job_id = env("RINGBENCH_JOB_ID") ? env("RINGBENCH_JOB_ID") : "ringbench";
-    auto store = std::make_unique<TcpStore>(host, port, o.timeout);
+      w->server = std::make_unique<TcpStoreServer>(host, port, w->secret);
+    // Without RINGBENCH_JOB_ID, the job is named after its secret, so two jobs never mix.
+    w->job_id = env("RINGBENCH_JOB_ID") ? env("RINGBENCH_JOB_ID")
+                                        : "job-" + auth::to_hex(auth::mac(w->secret, "job id", host, std::to_string(port))).substr(0, 16);
+    auto store = std::make_unique<TcpStore>(host, port, o.timeout, w->secret);
     w->default_addr = store->local_address();
     w->store = std::move(store);
     return w;
@@ -162,6 +182,7 @@ int launch_local(int ranks, const std::vector<std::string>& args,
   int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
   const std::string store = "127.0.0.1:" + std::to_string(port);
   const std::string job = random_job_id();
+  const std::string secret = auth::new_secret(), secret_var = secret_env(secret);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -188,6 +209,7 @@ int launch_local(int ranks, const std::vector<std::string>& args,
       setenv("RINGBENCH_STORE", store.c_str(), 1);
       setenv("RINGBENCH_JOB_ID", job.c_str(), 1);
       setenv("RINGBENCH_LAUNCHER", "local", 1);
+      putenv(const_cast<char*>(secret_var.c_str()));  // prepared before fork: no allocation here
       execv("/proc/self/exe", argv.data());
       std::perror("ringbench: exec /proc/self/exe");
       _exit(127);
@@ -196,7 +218,7 @@ int launch_local(int ranks, const std::vector<std::string>& args,
   }
   std::unique_ptr<TcpStoreServer> server;
   try {
-    server = std::make_unique<TcpStoreServer>(listen_fd);
+    server = std::make_unique<TcpStoreServer>(listen_fd, secret);
   } catch (...) {
     kill_all();
     throw;
@@ -266,5 +288,7 @@ nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
     throw Error(from + " is a JSON " + v.type_name() + ", expected " + nlohmann::json(type).type_name());
   return v;
 }
+
+std::string secret_env(const std::string& secret) { return "RINGBENCH_SECRET=" + auth::to_hex(secret); }
 
 }  // namespace ringbench

@@ -22,6 +22,7 @@ namespace ringbench {
 struct WorldOptions {
   int ranks = 1;                 // --ranks: local ranks to spawn when not under mpirun
   std::string addr, iface;       // where rank 0 hosts the store (mpirun) and ranks listen
+  std::string secret_file;       // --secret-file: the job's secret for ranks started by hand
   std::chrono::milliseconds timeout{30000};
 };
 
@@ -30,6 +31,11 @@ struct World {
   int size = 1;
   std::string launcher;          // mpirun | local | env | single
   std::string job_id;
+  // The job's secret (collectives/auth.h): every store and transport connection proves it knows
+  // it. Made by rank 0 under mpirun (shared over MPI) and by `--ranks N` (handed to the children
+  // in their environment); ranks started by hand read RINGBENCH_SECRET or --secret-file. Empty
+  // only for one rank, or ranks started by hand that are all on loopback.
+  std::string secret;
   std::string default_addr = "127.0.0.1";  // address to advertise when --addr/--iface unset
   std::unique_ptr<TcpStoreServer> server;
   std::unique_ptr<Store> store;
@@ -53,6 +59,13 @@ std::unique_ptr<World> make_world(const WorldOptions& opts, bool need_mpi);
 // get `grace` to report their own errors before they are killed.
 int launch_local(int ranks, const std::vector<std::string>& args,
                  std::chrono::milliseconds grace);
+
+// The job's secret as the ranks of a launch get it: the environment variable (hex).
+std::string secret_env(const std::string& secret);
+
+// Whether this process writes the job's results (--json): rank 0, as far as the launcher's
+// environment tells before the world is made. Only it checks the output paths up front.
+bool writes_results();
 
 // True in a child started by launch_local (or any env-launched rank).
 bool launched_by_env();

@@ -219,6 +219,39 @@ TEST(Cli, NcclImplWithoutNcclOrGpuIsAClearError) {
 }
 
 // Two ranks started by hand with different sweeps: both must stop with a clear error.
+// Ranks started by hand prove they belong to the job with its secret: off loopback none may run
+// without one, a secret that is short or in a file others can read is refused, and a rank with
+// another job's secret is turned away by the store.
+TEST(Cli, RanksStartedByHandNeedTheJobsSecret) {
+  // 192.0.2.1 (TEST-NET-1) is never contacted: the rank refuses before connecting.
+  auto r = run_command("RINGBENCH_RANK=1 RINGBENCH_WORLD_SIZE=2 RINGBENCH_STORE=192.0.2.1:29500 " + kBin +
+                       " allreduce -e 4K");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("is not on loopback, and this rank has no secret: set RINGBENCH_SECRET"), std::string::npos)
+      << r.output;
+  r = run_command("RINGBENCH_SECRET=abcd RINGBENCH_RANK=1 RINGBENCH_WORLD_SIZE=2 RINGBENCH_STORE=192.0.2.1:29500 " +
+                  kBin + " allreduce -e 4K");
+  EXPECT_NE(r.output.find("RINGBENCH_SECRET: a secret needs at least 128 bits"), std::string::npos) << r.output;
+  const std::string file = temp_path("secret");
+  { std::ofstream(file) << std::string(64, 'a') << "\n"; }
+  chmod(file.c_str(), 0644);
+  r = run_command("RINGBENCH_RANK=1 RINGBENCH_WORLD_SIZE=2 RINGBENCH_STORE=192.0.2.1:29500 " + kBin +
+                  " allreduce -e 4K --secret-file " + file);
+  EXPECT_NE(r.output.find("--secret-file " + file + " can be read by others (mode 644): chmod 600 it"),
+            std::string::npos) << r.output;
+  std::remove(file.c_str());
+
+  int port = 0;
+  ::close(net::listen_tcp("127.0.0.1", 0, &port));
+  const std::string env = "RINGBENCH_WORLD_SIZE=2 RINGBENCH_STORE=127.0.0.1:" + std::to_string(port) + " ";
+  const std::string out1 = temp_path("rank1");
+  r = run_command("(RINGBENCH_RANK=0 RINGBENCH_STORE_SERVE=1 RINGBENCH_SECRET=" + std::string(64, 'a') + " " + env +
+                  kBin + " allreduce -e 4K --timeout 3 >/dev/null 2>&1 &) ; sleep 0.5; RINGBENCH_RANK=1 RINGBENCH_SECRET=" +
+                  std::string(64, 'b') + " " + env + kBin + " allreduce -e 4K --timeout 3");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rejected this rank: it does not share the job's secret"), std::string::npos) << r.output;
+}
+
 TEST(Cli, RanksWithDifferentOptionsFail) {
   int port = 0;
   int fd = net::listen_tcp("127.0.0.1", 0, &port);

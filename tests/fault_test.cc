@@ -339,6 +339,9 @@ TEST(FaultStray, GarbageClientsDuringSetupAreRejected) {
   garbage.resize(512, 'x');
   const auto sent_at = Clock::now();
   ASSERT_TRUE(net::write_all(stray, garbage.data(), garbage.size(), Clock::now() + 5s));
+  // Rank 0 challenges every connection (40 bytes), then closes this one unanswered.
+  char challenge[40];
+  ASSERT_TRUE(net::read_all(stray, challenge, sizeof challenge, Clock::now() + 5s));
   char byte = 0;
   EXPECT_THROW(net::read_all(stray, &byte, 1, Clock::now() + 5s), Error)
       << "rank 0 neither closed nor answered the stray connection";
@@ -397,6 +400,42 @@ TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
   for (int r = 0; r < kN; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+// A rank without the job's secret (same job id, guessed) is closed unanswered: it learns nothing
+// but that it was refused, and the job goes on with its real rank.
+TEST(FaultStray, RankWithoutTheSecretIsClosedUnanswered) {
+  constexpr int kN = 2;
+  InProcStore store;
+  TcpOptions opts;
+  opts.timeout = 10s;
+  opts.secret = "the job's secret, thirty-two b..";
+  GatedStore gated(store, opts.key_prefix + "/addr/0");
+  std::vector<std::string> errors(kN);
+  std::vector<std::jthread> ranks;
+  OpenOnExit guard{gated};
+  ranks.push_back(rank_thread(store, 0, kN, opts, errors[0]));
+  ranks.push_back(rank_thread(gated, 1, kN, opts, errors[1]));  // held back until open()
+  const auto [host, port] = advertised(store, 0, opts);
+
+  InProcStore other;
+  other.set(opts.key_prefix + "/addr/0", host + ":" + std::to_string(port));
+  TcpOptions forger = opts;
+  forger.secret = "a guess at the secret, 32 bytes.";
+  const auto t0 = Clock::now();
+  try {
+    auto t = make_tcp_transport(other, 1, kN, forger);
+    ADD_FAILURE() << "a rank without the job's secret joined";
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "does not share the job's secret")) << what;
+    EXPECT_FALSE(contains(what, "job id")) << "an unauthenticated rank got an answer: " << what;
+    EXPECT_EQ(e.peer(), 0) << what;
+  }
+  EXPECT_LT(Clock::now() - t0, 5s) << "the rejection took too long";
+  gated.open();
+  ranks.clear();
+  for (int r = 0; r < kN; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
 // ---- after a failure the caller's buffers are the caller's again -------------------------
 
 // A request that failed is finished for its caller, who may free or reuse the buffer at once
@@ -423,7 +462,7 @@ TEST(FaultBuffers, NoReceiveIntoBufferAfterFailure) {
   ProcessRanks job;
   job.start(1, [&opts](int, int port, const Report& report) {
     std::vector<char> buf(kHuge, 'a');
-    TcpStore store("127.0.0.1", port, 30s);
+    TcpStore store("127.0.0.1", port, 30s, testing::kTestSecret);
     auto t = make_tcp_transport(store, 0, 2, opts);
     auto b = t->register_buffer(buf.data(), buf.size());
     auto s = t->isend(1, *b, 0, buf.size(), 42);
@@ -433,7 +472,7 @@ TEST(FaultBuffers, NoReceiveIntoBufferAfterFailure) {
     return 0;
   });
   std::vector<char> buf(kHuge, 0);
-  TcpStore store("127.0.0.1", job.store_port(), 30s);
+  TcpStore store("127.0.0.1", job.store_port(), 30s, testing::kTestSecret);
   auto t = make_tcp_transport(store, 1, 2, opts);
   ASSERT_TRUE(job.pump_until(Clock::now() + 30s, [&] { return job.proc(0).find("posted"); }))
       << job.describe();

@@ -33,6 +33,9 @@
 
 namespace ringbench::testing {
 
+// The job secret of the tests' stores (collectives/auth.h); any 32 bytes do.
+inline const std::string kTestSecret = "ringbench tests' job secret, 32b";
+
 // In a child: sends one line to the parent.
 using Report = std::function<void(const std::string&)>;
 
@@ -149,7 +152,7 @@ class ProcessRanks {
       p.fd = fds[0];
       procs_.push_back(std::move(p));
     }
-    server_ = std::make_unique<TcpStoreServer>(listen_fd);  // owns listen_fd from here
+    server_ = std::make_unique<TcpStoreServer>(listen_fd, kTestSecret);  // owns listen_fd from here
   }
 
   // Collects the children's reports and exits until `done()` holds (true) or `deadline`
@@ -253,7 +256,7 @@ inline int run_rank(int rank, int n, int store_port, const Report& report,
   std::unique_ptr<Transport> t;
   int rc = 0;
   try {
-    store = std::make_unique<TcpStore>("127.0.0.1", store_port, std::chrono::seconds(30));
+    store = std::make_unique<TcpStore>("127.0.0.1", store_port, std::chrono::seconds(30), kTestSecret);
     t = make_tcp_transport(*store, rank, n, opts);
     report("ready");
     work(*t);

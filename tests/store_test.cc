@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/auth.h"
 #include "collectives/errors.h"
 
 namespace ringbench {
@@ -199,6 +200,18 @@ class RawClient {
   int fd_ = -1;
 };
 
+const std::string kSecret = "0123456789abcdef0123456789abcdef";  // the tests' job secret
+
+// Answers the server's challenge as a client that knows `secret` would; returns whether the
+// server accepted (its answer arrived and is right).
+bool handshake(RawClient& raw, const std::string& secret = kSecret) {
+  const std::string challenge = raw.recv_bytes(40, 2000ms);
+  if (challenge.size() != 40 || challenge.substr(0, 8) != "RBSTORE2") return false;
+  const std::string nonce(32, 'n');
+  raw.send_bytes("RBSTORE2" + nonce + auth::mac(secret, "store client", challenge.substr(8), nonce));
+  return raw.recv_bytes(32, 2000ms) == auth::mac(secret, "store server", nonce, challenge.substr(8));
+}
+
 std::string le(uint64_t v, int bytes) {
   std::string s;
   for (int i = 0; i < bytes; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -208,12 +221,12 @@ std::string le(uint64_t v, int bytes) {
 class TcpStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, kSecret);
     port_ = server_->port();
     ASSERT_GT(port_, 0);
   }
   std::unique_ptr<TcpStore> client() {
-    return std::make_unique<TcpStore>("127.0.0.1", port_, 2000ms);
+    return std::make_unique<TcpStore>("127.0.0.1", port_, 2000ms, kSecret);
   }
   std::unique_ptr<TcpStoreServer> server_;
   int port_ = 0;
@@ -390,15 +403,16 @@ TEST_F(TcpStoreTest, StrayClientsDoNotBreakService) {
   RawClient partial(port_);
   partial.send_bytes("RBST");  // half a hello, then stalls
   RawClient bad_op(port_);
-  bad_op.send_bytes(std::string("RBSTORE1") + "Z" + le(0, 4) + le(0, 8));
+  ASSERT_TRUE(handshake(bad_op));
+  bad_op.send_bytes(std::string("Z") + le(0, 4) + le(0, 8));
 
   auto store = client();
   store->set("ok", "1");
   EXPECT_EQ(store->get("ok", 200ms), "1");
 
-  // The server hangs up on the wrong magic and on the unknown op.
+  // The server hangs up on the wrong magic (after its challenge) and on the unknown op.
   bool eof = false;
-  EXPECT_EQ(garbage.recv_bytes(1, 1000ms, &eof), "");
+  EXPECT_EQ(garbage.recv_bytes(41, 1000ms, &eof).size(), 40u);
   EXPECT_TRUE(eof);
   eof = false;
   EXPECT_EQ(bad_op.recv_bytes(1, 1000ms, &eof), "");
@@ -406,12 +420,44 @@ TEST_F(TcpStoreTest, StrayClientsDoNotBreakService) {
   EXPECT_EQ(store->add("still", 2), 2);
 }
 
+// Only a client that proves it knows the job's secret is served: one that does not is closed
+// without effect (its request is never executed) and counted; a client never talks to a store
+// that lacks the secret.
+TEST_F(TcpStoreTest, ClientsWithoutTheSecretAreRejectedWithoutEffect) {
+  try {
+    TcpStore wrong("127.0.0.1", port_, 2000ms, "another job's secret, 32 bytes..");
+    FAIL() << "a client with the wrong secret was served";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not share the job's secret"), std::string::npos) << e.what();
+  }
+  RawClient forger(port_);
+  EXPECT_FALSE(handshake(forger, "a guess at the secret, 32 bytes."));
+  forger.send_bytes(std::string("S") + le(4, 4) + "evil" + le(1, 8) + "x");  // never executed
+  RawClient old(port_);  // the protocol before authentication: magic, then requests
+  old.send_bytes(std::string("RBSTORE1") + "S" + le(4, 4) + "evil" + le(1, 8) + "x");
+  bool eof = false;
+  EXPECT_EQ(old.recv_bytes(100, 2000ms, &eof).size(), 40u);  // the challenge, then EOF
+  EXPECT_TRUE(eof);
+  auto store = client();
+  EXPECT_THROW(store->get("evil", 100ms), TimeoutError);
+  EXPECT_EQ(server_->rejected(), 3);
+
+  TcpStoreServer impostor("127.0.0.1", 0, "an impostor's secret, 32 bytes..");
+  try {
+    TcpStore victim("127.0.0.1", impostor.port(), 2000ms, kSecret);
+    FAIL() << "connected to a store without the job's secret";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TcpStoreTest, StalledReaderDoesNotBlockOthers) {
   auto store = client();
   store->set("big", std::string(size_t{1} << 20, 'b'));
   // A client that asks for 32 MiB of replies and never reads them.
   RawClient stalled(port_);
-  std::string requests = "RBSTORE1";
+  ASSERT_TRUE(handshake(stalled));
+  std::string requests;
   for (int i = 0; i < 32; ++i) {
     requests += std::string("G") + le(3, 4) + "big" + le(8, 8) + le(100, 8);
   }
@@ -427,8 +473,9 @@ TEST_F(TcpStoreTest, StalledReaderDoesNotBlockOthers) {
 
 TEST_F(TcpStoreTest, OversizedRequestsGetAnErrorStatus) {
   RawClient raw(port_);
+  ASSERT_TRUE(handshake(raw));
   // A key over 4 KiB: answered with 'E'; its bytes are skipped and the connection goes on.
-  raw.send_bytes(std::string("RBSTORE1") + "S" + le(5000, 4) + std::string(5000, 'k') + le(1, 8) +
+  raw.send_bytes(std::string("S") + le(5000, 4) + std::string(5000, 'k') + le(1, 8) +
                  "v");
   std::string head = raw.recv_bytes(9, 1000ms);
   ASSERT_EQ(head.size(), 9u);
@@ -501,13 +548,14 @@ TEST(TcpStore, ClientConnectsBeforeServerStarts) {
   ASSERT_NO_FATAL_FAILURE(bind_loopback(fd, port));
   ASSERT_EQ(::listen(fd, 16), 0);
 
-  auto store = std::make_unique<TcpStore>("localhost", port, 1000ms);
   std::unique_ptr<TcpStoreServer> server;
   std::thread starter([&] {
     std::this_thread::sleep_for(100ms);
-    server = std::make_unique<TcpStoreServer>(fd);
+    server = std::make_unique<TcpStoreServer>(fd, kSecret);
   });
-  store->set("early", "bird");  // waits in the socket until the server runs
+  // Connects at once, and waits in the socket for the server's challenge until the server runs.
+  auto store = std::make_unique<TcpStore>("localhost", port, 1000ms, kSecret);
+  store->set("early", "bird");
   starter.join();
   EXPECT_EQ(server->port(), port);
   EXPECT_EQ(store->get("early", 200ms), "bird");
@@ -521,7 +569,7 @@ TEST(TcpStore, ConnectTimesOutWhenNothingListens) {
 
   const auto start = Clock::now();
   try {
-    TcpStore store("127.0.0.1", port, 300ms);
+    TcpStore store("127.0.0.1", port, 300ms, kSecret);
     FAIL() << "connected to a port where nothing listens";
   } catch (const TimeoutError& e) {
     const std::string m = e.what();
@@ -536,8 +584,8 @@ TEST(TcpStore, ConnectTimesOutWhenNothingListens) {
 }
 
 TEST(TcpStoreServer, RejectsBadArguments) {
-  EXPECT_THROW(TcpStoreServer("127.0.0.1", 70000), Error);
-  EXPECT_THROW(TcpStoreServer(-1), Error);
+  EXPECT_THROW(TcpStoreServer("127.0.0.1", 70000, kSecret), Error);
+  EXPECT_THROW(TcpStoreServer(-1, kSecret), Error);
 }
 
 }  // namespace
