@@ -309,7 +309,11 @@ GC_BUILD_DIR=$BUILD_DIR
 GC_NET=$NET_PREFIX
 GC_HAVE_IN=$([ -n "$IN_DIR" ] && echo 1 || echo 0)
 GC_PEER_WAIT=120
+# The cluster's job secret, as an admin would hand it to every host: ranks started by hand
+# off loopback refuse to run without one.
+export RINGBENCH_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 EOF
+chmod 600 "$RUN/env"
 
 # network: a bridge and one tap per guest, all inside our own namespace (nothing on the host)
 ip netns add "$NS" || skip "cannot create a network namespace"
