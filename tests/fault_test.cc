@@ -359,12 +359,13 @@ TEST(FaultStray, GarbageClientsDuringSetupAreRejected) {
   for (int r = 0; r < kN; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
+// A 2-rank job (options `opts`) whose real rank 1 is held back while `intruder`, a second rank
+// 1 with other options, tries to join rank 0 (through a store of its own, so that it does not
+// overwrite the real rank 1's address). Returns the intruder's IoError and sets *peer and *took;
+// the real rank 1 must still join and the job complete.
+std::string intruder_error(const TcpOptions& opts, const TcpOptions& intruder, int* peer, Clock::duration* took) {
   constexpr int kN = 2;
   InProcStore store;
-  TcpOptions opts;
-  opts.timeout = 10s;
-  opts.job_id = "job-a";
   GatedStore gated(store, opts.key_prefix + "/addr/0");
   std::vector<std::string> errors(kN);
   std::vector<std::jthread> ranks;
@@ -372,68 +373,57 @@ TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
   ranks.push_back(rank_thread(store, 0, kN, opts, errors[0]));
   ranks.push_back(rank_thread(gated, 1, kN, opts, errors[1]));  // held back until open()
   const auto [host, port] = advertised(store, 0, opts);
-
-  // A second rank 1, of job "job-b", finds rank 0 through its own store (so that it does not
-  // overwrite the real rank 1's address) and tries to join.
   InProcStore other;
   other.set(opts.key_prefix + "/addr/0", host + ":" + std::to_string(port));
-  TcpOptions wrong = opts;
-  wrong.job_id = "job-b";
+  std::string what = "(joined)";
   const auto t0 = Clock::now();
   try {
-    auto t = make_tcp_transport(other, 1, kN, wrong);
-    ADD_FAILURE() << "a rank of another job joined";
+    auto t = make_tcp_transport(other, 1, kN, intruder);
+    ADD_FAILURE() << "the intruder joined";
   } catch (const IoError& e) {
-    const std::string what = e.what();
-    EXPECT_TRUE(contains(what, "job id")) << what;
-    EXPECT_TRUE(contains(what, "job-b") && contains(what, "job-a")) << what;
-    EXPECT_TRUE(contains(what, "rank 0 (")) << what;
-    EXPECT_EQ(e.peer(), 0) << what;
+    what = e.what();
+    *peer = e.peer();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not an IoError: " << e.what();
   }
-  EXPECT_LT(Clock::now() - t0, 2s) << "the rejection took too long";
-
-  // The real rank 1 still joins, and the job completes.
+  *took = Clock::now() - t0;
   gated.open();
-  ranks.clear();
+  ranks.clear();  // joins
   for (int r = 0; r < kN; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return what;
+}
+
+TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
+  TcpOptions opts;
+  opts.timeout = 10s;
+  opts.job_id = "job-a";
+  TcpOptions wrong = opts;
+  wrong.job_id = "job-b";
+  int peer = -1;
+  Clock::duration took{};
+  const std::string what = intruder_error(opts, wrong, &peer, &took);
+  EXPECT_TRUE(contains(what, "job id")) << what;
+  EXPECT_TRUE(contains(what, "job-b") && contains(what, "job-a")) << what;
+  EXPECT_TRUE(contains(what, "rank 0 (")) << what;
+  EXPECT_EQ(peer, 0) << what;
+  EXPECT_LT(took, 2s) << "the rejection took too long";
 }
 
 // A rank without the job's secret (same job id, guessed) is closed unanswered: it learns nothing
 // but that it was refused, and the job goes on with its real rank.
 TEST(FaultStray, RankWithoutTheSecretIsClosedUnanswered) {
-  constexpr int kN = 2;
-  InProcStore store;
   TcpOptions opts;
   opts.timeout = 10s;
   opts.secret = "the job's secret, thirty-two b..";
-  GatedStore gated(store, opts.key_prefix + "/addr/0");
-  std::vector<std::string> errors(kN);
-  std::vector<std::jthread> ranks;
-  OpenOnExit guard{gated};
-  ranks.push_back(rank_thread(store, 0, kN, opts, errors[0]));
-  ranks.push_back(rank_thread(gated, 1, kN, opts, errors[1]));  // held back until open()
-  const auto [host, port] = advertised(store, 0, opts);
-
-  InProcStore other;
-  other.set(opts.key_prefix + "/addr/0", host + ":" + std::to_string(port));
   TcpOptions forger = opts;
   forger.secret = "a guess at the secret, 32 bytes.";
-  const auto t0 = Clock::now();
-  try {
-    auto t = make_tcp_transport(other, 1, kN, forger);
-    ADD_FAILURE() << "a rank without the job's secret joined";
-  } catch (const IoError& e) {
-    const std::string what = e.what();
-    EXPECT_TRUE(contains(what, "does not share the job's secret")) << what;
-    EXPECT_FALSE(contains(what, "job id")) << "an unauthenticated rank got an answer: " << what;
-    EXPECT_EQ(e.peer(), 0) << what;
-  }
-  EXPECT_LT(Clock::now() - t0, 5s) << "the rejection took too long";
-  gated.open();
-  ranks.clear();
-  for (int r = 0; r < kN; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  int peer = -1;
+  Clock::duration took{};
+  const std::string what = intruder_error(opts, forger, &peer, &took);
+  EXPECT_TRUE(contains(what, "does not share the job's secret")) << what;
+  EXPECT_FALSE(contains(what, "job id")) << "an unauthenticated rank got an answer: " << what;
+  EXPECT_EQ(peer, 0) << what;
+  EXPECT_LT(took, 5s) << "the rejection took too long";
 }
 
 // ---- after a failure the caller's buffers are the caller's again -------------------------
