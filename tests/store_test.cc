@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -113,8 +114,10 @@ TEST(InProcStore, BarrierTimesOutWhenOneNeverArrives) {
   std::vector<std::string> messages(3);
   std::vector<std::thread> threads;
   const auto start = Clock::now();
+  std::latch started(3);  // all three arrive within the 200 ms, however late a thread starts
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
+      started.arrive_and_wait();
       try {
         store_barrier(store, "b2", 4, 200ms);
       } catch (const TimeoutError& e) {
@@ -382,9 +385,11 @@ TEST_F(TcpStoreTest, BarrierOfEightClients) {
 TEST_F(TcpStoreTest, BarrierTimesOut) {
   std::vector<std::thread> threads;
   std::atomic<int> timeouts{0};
+  std::latch connected(2);  // both arrive within the 200 ms however slow connecting is
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&] {
       auto store = client();
+      connected.arrive_and_wait();
       try {
         store_barrier(*store, "partial", 3, 200ms);
       } catch (const TimeoutError& e) {

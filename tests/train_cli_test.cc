@@ -83,7 +83,9 @@ TEST(TrainCli, LayerTimesSayWhereTheStepGoes) {
   double layers = 0;
   for (const auto& l : lt["layers"]) layers += l["forward_s"].get<double>() + l["backward_s"].get<double>();
   EXPECT_GT(layers, 0);
-  EXPECT_LE(layers, lt["step_s"].get<double>());
+  // Each step's layers fit in it, but medians taken layer by layer over 3 noisy steps need not
+  // add up to at most the median step: allow that noise, not a layer counted twice.
+  EXPECT_LE(layers, 1.5 * lt["step_s"].get<double>());
   std::remove(json.c_str());
 }
 
