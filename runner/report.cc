@@ -183,7 +183,8 @@ Record to_record(const json& j, const std::string& where) {
 bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
 
 // Every record of raw.jsonl, in file order. An unparsable last line is what a sweep killed
-// mid-write leaves: it is dropped with a warning; anywhere else it is an error.
+// mid-write leaves: it is dropped with a warning; anywhere else it is an error. Valid JSON that
+// is not a record this ringbench reads is left out with a warning.
 std::vector<Record> read_records(const std::string& run_dir) {
   const std::string path = run_dir + "/raw.jsonl";
   std::ifstream in(path, std::ios::binary);
@@ -210,7 +211,14 @@ std::vector<Record> read_records(const std::string& run_dir) {
                 << " is incomplete (the sweep was interrupted while writing it): ignored\n";
       continue;
     }
-    records.push_back(to_record(j, where));
+    // A record of the wrong shape (a hand edit, another tool, a newer schema) is left out
+    // with its line number, so the rest of the run still reports.
+    try {
+      records.push_back(to_record(j, where));
+    } catch (const Error& e) {
+      std::cerr << "ringbench report: warning: " << e.what() << ": record left out\n";
+      continue;
+    }
     records.back().order = {int_or(j, "seq", 0), i};
   }
   if (records.empty()) throw Error(path + " has no records: the sweep finished no point");
