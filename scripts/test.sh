@@ -65,7 +65,8 @@ build_pass() {  # PASS DIR TEST_FUNCTION SELECT_FUNCTION [CMAKE_ARGS...]: config
 # The executables of the tests that `ctest ARGS` selects in DIR: what a pass must build (a test's
 # own dependencies, such as the ringbench binary of the CLI tests, come along).
 test_targets() {  # DIR CTEST_ARGS...
-  local dir=$1
+  local dir
+  dir=$(cd "$1" && pwd) || return
   shift
   (cd "$dir" && ctest --show-only=json-v1 "$@") | python3 -c '
 import json, os, sys
