@@ -63,16 +63,24 @@ build_pass() {  # PASS DIR TEST_FUNCTION SELECT_FUNCTION [CMAKE_ARGS...]: config
   phase "$pass test" "$test_fn" "$dir"
 }
 # The executables of the tests that `ctest ARGS` selects in DIR: what a pass must build (a test's
-# own dependencies, such as the ringbench binary of the CLI tests, come along).
+# own dependencies, such as the ringbench binary of the CLI tests, come along). Read from the
+# CTestTestfile.cmake files, since ctest names no command for an executable not yet built.
 test_targets() {  # DIR CTEST_ARGS...
   local dir
   dir=$(cd "$1" && pwd) || return
   shift
   (cd "$dir" && ctest --show-only=json-v1 "$@") | python3 -c '
-import json, os, sys
-tests = json.load(sys.stdin)["tests"]
-exes = {os.path.basename(t["command"][0]) for t in tests
-        if t.get("command") and t["command"][0].startswith(sys.argv[1] + "/")}
+import json, os, pathlib, re, sys
+build = sys.argv[1]
+names = {t["name"] for t in json.load(sys.stdin)["tests"]}
+exe_of = {}
+for testfile in pathlib.Path(build).rglob("CTestTestfile.cmake"):
+    for name, exe in re.findall(r"add_test\(\[=\[(.*?)\]=\] \"([^\"]+)\"", testfile.read_text()):
+        exe_of[name] = exe
+exes = {os.path.basename(exe_of[n]) for n in names
+        if n in exe_of and exe_of[n].startswith(build + "/")}
+if names and not exes:
+    sys.exit(f"test_targets: {len(names)} tests selected in {build} but no executable found for them")
 print(" ".join(sorted(exes)))' "$dir"
 }
 select_all() { :; }  # nothing named: the whole tree (the product, benchmarks and every test)
