@@ -15,6 +15,7 @@ packages=(
   libyaml-cpp-dev gnuplot-nox         # sweep configs; the report's SVG plots
   libssl-dev                          # libcrypto: HMAC-SHA256 authentication of every connection
   libibverbs-dev ibverbs-providers    # the RDMA verbs transport (runs only where a device is)
+  clang libclang-rt-dev               # libFuzzer and its sanitizers (scripts/fuzz.sh)
 )
 
 missing=()

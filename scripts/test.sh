@@ -9,6 +9,8 @@
 #            where there is no GPU) and the GPU options' errors. A tree of its own, so that the
 #            other passes' binaries (and the qemu guests of the rdma tests) stay free of the CUDA
 #            libraries.
+#   fuzz     the libFuzzer targets (scripts/fuzz.sh): built with clang, each run for
+#            RINGBENCH_FUZZ_SECONDS (60) over its corpus; a crash fails the pass.
 # Usage: scripts/test.sh [--only PASS[,PASS...]]
 # env: RINGBENCH_SKIP_SANITIZERS=1 (no asan, tsan), RINGBENCH_CUDA=OFF (no cuda),
 #      CTEST_JOBS (1: tests one at a time; some compare timings on a 2-core machine).
@@ -19,15 +21,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 only=""
 while [ $# -gt 0 ]; do
   case $1 in
-    --only) only=${2:?--only needs a pass: release, asan, tsan or cuda}; shift 2 ;;
+    --only) only=${2:?--only needs a pass: release, asan, tsan, cuda or fuzz}; shift 2 ;;
     --only=*) only=${1#--only=}; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scripts/test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 for p in ${only//,/ }; do
-  case $p in release|asan|tsan|cuda) ;; *)
-    echo "scripts/test.sh: --only: unknown pass '$p' (release, asan, tsan, cuda)" >&2; exit 2 ;;
+  case $p in release|asan|tsan|cuda|fuzz) ;; *)
+    echo "scripts/test.sh: --only: unknown pass '$p' (release, asan, tsan, cuda, fuzz)" >&2; exit 2 ;;
   esac
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun tests as root (CI)
@@ -116,6 +118,11 @@ if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
   build_pass cuda "$root/build-cuda" test_cuda select_cuda "${cuda_args[@]}"
 elif wanted cuda; then
   echo "== CUDA build: skipped (${RINGBENCH_CUDA:+RINGBENCH_CUDA=$RINGBENCH_CUDA, }no nvcc at $nvcc) =="
+fi
+
+if wanted fuzz; then
+  phase "fuzz build" "$root/scripts/fuzz.sh" --build-only &&
+    phase "fuzz run" "$root/scripts/fuzz.sh" --run-only
 fi
 
 echo
