@@ -62,6 +62,10 @@ class Reader {
     // second value must not be silently ignored.
     std::set<std::string> seen;
     for (const auto& kv : node_) {
+      if (!kv.first.IsScalar())
+        fail(where_.empty() ? "the file" : where_,
+             "a key must be a plain name, not a list or mapping (line " +
+                 std::to_string(kv.first.Mark().line + 1) + ")");
       const std::string k = kv.first.Scalar();
       if (!seen.insert(k).second)
         fail(key(k), "appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")");
@@ -79,7 +83,7 @@ class Reader {
   // Unknown keys are errors (a typo must not silently fall back to a default).
   void only(const std::vector<std::string>& allowed) const {
     for (const auto& kv : node_) {
-      const auto k = kv.first.as<std::string>();
+      const std::string& k = kv.first.Scalar();  // a scalar: checked by the constructor
       if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
         fail(key(k), "unknown key; allowed here: " + join(allowed));
     }
@@ -246,15 +250,7 @@ ClusterConfig parse_cluster(const Reader& r) {
   return c;
 }
 
-}  // namespace
-
-SweepConfig parse_sweep_config(const std::string& text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(origin + ": not valid YAML: " + e.what());
-  }
+SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   Reader r(root, "", origin);
   r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
           "repeats", "seed", "timeout", "cluster", "train", "collectives"});
@@ -333,6 +329,24 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& origi
     r.fail("repeats", std::to_string(c.repeats) + " repeats of " + std::to_string(per_repeat) + " points make more than " +
                           std::to_string(kMaxPoints) + " points; a sweep is bounded to that many");
   return c;
+}
+
+}  // namespace
+
+SweepConfig parse_sweep_config(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": not valid YAML: " + e.what());
+  }
+  // Every value is checked where it is read; a yaml-cpp exception that still escapes (a shape
+  // no check foresaw) is a clear error about the file too, never a crash.
+  try {
+    return parse_root(root, origin);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
 }
 
 SweepConfig load_sweep_config(const std::string& path) {

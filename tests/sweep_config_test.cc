@@ -128,6 +128,13 @@ TEST(SweepConfig, RepeatedKeysAndEntriesAreErrors) {
                {"cluster.hosts", "a is listed twice"});
 }
 
+// Found by fuzz/sweep_config_fuzz: a list or mapping as a key escaped as a yaml-cpp exception.
+TEST(SweepConfig, KeysThatAreNotNamesAreErrors) {
+  expect_error(kMinimal + "[repeats, seed]: 2\n", {"the file", "a key must be a plain name", "line 6"});
+  expect_error("name: t\ncluster: {type: local, {a: 1}: 2}\ntrain: {models: [lenet]}\n",
+               {"cluster", "a key must be a plain name"});
+}
+
 TEST(SweepConfig, SizesAreBoundedBeforeAnythingExpands) {
   expect_error(kMinimal + "repeats: 1000000000\n", {"repeats", "1000000000 repeats of 3 points", "10000"});
   expect_error("name: t\nnodes: [300]\ncluster: {type: emulated}\ntrain: {models: [lenet]}\n",
