@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "collectives/allreduce.h"
@@ -20,6 +21,7 @@
 #include "ringbench/config.h"
 #include "runner/allreduce_cmd.h"
 #include "runner/allreduce_impl.h"
+#include "runner/cpu_budget.h"
 #include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/stats.h"
@@ -52,12 +54,6 @@ class MpiReducer : public m::GradientReducer {
 
 json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
 
-// Cores this rank may use: the machine's, split between the ranks that share it.
-int default_threads(int ranks_here) {
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, ranks_here));
-}
-
 int ranks_on_this_host(const World& w) {
   if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::max(1, std::atoi(s));
   if (w.launcher == "local" || w.launcher == "env") return w.size;  // all on this machine
@@ -85,7 +81,7 @@ void validate(const TrainArgs& a) {
   if (!(a.lr > 0)) throw Error("--lr must be > 0");
   if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
   if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
-  if (a.threads < 0) throw Error("--threads must be >= 0 (0: the cores split between local ranks)");
+  if (a.threads < 0) throw Error("--threads must be >= 0 (0: auto)");
   if (writes_results()) check_output_path(a.json, "--json");
   check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
 }
@@ -219,8 +215,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--classes", a.classes, "Number of classes (0: the model's default)")->capture_default_str();
   cmd.add_option("--image-size", a.image_size, "Input height and width (0: the model's default)")->capture_default_str();
   cmd.add_flag("--aux-logits", a.aux_logits, "inception_v3: train with the auxiliary head");
-  cmd.add_option("--threads", a.threads, "Compute threads per rank (0: this machine's cores split "
-                 "between its ranks)")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "Compute threads per rank (0: auto, the CPUs this rank may "
+                 "use (affinity, cgroup quota) that other work is not keeping busy, split between this "
+                 "machine's ranks)")->capture_default_str();
   cmd.add_option("--log-every", a.log_every, "Print a line every this many steps (0: never)")->capture_default_str();
   cmd.add_option("--json", a.json, "Write the results and settings as JSON to this file");
   cmd.add_option("--timeline", a.timeline, "Write a Chrome trace (Perfetto) per rank to this file "
@@ -298,7 +295,10 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                               " device " + where.device;
     check_same_options(store, "train/shape", shape, rank, n, timeout, "train the same model the same way");
 
-    const int threads = a.threads > 0 ? a.threads : default_threads(ranks_on_this_host(*world));
+    // Measured after the ranks' last barrier, so that siblings starting up are not counted busy.
+    std::optional<CpuBudget> budget;
+    if (a.threads == 0) budget = measure_cpu_budget(ranks_on_this_host(*world));
+    const int threads = budget ? budget->threads : a.threads;
     m::set_compute_threads(threads);
     const int gpu = on_gpu ? use_local_gpu(*world) : -1;  // current from here on
     vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : backend, a.timeout_s);
@@ -404,6 +404,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     self["path"] = path;
     self["param_hash"] = h;
     self["threads"] = threads;
+    self["threads_auto"] = budget ? budget->to_json() : json(nullptr);
     self["gpu"] = gpu_json(gpu);  // the rank's device (-1: the current one, if any)
     store.set("train/meta/" + std::to_string(rank), self.dump());
     json hosts = json::array();
@@ -426,7 +427,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                    {"param_tensors", graph.params.size()}, {"input", m::to_string(graph.input_dims())},
                    {"classes", graph.output_node().out.c}, {"aux_logits", a.aux_logits},
                    {"device", where.device}, {"backend", net->backend()}, {"backend_detail", net->describe()},
-                   {"threads_per_rank", threads}, {"batch_per_rank", a.batch}, {"ranks", n},
+                   {"threads_per_rank", threads},
+                   {"threads_auto", budget ? budget->to_json() : json(nullptr)},
+                   {"batch_per_rank", a.batch}, {"ranks", n},
                    {"launcher", world->launcher}, {"job_id", world->job_id},
                    {"transport", n > 1 ? a.transport : "none"}, {"allreduce", trainer.reducer()},
                    {"path", path}, {"warmup", a.warmup}, {"steps", measured_steps},
@@ -445,7 +448,8 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       if (on_gpu)
         std::printf("# backend %s on the GPU (--device cuda): %s\n", net->backend().c_str(), net->describe().c_str());
       else
-        std::printf("# backend %s, %d threads per rank: %s\n", net->backend().c_str(), threads,
+        std::printf("# backend %s, threads per rank %s: %s\n", net->backend().c_str(),
+                    budget ? budget->describe().c_str() : (std::to_string(threads) + " (--threads)").c_str(),
                     net->describe().c_str());
       std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
                   world->launcher.c_str(), a.batch, trainer.reducer().c_str(),

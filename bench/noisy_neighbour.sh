@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Training beside a noisy neighbour: `ringbench train` (1 rank) quiet, beside a busy loop pinned
+# to the last CPU, and beside `stress-ng --cpu <CPUs>` (one unpinned hog per CPU), with the default
+# thread count (--threads 0: auto) and with every CPU (--threads <CPUs>, what the default was
+# before auto), interleaved REPEATS times so that drift hits every condition alike. The hog starts
+# before ringbench, as on a shared server. Writes raw JSON and table.md (median img/s, spread,
+# and each condition's share of the quiet median of the same thread setting).
+#   bench/noisy_neighbour.sh [OUT_DIR]   (env: MODELS, BATCH, IMAGE_SIZE, STEPS, WARMUP, REPEATS, BIN)
+set -euo pipefail
+out=${1:-results/noisy-neighbour-cpu}
+bin=${BIN:-build/runner/ringbench}
+models=${MODELS:-"lenet mobilenet_v1"}
+batch=${BATCH:-8}
+steps=${STEPS:-30}
+warmup=${WARMUP:-5}
+repeats=${REPEATS:-5}
+cpus=$(nproc)
+command -v stress-ng >/dev/null || { echo "noisy_neighbour: needs stress-ng (apt-get install stress-ng)" >&2; exit 1; }
+[ -x "$bin" ] || { echo "noisy_neighbour: no $bin (build first, or BIN=...)" >&2; exit 1; }
+mkdir -p "$out/raw"
+hog=""
+stop_hog() { [ -n "$hog" ] && kill "$hog" 2>/dev/null && wait "$hog" 2>/dev/null; hog=""; }
+trap stop_hog EXIT
+start_hog() {  # CONDITION
+  case $1 in
+    quiet) ;;
+    pinned) taskset -c $((cpus - 1)) sh -c 'while :; do :; done' & hog=$! ;;
+    hogs) stress-ng --cpu "$cpus" --quiet & hog=$! ;;
+  esac
+  sleep 1  # the hog is running before ringbench looks at the CPUs
+}
+for rep in $(seq 1 "$repeats"); do
+  for model in $models; do
+    size=""; [ "$model" = mobilenet_v1 ] && size="--image-size ${IMAGE_SIZE:-96}"
+    for cond in quiet pinned hogs; do
+      start_hog "$cond"
+      for threads in 0 "$cpus"; do
+        f="$out/raw/${model}_${cond}_t${threads}_r${rep}.json"
+        # shellcheck disable=SC2086
+        "$bin" train --model "$model" --batch "$batch" $size --steps "$steps" --warmup "$warmup" \
+          --threads "$threads" --log-every 0 --json "$f" >/dev/null
+        echo "$model $cond threads=$threads repeat $rep: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["summary"]["total_img_s"]["mean"],1), "img/s with", d["meta"]["threads_per_rank"], "threads")' "$f")"
+      done
+      stop_hog
+    done
+  done
+done
+python3 - "$out/raw" "$cpus" > "$out/table.md" <<'PY'
+import glob, json, os, statistics, sys
+raw, cpus = sys.argv[1], sys.argv[2]
+runs = {}
+for f in sorted(glob.glob(os.path.join(raw, "*.json"))):
+    model, cond, t, _ = os.path.basename(f)[:-5].rsplit("_", 3)
+    d = json.load(open(f))
+    runs.setdefault((model, t), {}).setdefault(cond, []).append(
+        (d["summary"]["total_img_s"]["mean"], d["meta"]["threads_per_rank"]))
+print(f"# Noisy neighbour: 1-rank training, {cpus} CPUs; pinned = a busy loop on the last CPU, "
+      f"hogs = stress-ng --cpu {cpus}\n")
+print("| model | --threads | condition | threads used | img/s median | min-max | share of quiet |")
+print("|---|---|---|---|---|---|---|")
+for (model, t), conds in sorted(runs.items()):
+    quiet = statistics.median(x for x, _ in conds.get("quiet", [(float("nan"), 0)]))
+    for cond in ("quiet", "pinned", "hogs"):
+        xs = [x for x, _ in conds.get(cond, [])]
+        if not xs:
+            continue
+        used = sorted({u for _, u in conds[cond]})
+        med = statistics.median(xs)
+        label = "0 (auto)" if t == "0" else t
+        print(f"| {model} | {label} | {cond} | {','.join(map(str, used))} | {med:.1f} | "
+              f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% |")
+PY
+cat "$out/table.md"

@@ -1,0 +1,49 @@
+// --threads 0 (auto): the thread count from the CPUs a rank may use and how busy they are.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include "runner/cpu_budget.h"
+
+namespace ringbench {
+namespace {
+
+TEST(CpuBudget, FreeCpusSplitBetweenTheRanksHere) {
+  EXPECT_EQ(decide_cpu_budget(2, 0, 0, 1).threads, 2);   // quiet: every CPU
+  EXPECT_EQ(decide_cpu_budget(2, 0, 1, 1).threads, 1);   // a busy neighbour: its CPU is left
+  EXPECT_EQ(decide_cpu_budget(2, 0, 2, 1).threads, 1);   // all busy: one thread, never zero
+  EXPECT_EQ(decide_cpu_budget(16, 0, 4, 4).threads, 3);  // 12 free CPUs for 4 ranks
+  EXPECT_EQ(decide_cpu_budget(16, 0, 0, 32).threads, 1);
+}
+
+TEST(CpuBudget, TheCgroupQuotaCaps) {
+  EXPECT_EQ(decide_cpu_budget(16, 2.0, 0, 1).threads, 2);
+  EXPECT_EQ(decide_cpu_budget(16, 1.5, 0, 1).threads, 2);  // a part of a CPU still runs a thread
+  EXPECT_EQ(decide_cpu_budget(16, 0.5, 0, 1).threads, 1);
+  EXPECT_EQ(decide_cpu_budget(16, 4.0, 1, 1).threads, 3);
+}
+
+TEST(CpuBudget, OutOfRangeInputsAreClamped) {
+  const CpuBudget b = decide_cpu_budget(0, -1, 7, 0);
+  EXPECT_EQ(b.allowed, 1);
+  EXPECT_EQ(b.quota, 0);
+  EXPECT_EQ(b.busy, 1);
+  EXPECT_EQ(b.ranks_here, 1);
+  EXPECT_EQ(b.threads, 1);
+}
+
+TEST(CpuBudget, MeasuredOnThisMachine) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const CpuBudget b = measure_cpu_budget(1, 50);
+  EXPECT_EQ(b.allowed, CPU_COUNT(&set));
+  EXPECT_GE(b.busy, 0);
+  EXPECT_LE(b.busy, b.allowed);
+  EXPECT_GE(b.threads, 1);
+  EXPECT_LE(b.threads, b.allowed);
+  EXPECT_NE(b.describe().find("auto: " + std::to_string(b.allowed) + " CPU"), std::string::npos) << b.describe();
+  EXPECT_EQ(b.to_json()["threads"], b.threads);
+}
+
+}  // namespace
+}  // namespace ringbench
