@@ -205,7 +205,7 @@ std::vector<Record> read_records(const std::string& run_dir) {
     json j;
     try {
       j = json::parse(lines[i]);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e999)
       if (i + 1 < last) throw Error(where + " is not valid JSON: " + e.what());
       std::cerr << "ringbench report: warning: " << where
                 << " is incomplete (the sweep was interrupted while writing it): ignored\n";

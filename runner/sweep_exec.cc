@@ -291,6 +291,26 @@ json run_my_rank(const std::vector<std::string>& args, int rank, int nodes, cons
           {"wall_s", o.wall_s}, {"log", log}};
 }
 
+// A sweep rank's report of its part of a point (run_my_rank's record), checked field by field
+// before use: a bad one is an Error naming the key and the rank.
+json point_result(const std::string& raw, const std::string& key, int sender) {
+  const json res = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  const auto bad = [&](const std::string& why) {
+    return Error("sweep rank " + std::to_string(sender) + " sent a bad " + key + ": " + why);
+  };
+  if (!res.is_object()) throw bad("not a JSON object");
+  if (!res.contains("code") || !res["code"].is_number_integer() ||
+      res["code"].get<int64_t>() < -255 || res["code"].get<int64_t>() > 255)
+    throw bad("\"code\" is not an exit code");
+  for (const char* k : {"timed_out", "interrupted"})
+    if (!res.contains(k) || !res[k].is_boolean()) throw bad(std::string("\"") + k + "\" is not true or false");
+  if (!res.contains("wall_s") || !res["wall_s"].is_number() || !(res["wall_s"].get<double>() >= 0))
+    throw bad("\"wall_s\" is not a duration");
+  if (!res.contains("log") || !res["log"].is_string() || res["log"].get_ref<const std::string&>().size() > (1u << 20))
+    throw bad("\"log\" is not a string of at most 1 MiB");
+  return res;
+}
+
 // A command from rank 0, checked before anything of it is used: which point (an index into
 // this rank's own expansion of its config) and the point's store and job id.
 struct PointCommand {
@@ -352,13 +372,13 @@ class MpiWorkerExecutor : public Executor {
     for (int r = 1; r < n; ++r) {
       json res;
       try {
-        res = json::parse(w_.store->get(res_key(seq_, r), job.timeout + 2 * kGrace));
+        res = point_result(w_.store->get(res_key(seq_, r), job.timeout + 2 * kGrace), res_key(seq_, r), r);
       } catch (const std::exception& e) {
         res = {{"code", -1}, {"timed_out", true}, {"interrupted", false}, {"wall_s", 0},
                {"log", std::string("ringbench sweep: no word from sweep rank ") + std::to_string(r) +
                            " about this point: " + e.what() + "\n"}};
       }
-      out.exit_codes.push_back(res["code"]);
+      out.exit_codes.push_back(res["code"].get<int>());
       out.timed_out = out.timed_out || res["timed_out"].get<bool>();
       out.interrupted = out.interrupted || res["interrupted"].get<bool>();
       write_file_atomic(job.log_base + ".rank" + std::to_string(r) + ".log", res["log"].get<std::string>());

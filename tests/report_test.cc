@@ -390,6 +390,23 @@ TEST(Report, RecordOfTheWrongTypeIsLeftOutNamingItsLine) {
   }
 }
 
+// Found by fuzz/raw_jsonl_fuzz: a number JSON cannot hold (1e999) threw past the reader.
+TEST(Report, NumberOutOfRangeIsInvalidJsonNamingItsLine) {
+  const std::string full = standard_sweep().jsonl();
+  TempDir dir;
+  try {
+    write_report(make_run(dir, "{\"schema\": 1e999}\n" + full), no_plots());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raw.jsonl line 1 is not valid JSON"), std::string::npos) << e.what();
+  }
+  TempDir last;  // as the last line, it is what an interrupted sweep leaves: ignored
+  testing::internal::CaptureStderr();
+  write_report(make_run(last, full + "{\"schema\": 1e999}\n"), no_plots());
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("is incomplete"), std::string::npos) << err;
+}
+
 TEST(Report, MissingRawJsonlSaysWhatToCheck) {
   TempDir dir;
   try {
