@@ -19,7 +19,7 @@ command -v stress-ng >/dev/null || { echo "noisy_neighbour: needs stress-ng (apt
 [ -x "$bin" ] || { echo "noisy_neighbour: no $bin (build first, or BIN=...)" >&2; exit 1; }
 mkdir -p "$out/raw"
 hog=""
-stop_hog() { [ -n "$hog" ] && kill "$hog" 2>/dev/null && wait "$hog" 2>/dev/null; hog=""; }
+stop_hog() { if [ -n "$hog" ]; then kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null || true; fi; hog=""; }
 trap stop_hog EXIT
 start_hog() {  # CONDITION
   case $1 in
@@ -66,7 +66,7 @@ for (model, t), conds in sorted(runs.items()):
             continue
         used = sorted({u for _, u in conds[cond]})
         med = statistics.median(xs)
-        label = "0 (auto)" if t == "0" else t
+        label = "0 (auto)" if t == "t0" else t[1:]
         print(f"| {model} | {label} | {cond} | {','.join(map(str, used))} | {med:.1f} | "
               f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% |")
 PY
