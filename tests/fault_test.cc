@@ -394,15 +394,19 @@ std::string intruder_error(const TcpOptions& opts, const TcpOptions& intruder, i
   return what;
 }
 
-TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
+// The options of a 2-rank job of `job` with `secret`, as the stray tests vary them.
+TcpOptions stray_options(const std::string& job, const std::string& secret) {
   TcpOptions opts;
   opts.timeout = 10s;
-  opts.job_id = "job-a";
-  TcpOptions wrong = opts;
-  wrong.job_id = "job-b";
+  opts.job_id = job;
+  opts.secret = secret;
+  return opts;
+}
+
+TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
   int peer = -1;
   Clock::duration took{};
-  const std::string what = intruder_error(opts, wrong, &peer, &took);
+  const std::string what = intruder_error(stray_options("job-a", ""), stray_options("job-b", ""), &peer, &took);
   EXPECT_TRUE(contains(what, "job id")) << what;
   EXPECT_TRUE(contains(what, "job-b") && contains(what, "job-a")) << what;
   EXPECT_TRUE(contains(what, "rank 0 (")) << what;
@@ -413,14 +417,11 @@ TEST(FaultStray, RankOfAnotherJobGetsAJobIdError) {
 // A rank without the job's secret (same job id, guessed) is closed unanswered: it learns nothing
 // but that it was refused, and the job goes on with its real rank.
 TEST(FaultStray, RankWithoutTheSecretIsClosedUnanswered) {
-  TcpOptions opts;
-  opts.timeout = 10s;
-  opts.secret = "the job's secret, thirty-two b..";
-  TcpOptions forger = opts;
-  forger.secret = "a guess at the secret, 32 bytes.";
   int peer = -1;
   Clock::duration took{};
-  const std::string what = intruder_error(opts, forger, &peer, &took);
+  const std::string what = intruder_error(stray_options("ringbench", "the job's secret, thirty-two b.."),
+                                          stray_options("ringbench", "a guess at the secret, 32 bytes."),
+                                          &peer, &took);
   EXPECT_TRUE(contains(what, "does not share the job's secret")) << what;
   EXPECT_FALSE(contains(what, "job id")) << "an unauthenticated rank got an answer: " << what;
   EXPECT_EQ(peer, 0) << what;
