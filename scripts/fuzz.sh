@@ -4,10 +4,12 @@
 # to a copy, never into the checkout), all at once. Prints one line per target with its
 # executions; exits nonzero when one crashed, leaving the input in BUILD/artifacts/.
 # Usage: scripts/fuzz.sh [--seconds N] [--build-dir DIR] [--build-only | --run-only] [TARGET...]
-# Defaults: 60 s (env RINGBENCH_FUZZ_SECONDS), build-fuzz/, every target.
+# Defaults: 60 s (env RINGBENCH_FUZZ_SECONDS), build-fuzz/, every target, seed 1 (env
+# RINGBENCH_FUZZ_SEED; 0: a new one each run). With a fixed seed CI mutates the same way each run
+# (how far it gets depends on the machine), so a red fuzz pass is reproducible; explore with 0.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-seconds=${RINGBENCH_FUZZ_SECONDS:-60} dir=$root/build-fuzz mode=both targets=()
+seconds=${RINGBENCH_FUZZ_SECONDS:-60} seed=${RINGBENCH_FUZZ_SEED:-1} dir=$root/build-fuzz mode=both targets=()
 all=(store_protocol_fuzz tcp_transport_fuzz sweep_config_fuzz raw_jsonl_fuzz)
 while [ $# -gt 0 ]; do
   case $1 in
@@ -16,13 +18,14 @@ while [ $# -gt 0 ]; do
     --build-only) mode=build; shift ;;
     --run-only) mode=run; shift ;;
     --targets) echo "${all[*]}"; exit 0 ;;  # for scripts/test.sh
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "scripts/fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [[ " ${all[*]} " == *" $1 "* ]] || { echo "scripts/fuzz.sh: no fuzz target '$1' (${all[*]})" >&2; exit 2; }
        targets+=("$1"); shift ;;
   esac
 done
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "scripts/fuzz.sh: --seconds '$seconds' is not a positive integer" >&2; exit 2; }
+[[ $seed =~ ^[0-9]+$ ]] || { echo "scripts/fuzz.sh: RINGBENCH_FUZZ_SEED '$seed' is not a number" >&2; exit 2; }
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 if [ $mode != run ]; then
@@ -41,7 +44,7 @@ run_one() {  # TARGET: runs it; its log is $work/TARGET.log
   local t=$1
   mkdir -p "$work/$t.corpus"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "$dir/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+    "$dir/fuzz/$t" -seed="$seed" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$dir/artifacts/$t-" "$work/$t.corpus" "$root/fuzz/corpus/$t" >"$work/$t.log" 2>&1
 }
 rc=0
