@@ -75,6 +75,8 @@ LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milli
     const RankLaunch& rl = ranks[r];
     std::vector<std::string> env_strings;
     for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    for (const auto& prefix : rl.unset)
+      std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
     for (const auto& kv : rl.env) {
       const std::string name = kv.substr(0, kv.find('=') + 1);
       std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(name, 0) == 0; });

@@ -13,6 +13,7 @@ namespace ringbench {
 struct RankLaunch {
   std::vector<std::string> argv;  // argv[0] is the executable's path
   std::vector<std::string> env;   // "NAME=value", added to this process's environment
+  std::vector<std::string> unset; // prefixes: inherited variables whose names start so are dropped
   std::string log_path;           // stdout and stderr go here
   int netns_fd = -1;              // setns(CLONE_NEWNET) into it before exec
   std::vector<int> cpus;          // sched_setaffinity before exec (empty: no pinning)

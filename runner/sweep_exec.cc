@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -269,6 +270,13 @@ class LocalExecutor : public Executor {
 
 // Control messages of the sweep under mpirun go through the world's TCP store: waiting ranks
 // sleep in a socket read instead of spinning in an MPI call next to the ranks being measured.
+// A DNS name or address as mpirun's -H takes it: letters, digits, '.', '-', '_', not starting
+// with '-' (it would read as an option), at most 253 characters.
+bool valid_host_name(const std::string& h) {
+  return !h.empty() && h.size() <= 253 && h[0] != '-' &&
+         h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == std::string::npos;
+}
+
 std::string cmd_key(int64_t i) { return "sweep/cmd/" + std::to_string(i); }
 std::string res_key(int64_t i, int r) { return "sweep/res/" + std::to_string(i) + "/" + std::to_string(r); }
 
@@ -349,14 +357,11 @@ class MpiWorkerExecutor : public Executor {
   std::string unavailable(const SweepPoint& p) const override {
     if (p.nodes > w_.size)
       return "needs " + std::to_string(p.nodes) + " nodes; mpirun started " + std::to_string(w_.size) + " rank(s)";
-    if (p.transport == "mpi")
-      return "the MPI_Allreduce baseline cannot run inside `mpirun ringbench sweep` (a point's ranks "
-             "are child processes, not MPI ranks); measure it with its own mpirun of "
-             "`ringbench train --transport mpi`";
     return transport_unavailable(p.transport);
   }
 
   LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
+    if (job.point->transport == "mpi") return run_nested_mpirun(job, stop);
     const int n = job.point->nodes;
     // On the address the sweep ranks reach rank 0 by, for ranks that know the sweep's secret.
     TcpStoreServer server(w_.default_addr, 0, w_.secret);
@@ -387,9 +392,13 @@ class MpiWorkerExecutor : public Executor {
   }
 
   json cluster_record() const override {
+    const std::string placement = "a point on N nodes runs on sweep ranks 0..N-1";
+    if (on_tcg_guests())
+      return {{"type", "guests"}, {"link", nullptr}, {"cpus_per_node", nullptr},
+              {"note", std::to_string(w_.size) + " qemu TCG guests under mpirun: an emulated CPU, so "
+                       "speeds prove the path, not the hardware's speed; " + placement}};
     return {{"type", "mpirun"}, {"link", nullptr}, {"cpus_per_node", nullptr},
-            {"note", std::to_string(w_.size) + " sweep ranks under mpirun; a point on N nodes runs on "
-                     "sweep ranks 0..N-1"}};
+            {"note", std::to_string(w_.size) + " sweep ranks under mpirun; " + placement}};
   }
 
   json describe() const override {
@@ -404,8 +413,67 @@ class MpiWorkerExecutor : public Executor {
   }
 
  private:
+  // The MPI_Allreduce baseline needs its ranks to be MPI ranks of one job, which the children
+  // of the sweep ranks are not. Rank 0 therefore starts a job of its own: mpirun on the hosts of
+  // sweep ranks 0..N-1, through the same launcher (ssh) that started the sweep, while those
+  // ranks wait for the next point. The outer job's Open MPI/PMIx variables are dropped, so the
+  // inner mpirun starts a fresh job instead of joining the outer one (the same on Open MPI 4
+  // and 5). A sub-communicator of the outer job would have no timeout: one hung point would hang
+  // the sweep; a separate mpirun is a process tree that the point's deadline kills.
+  LaunchOutcome run_nested_mpirun(const PointJob& job, const std::atomic<bool>* stop) {
+    const int n = job.point->nodes;
+    std::string hosts;
+    for (int r = 0; r < n; ++r) {
+      if (r) hosts += ',';
+      hosts += sweep_host(r);
+    }
+    RankLaunch l;
+    l.argv = {find_on_path("mpirun"), "-np", std::to_string(n), "-H", hosts, "--map-by", "node",
+              "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"};
+    // Over the network our ring uses: the interface of the sweep's own address.
+    const std::string iface = net::iface_of_ipv4(w_.default_addr);
+    if (!iface.empty())
+      l.argv.insert(l.argv.end(), {"--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface});
+    if (geteuid() == 0) l.argv.push_back("--allow-run-as-root");
+    l.argv.insert(l.argv.end(), {"-x", "OMP_WAIT_POLICY=passive", self_exe()});
+    l.argv.insert(l.argv.end(), job.args.begin(), job.args.end());
+    l.unset = {"OMPI_", "PMIX_", "ORTE_", "OPAL_", "PRTE_"};
+    l.log_path = job.log_base + ".mpirun.log";
+    return run_ranks({l}, job.timeout, kGrace, stop);
+  }
+
+  // The host name sweep rank r published, checked before it goes on mpirun's command line.
+  std::string sweep_host(int r) {
+    if (hosts_.empty())
+      for (int k = 0; k < w_.size; ++k) {
+        const json h = json::parse(w_.store->get("sweep/host/" + std::to_string(k), Millis(60000)), nullptr, false);
+        const json name = h.is_object() && h.contains("host") && h["host"].is_object() ? h["host"].value("host", json())
+                                                                                       : json();
+        if (!name.is_string() || !valid_host_name(name.get<std::string>()))
+          throw Error("sweep rank " + std::to_string(k) + " published no usable host name (" + name.dump() + ")");
+        hosts_.push_back(name);
+      }
+    return hosts_.at(static_cast<size_t>(r));
+  }
+
+  // Every sweep rank's CPU is qemu's TCG (an emulated CPU, as in tests/rdma/'s guests).
+  bool on_tcg_guests() const {
+    if (!tcg_) {
+      tcg_ = true;
+      for (int k = 0; k < w_.size && *tcg_; ++k) {
+        const json h = json::parse(w_.store->get("sweep/host/" + std::to_string(k), Millis(60000)), nullptr, false);
+        const json cpu = h.is_object() && h.contains("host") && h["host"].is_object() ? h["host"].value("cpu", json())
+                                                                                      : json();
+        tcg_ = cpu.is_string() && cpu.get<std::string>().find("QEMU TCG") != std::string::npos;
+      }
+    }
+    return *tcg_;
+  }
+
   World& w_;
   int64_t seq_ = 0;
+  std::vector<std::string> hosts_;
+  mutable std::optional<bool> tcg_;
 };
 
 }  // namespace

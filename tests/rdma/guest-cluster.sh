@@ -9,6 +9,7 @@ set -euo pipefail
 usage() {
   cat << 'EOF'
 usage: guest-cluster.sh --guests N --build-dir DIR --out DIR [options] -- COMMAND [ARG...]
+       guest-cluster.sh up|down|ssh|status ...   (a cluster of ssh hosts: see guest-hosts.sh --help)
 
 Boots N guests (qemu TCG, 1 vCPU each) on one virtual L2 segment inside a private network
 namespace, with Soft-RoCE (rxe0 on eth0) ready, and runs COMMAND (with busybox sh, ARGs quoted
@@ -39,6 +40,10 @@ Options:
                     /var/cache/ringbench-guests)
   --no-install      do not apt-get install missing host packages (skip with 77 instead)
   --prepare-only    fetch the kernel and build the initramfs, boot nothing
+  --hosts           the guests get the host's /usr (read-only), ssh keys made for this run
+                    (OUT/ssh) and the address 10.77.0.254 on the namespace's bridge: what
+                    guest-hosts.sh builds its cluster of ssh hosts on
+  --results DIR     (with --hosts) DIR read-write in every guest at the same path
   -h, --help        this help
 Environment: GUEST_CLUSTER_KERNEL_PKG=linux-image-X-amd64 overrides the kernel package (default:
 what linux-image-amd64 depends on).
@@ -50,7 +55,10 @@ skip() { echo "guest-cluster: SKIP: $*" >&2; exit 77; }
 log() { echo "guest-cluster: [$(date -u +%H:%M:%S)] $*" >&2; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# A cluster that stays up, as ssh hosts g0..g<N-1>: guest-hosts.sh
+case "${1:-}" in up | down | ssh | status) exec "$HERE/guest-hosts.sh" "$@" ;; esac
 GUESTS=""; BUILD_DIR=""; OUT=""; TIMEOUT=600; IN_DIR=""; MEM=512M; INSTALL=1; PREPARE_ONLY=0
+HOSTS=0; RESULTS_DIR=""
 LIB_FOR=()
 if [ -n "${XDG_CACHE_HOME:-}" ]; then CACHE=$XDG_CACHE_HOME/ringbench-guests; else CACHE=/var/cache/ringbench-guests; fi
 MAX_GUESTS=${GUEST_CLUSTER_MAX_GUESTS:-4}
@@ -68,6 +76,8 @@ while [ $# -gt 0 ]; do
     --cache-dir) CACHE=${2:?}; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
     --prepare-only) PREPARE_ONLY=1; shift ;;
+    --hosts) HOSTS=1; shift ;;
+    --results) RESULTS_DIR=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; break ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -85,6 +95,12 @@ if [ "$PREPARE_ONLY" = 0 ]; then
   [[ "$BUILD_DIR" =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "--build-dir path must not contain spaces or special characters"
   if [ -n "$IN_DIR" ]; then [ -d "$IN_DIR" ] || die "--in $IN_DIR is not a directory"; IN_DIR=$(cd "$IN_DIR" && pwd -P); fi
   for f in "${LIB_FOR[@]}"; do [ -x "$f" ] || die "--lib-for $f is not an executable"; done
+  if [ -n "$RESULTS_DIR" ]; then
+    [ "$HOSTS" = 1 ] || die "--results needs --hosts"
+    [ -d "$RESULTS_DIR" ] || die "--results $RESULTS_DIR is not a directory"
+    RESULTS_DIR=$(cd "$RESULTS_DIR" && pwd -P)
+    [[ "$RESULTS_DIR" =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "--results path must not contain spaces or special characters"
+  fi
 fi
 
 # ---------------------------------------------------------------- host requirements
@@ -95,6 +111,9 @@ declare -A NEED=(
   [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [ibv_devinfo]=ibverbs-utils
   [ib_write_bw]=perftest [rdma]=iproute2 [ip]=iproute2 [cpio]=cpio [depmod]=kmod [xz]=xz-utils
   [zstd]=zstd [readelf]=binutils [flock]=util-linux [apt-get]=apt)
+# --hosts: the guests serve ssh with the host's dropbear and launch with the host's Open MPI
+[ "$HOSTS" = 1 ] && NEED+=([dropbear]=dropbear-bin [dropbearkey]=dropbear-bin [ssh]=openssh-client
+  [ssh-keygen]=openssh-client [mpirun]=openmpi-bin)
 missing_pkgs() {
   local c
   for c in "${!NEED[@]}"; do command -v "$c" > /dev/null 2>&1 || echo "${NEED[$c]}"; done
@@ -250,6 +269,34 @@ for d in "${TMPDIR:-/tmp}"/rdmaguests[0-9]*.??????; do   # run shares (libraries
   kill -0 "$owner" 2>/dev/null && grep -q guest-cluster "/proc/$owner/cmdline" 2>/dev/null || rm -rf "$d"
 done
 
+# ---------------------------------------------------------------- --hosts: ssh and /etc
+# Keys made for this run only: one client key (the user `ringbench` on every guest, and the
+# host's side of `guest-cluster.sh ssh`), one host key per guest, and known_hosts listing them,
+# so that every ssh is checked strictly and no password exists anywhere. OUT/ssh keeps the
+# host's copies; the guests get theirs through the read-only run share.
+make_host_material() {
+  local i pub ssh=$OUT/ssh
+  rm -rf "$ssh"; mkdir -m 700 "$ssh"
+  ssh-keygen -q -t ed25519 -N '' -C "ringbench-guests-$$" -f "$ssh/id_ed25519"
+  : > "$ssh/known_hosts"
+  printf 'Host g*\n  User ringbench\n  IdentityFile ~/.ssh/id_ed25519\n  UserKnownHostsFile ~/.ssh/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  ConnectTimeout 20\n' > "$ssh/guest_config"
+  : > "$ssh/config"
+  for ((i = 0; i < GUESTS; i++)); do
+    dropbearkey -t ed25519 -f "$ssh/hostkey-g$i" > /dev/null 2>&1 || { echo "guest-cluster: dropbearkey failed" >&2; exit 1; }
+    pub=$(dropbearkey -y -f "$ssh/hostkey-g$i" | awk '$1 == "ssh-ed25519" {print $1, $2}')
+    echo "g$i,$NET_PREFIX.$((i + 1)) $pub" >> "$ssh/known_hosts"
+    printf 'Host g%d\n  HostName %s.%d\n' "$i" "$NET_PREFIX" $((i + 1)) >> "$ssh/config"
+  done
+  printf 'Host g*\n  User ringbench\n  IdentityFile %s/id_ed25519\n  UserKnownHostsFile %s/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  ConnectTimeout 20\n  LogLevel ERROR\n' "$ssh" "$ssh" >> "$ssh/config"
+  chmod 600 "$ssh"/*
+  mkdir -p "$RUN/ssh" "$RUN/etc"
+  cp "$ssh"/id_ed25519 "$ssh"/id_ed25519.pub "$ssh"/known_hosts "$ssh"/guest_config "$ssh"/hostkey-g* "$RUN/ssh/"
+  # what makes the host's /usr resolve in the guests as on the host
+  cp -a /etc/alternatives "$RUN/etc/"
+  [ -d /etc/openmpi ] && cp -a /etc/openmpi "$RUN/etc/"
+  cp /etc/ld.so.cache "$RUN/etc/"
+}
+
 # ---------------------------------------------------------------- run
 NS=rdmaguests$$
 RUN=""
@@ -278,7 +325,7 @@ trap 'log "interrupted"; cleanup; exit 130' INT TERM HUP
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd -P)
-rm -rf "$OUT"/guest[0-9]* "$OUT/cluster.txt" "$OUT/shared"
+rm -rf "$OUT"/guest[0-9]* "$OUT/cluster.txt" "$OUT/shared" "$OUT/netns"
 mkdir -p "$OUT/shared"
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/rdmaguests$$.XXXXXX")
 mkdir -p "$RUN/lib"
@@ -313,7 +360,9 @@ GC_PEER_WAIT=120
 # off loopback refuse to run without one.
 export RINGBENCH_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 EOF
+[ -n "$RESULTS_DIR" ] && echo "GC_RESULTS_DIR=$RESULTS_DIR" >> "$RUN/env"
 chmod 600 "$RUN/env"
+[ "$HOSTS" = 1 ] && make_host_material
 
 # network: a bridge and one tap per guest, all inside our own namespace (nothing on the host)
 ip netns add "$NS" || skip "cannot create a network namespace"
@@ -321,6 +370,10 @@ ip -n "$NS" link set lo up
 ip -n "$NS" link add br0 type bridge
 ip -n "$NS" link set br0 type bridge forward_delay 0 stp_state 0 2>/dev/null || true
 ip -n "$NS" link set br0 up
+if [ "$HOSTS" = 1 ]; then  # the host's side of `guest-cluster.sh ssh`, inside the namespace only
+  ip -n "$NS" addr add "$NET_PREFIX.254/24" dev br0
+  echo "$NS" > "$OUT/netns"
+fi
 for ((i = 0; i < GUESTS; i++)); do
   ip -n "$NS" tuntap add "tap$i" mode tap
   ip -n "$NS" link set "tap$i" master br0 up
@@ -341,6 +394,8 @@ for ((i = 0; i < GUESTS; i++)); do
     -virtfs "local,path=$OUT/guest$i,mount_tag=rbout,security_model=none,id=rbout"
     -virtfs "local,path=$OUT/shared,mount_tag=rbshared,security_model=none,id=rbshared")
   [ -n "$IN_DIR" ] && args+=(-virtfs "local,path=$IN_DIR,mount_tag=rbin,security_model=none,readonly=on,id=rbin")
+  [ "$HOSTS" = 1 ] && args+=(-virtfs "local,path=/usr,mount_tag=rbusr,security_model=none,readonly=on,id=rbusr")
+  [ -n "$RESULTS_DIR" ] && args+=(-virtfs "local,path=$RESULTS_DIR,mount_tag=rbresults,security_model=none,id=rbresults")
   echo "ip netns exec $NS qemu-system-x86_64 ${args[*]}" > "$OUT/guest$i.cmdline"
   ip netns exec "$NS" qemu-system-x86_64 "${args[@]}" < /dev/null > "$OUT/guest$i.qemu.log" 2>&1 &
   QPIDS+=($!)
