@@ -55,7 +55,8 @@ nlohmann::json build_info() {
 
 nlohmann::json mpi_path_info() {
   auto env = [](const char* k) { return std::getenv(k) ? std::getenv(k) : "default"; };
-  return {{"transport", "mpi"}, {"pml", env("OMPI_MCA_pml")}, {"btl", env("OMPI_MCA_btl")}};
+  return {{"transport", "mpi"}, {"pml", env("OMPI_MCA_pml")}, {"btl", env("OMPI_MCA_btl")},
+          {"btl_tcp_if_include", env("OMPI_MCA_btl_tcp_if_include")}};
 }
 
 }  // namespace ringbench

@@ -1,0 +1,103 @@
+#!/bin/bash
+# headline-in-guests.sh: the headline command, end to end, on four guest hosts
+# (guest-hosts.sh: own kernels and addresses, rxe0 each, ssh between them):
+#   ssh g0 ringbench doctor (under mpirun on all four)
+#   ssh g0 mpirun -np 4 -H g0,g1,g2,g3 ringbench sweep CONFIG
+# and checks the run directory: every point ok (none failed, none skipped), the report has the
+# verbs vs tcp and mpi vs tcp ratios and says the cluster is guests, and every rank of every
+# point reports the path asked for (verbs: device=rxe0 gid_type=RoCE v2; tcp: iface=eth0;
+# mpi: btl tcp on eth0).
+# Exit: 0 pass, 1 fail, 2 usage, 77 skipped (this machine cannot run guests).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BUILD=$REPO/build
+OUT=""
+CONFIG=$HERE/headline-ci.yaml
+GH_OPTS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) BUILD=${2:?}; shift 2 ;;
+    --out) OUT=${2:?}; shift 2 ;;
+    --config) CONFIG=${2:?}; shift 2 ;;
+    --cache-dir | --mem) GH_OPTS+=("$1" "${2:?}"); shift 2 ;;
+    --no-install) GH_OPTS+=("$1"); shift ;;
+    -h | --help) sed -n '2,10p' "$0"; echo "usage: headline-in-guests.sh [--build-dir DIR] [--out DIR] [--config FILE]"; exit 0 ;;
+    *) echo "headline-in-guests: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "headline-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }
+[ -x "$BUILD/runner/ringbench" ] || { echo "headline-in-guests: no $BUILD/runner/ringbench (build first)" >&2; exit 2; }
+[ -f "$CONFIG" ] || { echo "headline-in-guests: no config $CONFIG" >&2; exit 2; }
+command -v jq > /dev/null || apt-get install -y -qq jq > /dev/null 2>&1 || { echo "headline-in-guests: SKIP: needs jq" >&2; exit 77; }
+BUILD=$(cd "$BUILD" && pwd -P)
+OUT=${OUT:-$REPO/results/headline-guests-$(date -u +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd -P)
+STATE=$OUT/cluster
+RESULTS=$OUT/results
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+T0=$(date +%s)
+
+set +e
+"$HERE/guest-hosts.sh" up --state "$STATE" --guests 4 --build-dir "$BUILD" --results "$RESULTS" "${GH_OPTS[@]}"
+rc=$?
+set -e
+[ "$rc" = 77 ] && { say "SKIP: this machine cannot run guests"; exit 77; }
+[ "$rc" = 0 ] || { say "FAIL: the guest cluster did not come up (rc=$rc; $STATE/up.log)"; exit 1; }
+trap '"$HERE/guest-hosts.sh" down --state "$STATE" > /dev/null 2>&1 || true' EXIT
+trap 'exit 130' INT TERM
+say "headline-in-guests: 4 guests up in $(( $(date +%s) - T0 ))s; build $BUILD"
+say "note: guests run under qemu TCG (emulated CPU); the speeds prove the path, not performance"
+
+# The config at the same path on every host, as a user would have it.
+cp "$CONFIG" "$RESULTS/config.yaml"
+chmod 644 "$RESULTS/config.yaml"
+RB=$BUILD/runner/ringbench
+HOSTS=g0,g1,g2,g3
+fail=0
+gh() { "$HERE/guest-hosts.sh" ssh --state "$STATE" g0 "$@"; }
+
+t=$(date +%s)
+set +e
+gh mpirun -np 4 -H "$HOSTS" "$RB" sweep "$RESULTS/config.yaml" --out "$RESULTS/run" > "$OUT/sweep.log" 2>&1
+rc=$?
+set -e
+say "sweep: mpirun -np 4 -H $HOSTS ringbench sweep: rc=$rc in $(( $(date +%s) - t ))s (log $OUT/sweep.log)"
+RUN=$RESULTS/run
+RAW=$RUN/raw.jsonl
+check() { # check WHAT CONDITION-COMMAND...: one PASS/FAIL line
+  local what=$1; shift
+  if "$@"; then say "PASS: $what"; else say "FAIL: $what"; fail=1; fi
+}
+if [ "$rc" != 0 ] || [ ! -s "$RAW" ]; then
+  say "FAIL: the sweep did not finish ($(tail -3 "$OUT/sweep.log" | tr '\n' ' '))"
+  exit 1
+fi
+points=$(jq -s 'length' "$RAW")
+not_ok=$(jq -r 'select(.status != "ok") | "\(.point) r\(.repeat): \(.status) \(.error)"' "$RAW")
+check "$points records, every point ok (none failed or skipped)${not_ok:+: $not_ok}" test -z "$not_ok"
+check "report.md says the cluster is qemu TCG guests" grep -q '^Cluster: guests' "$RUN/report.md"
+check "report.md has the verbs vs tcp and mpi vs tcp ratios" \
+  sh -c "grep -q '^### verbs vs tcp' '$RUN/report.md' && grep -q '^### mpi vs tcp' '$RUN/report.md'"
+# every rank of every point: the path asked for
+bad_paths=$(jq -r 'select(.nodes > 1) | ((.train // .collectives).meta.hosts | length) as $n |
+  select($n != .nodes) | "\(.point): \($n) of \(.nodes) ranks reported a path; "' "$RAW")
+bad_paths+=$(jq -r 'select(.nodes > 1) | .transport as $t | .point as $p | (.train // .collectives).meta.hosts[] |
+  select(($t == "verbs" and (.path.transport != "verbs" or .path.device != "rxe0" or .path.gid_type != "RoCE v2"))
+      or ($t == "tcp" and (.path.transport != "tcp" or .path.iface != "eth0"))
+      or ($t == "mpi" and (.path.transport != "mpi" or .path.btl != "tcp,self" or .path.btl_tcp_if_include != "eth0")))
+  | "\($p) rank \(.rank) on \(.host): \(.path | tostring)"' "$RAW")
+check "every rank's path: verbs on rxe0 RoCE v2, tcp on eth0, mpi btl tcp on eth0${bad_paths:+: $bad_paths}" test -z "$bad_paths"
+hosts=$(jq -r 'select(.nodes == 4) | [(.train // .collectives).meta.hosts[].host] | sort | join(",")' "$RAW" | sort -u | paste -sd' ' -)
+check "4-node points ran on g0..g3 (hosts: $hosts)" test "$hosts" = "g0,g1,g2,g3"
+for f in report.md env.json summary.csv; do check "$f written" test -s "$RUN/$f"; done
+check "plots written" sh -c "ls '$RUN'/plots/*.svg > /dev/null 2>&1"
+say ""
+awk '/^### (verbs|mpi) vs tcp/ {on = 1} on && /^!/ {on = 0} on' "$RUN/report.md" | tee -a "$SUMMARY"
+say "total wall time $(( $(date +%s) - T0 ))s; results in $OUT"
+[ $fail = 0 ] && say "RESULT: PASS" || say "RESULT: FAIL"
+exit $fail
