@@ -1161,6 +1161,52 @@ void VerbsTransport::housekeeping(Clock::time_point now) {
 
 std::vector<std::string> verbs_device_names() { return DeviceList().names(); }
 
+std::vector<RdmaPort> rdma_inventory() {
+  std::vector<RdmaPort> out;
+  DeviceList devs;
+  for (int i = 0; devs.list && i < devs.n; ++i) {
+    Device dev;
+    dev.name = ibv_get_device_name(devs.list[i]);
+    dev.ctx = ibv_open_device(devs.list[i]);
+    ibv_device_attr da{};
+    if (!dev.ctx || ibv_query_device(dev.ctx, &da) != 0) {
+      RdmaPort p;
+      p.device = dev.name;
+      p.error = std::string("cannot open or query: ") + std::strerror(errno);
+      out.push_back(p);
+      continue;
+    }
+    for (int port = 1; port <= da.phys_port_cnt; ++port) {
+      RdmaPort p;
+      p.device = dev.name;
+      p.provider = provider_of(dev.name, da);
+      p.port = port;
+      ibv_port_attr pa{};
+      if (ibv_query_port(dev.ctx, static_cast<uint8_t>(port), &pa) != 0) {
+        p.error = "ibv_query_port failed";
+        out.push_back(p);
+        continue;
+      }
+      p.state = port_state_name(pa.state);
+      p.link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+      p.active_mtu = mtu_bytes(pa.active_mtu);
+      const std::string attrs = "/sys/class/infiniband/" + dev.name + "/ports/" + std::to_string(port) + "/gid_attrs/ndevs/";
+      for (int g = 0; g < pa.gid_tbl_len; ++g) {
+        GidChoice c;
+        if (query_gid(dev.ctx, dev.name, port, g, &c))
+          p.gids.push_back({g, gid_str(c.gid.raw), c.type, read_line(attrs + std::to_string(g))});
+      }
+      try {
+        p.gid_index = choose_gid(dev.ctx, dev.name, port, pa, -1).index;
+      } catch (const std::exception& e) {
+        p.error = e.what();
+      }
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
 std::unique_ptr<Transport> make_verbs_transport(Store& store, int rank, int size,
                                                 const VerbsOptions& opts) {
   return std::make_unique<VerbsTransport>(store, rank, size, opts);

@@ -54,4 +54,21 @@ std::unique_ptr<Transport> make_verbs_transport(Store& store, int rank, int size
 // Names of the RDMA devices on this host (ibv_get_device_list), empty when there are none.
 std::vector<std::string> verbs_device_names();
 
+// One port of one RDMA device as `ringbench doctor` reports it.
+struct RdmaPort {
+  struct Gid {
+    int index = 0;
+    std::string gid, type, netdev;  // type: "RoCE v2", "RoCE v1" or "IB"
+  };
+  std::string device, provider;
+  int port = 0;
+  std::string state, link_layer;  // "PORT_ACTIVE", "Ethernet" ...
+  int active_mtu = 0;             // bytes
+  std::vector<Gid> gids;          // non-empty entries of the GID table
+  int gid_index = -1;             // what the transport would use with --gid-index -1
+  std::string error;              // why the port could not be read (then the rest is partial)
+};
+// Every port of every RDMA device on this host.
+std::vector<RdmaPort> rdma_inventory();
+
 }  // namespace ringbench

@@ -15,6 +15,7 @@
 #include "ringbench/git_commit.h"
 #include "runner/allreduce_cmd.h"
 #include "runner/cluster.h"
+#include "runner/doctor.h"
 #include "runner/report.h"
 #include "runner/sweep_cmd.h"
 #include "runner/train_cmd.h"
@@ -75,6 +76,14 @@ int main(int argc, char** argv) {
       "ringbench sweep --resume RUN_DIR");
   ringbench::add_sweep_options(*sweep, sw);
 
+  ringbench::DoctorArgs dr;
+  auto* doctor = app.add_subcommand(
+      "doctor",
+      "Preflight check of the cluster: build and config on every host, MPI, RDMA ports and GIDs, a "
+      "verbs RC ping between every pair of hosts, GPU and vGPU, memory, clocks, the network path.\n"
+      "mpirun -np 4 -H a,b,c,d ringbench doctor [--config CONFIG] | ringbench doctor (this host)");
+  ringbench::add_doctor_options(*doctor, dr);
+
   std::string report_dir;
   ringbench::ReportOptions ro;
   auto* report = app.add_subcommand("report", "Regenerate RUN_DIR's summary.csv, report.md and plots "
@@ -116,6 +125,7 @@ int main(int argc, char** argv) {
     if (allreduce->parsed()) return ringbench::run_allreduce(ar, args);
     if (train->parsed()) return ringbench::run_train(tr, args);
     if (sweep->parsed()) return ringbench::run_sweep(sw, args);
+    if (doctor->parsed()) return ringbench::run_doctor(dr);
     if (report->parsed()) {
       ringbench::write_report(report_dir, ro);
       std::cout << "wrote " << report_dir << "/report.md, summary.csv and plots/\n";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "runner/output_file.h"  // write_file_atomic, which most writers of metadata use
 
@@ -13,5 +14,13 @@ nlohmann::json host_info();
 nlohmann::json build_info();
 // The MPI path as the environment selects it (pml and btl, "default" when unset).
 nlohmann::json mpi_path_info();
+
+// A command's output, trailing newlines cut ("" when it fails); for versions in env.json.
+std::string command_line_output(const std::string& cmd);
+// The executable's path as the shell would find it on PATH ("" when it is not there).
+std::string find_on_path(const std::string& exe);
+bool on_path(const std::string& exe);
+// The first line of a file ("" when it cannot be read).
+std::string read_first_line(const std::string& path);
 
 }  // namespace ringbench

@@ -19,6 +19,7 @@
 
 #include "collectives/errors.h"
 #include "runner/cluster.h"
+#include "runner/doctor.h"
 #include "runner/metadata.h"
 #include "runner/point_args.h"
 #include "runner/run_dir.h"
@@ -215,7 +216,7 @@ std::unique_ptr<RunDirLock> claim_run_dir(Run& run) {
   return lock;
 }
 
-int drive(Run& run, Executor& exec, const std::vector<std::string>& argv) {
+int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const json& doctor = nullptr) {
   const auto lock = claim_run_dir(run);
   const SweepConfig& c = run.config;
   fs::create_directories(run.dir + "/logs");
@@ -229,6 +230,7 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv) {
   env["command"] = argv;
   env["seed"] = c.seed;
   env["cluster"] = exec.describe();
+  if (!doctor.is_null()) env["doctor"] = doctor;
   write_file_atomic(run.dir + "/env.json", env.dump(2) + "\n");
 
   RawLog raw(run.dir + "/raw.jsonl");
@@ -388,13 +390,21 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
                   "directory must be on a shared filesystem)");
     }
     check_same_sweep(*world, config);
+    // The preflight every host runs first (ringbench doctor): its verdicts go to the log, the
+    // whole report to env.json. A different build or config has already stopped every rank.
+    const json doctor = doctor_checks(*world, config_hash(config), Millis(60000));
+    if (world->rank == 0) {
+      for (const json& v : doctor["verdicts"])
+        std::fprintf(stderr, "# doctor: %s: %s, %s\n", v["check"].get<std::string>().c_str(),
+                     v["status"].get<std::string>().c_str(), v["text"].get<std::string>().c_str());
+    }
     if (world->rank != 0) {
       serve_points(*world, config, &g_stop);
       return 0;
     }
     Run run = prepare_run_dir(a);
     auto exec = make_mpi_executor(run.config, *world);
-    return drive(run, *exec, argv);
+    return drive(run, *exec, argv, doctor);
   }
 
   Run run = prepare_run_dir(a);

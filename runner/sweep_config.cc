@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "collectives/auth.h"
 #include "collectives/errors.h"
 #include "models/zoo.h"
 #include "runner/allreduce_cmd.h"
@@ -466,5 +467,7 @@ std::vector<SweepPoint> expand_points(const SweepConfig& c) {
   }
   return points;
 }
+
+std::string config_hash(const SweepConfig& c) { return auth::sha256_hex(to_yaml(c)).substr(0, 16); }
 
 }  // namespace ringbench

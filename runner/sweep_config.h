@@ -74,6 +74,8 @@ SweepConfig load_sweep_config(const std::string& path);
 SweepConfig parse_sweep_config(const std::string& yaml_text, const std::string& origin);
 // The config with every default filled in, as YAML (config.yaml "as run") and as JSON.
 std::string to_yaml(const SweepConfig& c);
+// What every host of a sweep must agree on: the first 16 hex digits of to_yaml's SHA-256.
+std::string config_hash(const SweepConfig& c);
 nlohmann::json to_json(const SweepConfig& c);
 
 // One measurement: a training run or an allreduce size sweep on `nodes` ranks.

@@ -43,35 +43,6 @@ std::string random_id() {
   return buf;
 }
 
-// First line of a command's output ("" when it fails); for versions in env.json.
-std::string command_line_output(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!p) return "";
-  std::string out;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-// The executable's path as the shell would find it on PATH ("" when it is not there).
-std::string find_on_path(const std::string& exe) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(ss, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return dir + "/" + exe;
-  return "";
-}
-bool on_path(const std::string& exe) { return !find_on_path(exe).empty(); }
-
-std::string read_first_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
 int usable_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -523,7 +494,7 @@ void serve_points(World& w, const SweepConfig& c, const std::atomic<bool>* stop)
 }
 
 void check_same_sweep(World& w, const SweepConfig& c) {
-  const std::string mine = "config sha256 " + auth::sha256_hex(to_yaml(c)).substr(0, 16) + ", ringbench " +
+  const std::string mine = "config sha256 " + config_hash(c) + ", ringbench " +
                            RINGBENCH_VERSION + " " + RINGBENCH_GIT_COMMIT;
   check_same_options(*w.store, "sweep/same", mine, w.rank, w.size, Millis(120000),
                      "load the same sweep config with the same ringbench build");

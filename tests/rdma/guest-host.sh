@@ -26,6 +26,10 @@ while [ $i -lt "$GUEST_COUNT" ]; do
   i=$((i + 1))
 done
 
+# The build directory without cache=loose (guest-init.sh's choice for one-shot runs): a cluster
+# stays up while the tree is rebuilt, and must not run stale binaries.
+umount "$GC_BUILD_DIR" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro rbbuild "$GC_BUILD_DIR" \
+  || fail "cannot remount the build directory at $GC_BUILD_DIR"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro,cache=loose rbusr /usr || fail "cannot mount the host's /usr"
 # the initramfs's own copies of a few libraries give way to the host's, as on the host
 rm -rf /lib/x86_64-linux-gnu

@@ -61,6 +61,24 @@ HOSTS=g0,g1,g2,g3
 fail=0
 gh() { "$HERE/guest-hosts.sh" ssh --state "$STATE" g0 "$@"; }
 
+check() { # check WHAT COMMAND...: one PASS/FAIL line
+  local what=$1; shift
+  if "$@"; then say "PASS: $what"; else say "FAIL: $what"; fail=1; fi
+}
+
+t=$(date +%s)
+set +e
+gh mpirun -np 4 -H "$HOSTS" "$RB" doctor --config "$RESULTS/config.yaml" --json "$RESULTS/doctor.json" > "$OUT/doctor.log" 2>&1
+rc=$?
+set -e
+say "doctor: mpirun -np 4 -H $HOSTS ringbench doctor: rc=$rc in $(( $(date +%s) - t ))s (log $OUT/doctor.log)"
+grep -E '^[a-z]+: (ok|warn|n/a|FAIL), ' "$OUT/doctor.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+check "doctor: no check failed" test "$rc" = 0
+check "doctor: verbs RC ping between all 6 pairs of hosts on rxe0, RoCE v2" \
+  grep -q '^verbs: ok, on 4 hosts (rxe0, RoCE v2, MTU 1024); RC ping between all 6 pairs' "$OUT/doctor.log"
+check "doctor: the same build and config on the 4 hosts" \
+  sh -c "grep -q '^build: ok, .* on 4 hosts' '$OUT/doctor.log' && grep -q '^config: ok, .* on 4 hosts' '$OUT/doctor.log'"
+
 t=$(date +%s)
 set +e
 gh mpirun -np 4 -H "$HOSTS" "$RB" sweep "$RESULTS/config.yaml" --out "$RESULTS/run" > "$OUT/sweep.log" 2>&1
@@ -69,10 +87,6 @@ set -e
 say "sweep: mpirun -np 4 -H $HOSTS ringbench sweep: rc=$rc in $(( $(date +%s) - t ))s (log $OUT/sweep.log)"
 RUN=$RESULTS/run
 RAW=$RUN/raw.jsonl
-check() { # check WHAT CONDITION-COMMAND...: one PASS/FAIL line
-  local what=$1; shift
-  if "$@"; then say "PASS: $what"; else say "FAIL: $what"; fail=1; fi
-}
 if [ "$rc" != 0 ] || [ ! -s "$RAW" ]; then
   say "FAIL: the sweep did not finish ($(tail -3 "$OUT/sweep.log" | tr '\n' ' '))"
   exit 1
@@ -95,6 +109,8 @@ check "every rank's path: verbs on rxe0 RoCE v2, tcp on eth0, mpi btl tcp on eth
 hosts=$(jq -r 'select(.nodes == 4) | [(.train // .collectives).meta.hosts[].host] | sort | join(",")' "$RAW" | sort -u | paste -sd' ' -)
 check "4-node points ran on g0..g3 (hosts: $hosts)" test "$hosts" = "g0,g1,g2,g3"
 for f in report.md env.json summary.csv; do check "$f written" test -s "$RUN/$f"; done
+check "env.json holds the doctor's report of the 4 hosts (kernel, RDMA ports)" \
+  test "$(jq '[.doctor.hosts[] | select(.kernel != null and (.rdma | length) > 0)] | length' "$RUN/env.json")" = 4
 check "plots written" sh -c "ls '$RUN'/plots/*.svg > /dev/null 2>&1"
 say ""
 awk '/^### (verbs|mpi) vs tcp/ {on = 1} on && /^!/ {on = 0} on' "$RUN/report.md" | tee -a "$SUMMARY"
