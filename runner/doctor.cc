@@ -287,12 +287,58 @@ json verdicts(const json& r) {
   return v;
 }
 
+// A host's facts come from another rank through the store: every field the verdicts and the
+// table read is checked for its type first, and a record that fails names the rank and field.
+void check_host_record(const json& h, int rank) {
+  const auto need = [&](const char* k, bool ok_type, const std::string& where) {
+    if (!ok_type) throw Error("doctor: rank " + std::to_string(rank) + " sent a host record whose " + where + k + " is missing or of the wrong type");
+  };
+  const auto is = [](const json& o, const char* k, json::value_t t) {
+    if (!o.is_object() || !o.contains(k)) return false;
+    const json& v = o[k];
+    return t == json::value_t::number_integer ? v.is_number_integer() : t == json::value_t::string ? v.is_string()
+         : t == json::value_t::array ? v.is_array() : v.is_object();
+  };
+  using T = json::value_t;
+  for (const char* k : {"host", "kernel", "cpu", "ringbench", "config_sha256", "mpi"}) need(k, is(h, k, T::string), "");
+  need("rank", is(h, "rank", T::number_integer) && h["rank"] == rank, "");
+  need("rdma", is(h, "rdma", T::array), "");
+  for (const json& p : h["rdma"]) {
+    for (const char* k : {"device", "provider", "state", "link_layer", "gid_type", "error"}) need(k, is(p, k, T::string), "rdma.");
+    for (const char* k : {"port", "active_mtu", "gid_index"}) need(k, is(p, k, T::number_integer), "rdma.");
+    need("gids", is(p, "gids", T::array), "rdma.");
+    for (const json& g : p["gids"]) {
+      need("index", is(g, "index", T::number_integer), "rdma.gids.");
+      for (const char* k : {"gid", "type", "netdev"}) need(k, is(g, k, T::string), "rdma.gids.");
+    }
+  }
+  need("gpu", is(h, "gpu", T::object) && h["gpu"].contains("cuda") && (h["gpu"]["cuda"].is_string() || h["gpu"]["cuda"].is_object()) &&
+                     is(h["gpu"], "vgpu", T::object), "");
+  need("memory", is(h, "memory", T::object), "");
+  const json& m = h["memory"];
+  for (const char* k : {"total_mib", "available_mib"}) need(k, m.contains(k) && m[k].is_number_unsigned(), "memory.");
+  need("memlock_bytes", m.contains("memlock_bytes") && (m["memlock_bytes"].is_number_unsigned() || m["memlock_bytes"] == "unlimited"), "memory.");
+  need("net", is(h, "net", T::object) && is(h["net"], "addr", T::string) && is(h["net"], "iface", T::string) &&
+                     h["net"].contains("mtu") && (h["net"]["mtu"].is_null() || h["net"]["mtu"].is_number_integer()), "");
+}
+
+void check_ping_record(const json& r, int rank) {
+  if (!r.contains("ok") || !r["ok"].is_boolean() || (r.contains("ms") && !r["ms"].is_number()) ||
+      (r.contains("error") && !r["error"].is_string()))
+    throw Error("doctor: rank " + std::to_string(rank) + " sent a verbs ping result that is not one");
+}
+
 }  // namespace
+
+json doctor_verdicts(const json& report) { return verdicts(report); }
 
 json doctor_checks(World& w, const std::string& config_sha256, Millis timeout) {
   w.store->set("doctor/host/" + std::to_string(w.rank), host_facts(w, config_sha256).dump());
   json hosts = json::array();
-  for (int r = 0; r < w.size; ++r) hosts.push_back(get_rank_json(*w.store, "doctor/host/" + std::to_string(r), r, timeout));
+  for (int r = 0; r < w.size; ++r) {
+    hosts.push_back(get_rank_json(*w.store, "doctor/host/" + std::to_string(r), r, timeout));
+    check_host_record(hosts.back(), r);
+  }
   const json clock = clock_offsets(w, timeout);
   json ping = nullptr;
   if (w.size > 1 && verbs_gap(hosts).empty()) {  // every rank sees the same hosts, so all join or none
@@ -301,6 +347,7 @@ json doctor_checks(World& w, const std::string& config_sha256, Millis timeout) {
       ping = json::array();
       for (int r = 0; r < w.size; ++r) {
         json res = get_rank_json(*w.store, "doctor/verbs/" + std::to_string(r), r, 2 * timeout);
+        check_ping_record(res, r);
         res["rank"] = r;
         ping.push_back(res);
       }

@@ -30,6 +30,9 @@ int run_doctor(const DoctorArgs& a);
 nlohmann::json doctor_checks(World& world, const std::string& config_sha256, std::chrono::milliseconds timeout);
 // Rank 0's printout of a report: one table per host, then one verdict line per check.
 std::string doctor_text(const nlohmann::json& report);
+// The verdicts of a report of checked host records ({hosts, clock, verbs_ping}): one
+// {check, status (ok, warn, n/a, FAIL), text} per check. doctor_checks() adds them itself.
+nlohmann::json doctor_verdicts(const nlohmann::json& report);
 // True when no verdict of the report is FAIL.
 bool doctor_ok(const nlohmann::json& report);
 

@@ -15,15 +15,17 @@ REPO=$(cd "$HERE/../.." && pwd)
 BUILD=$REPO/build
 OUT=""
 CONFIG=$HERE/headline-ci.yaml
+LINK_ROUNDS=0
 GH_OPTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --config) CONFIG=${2:?}; shift 2 ;;
+    --link-rounds) LINK_ROUNDS=${2:?}; shift 2 ;;
     --cache-dir | --mem) GH_OPTS+=("$1" "${2:?}"); shift 2 ;;
     --no-install) GH_OPTS+=("$1"); shift ;;
-    -h | --help) sed -n '2,10p' "$0"; echo "usage: headline-in-guests.sh [--build-dir DIR] [--out DIR] [--config FILE]"; exit 0 ;;
+    -h | --help) sed -n '2,10p' "$0"; echo "usage: headline-in-guests.sh [--build-dir DIR] [--out DIR] [--config FILE] [--link-rounds N]"; echo "  --link-rounds N  then, in the same guests, the ring over verbs vs ib_write_bw (bench/verbs_vs_perftest.sh), N alternating rounds (0: not run)"; exit 0 ;;
     *) echo "headline-in-guests: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -112,6 +114,16 @@ for f in report.md env.json summary.csv; do check "$f written" test -s "$RUN/$f"
 check "env.json holds the doctor's report of the 4 hosts (kernel, RDMA ports)" \
   test "$(jq '[.doctor.hosts[] | select(.kernel != null and (.rdma | length) > 0)] | length' "$RUN/env.json")" = 4
 check "plots written" sh -c "ls '$RUN'/plots/*.svg > /dev/null 2>&1"
+if [ "$LINK_ROUNDS" -gt 0 ]; then
+  t=$(date +%s)
+  if "$REPO/bench/verbs_vs_perftest.sh" --state "$STATE" --rounds "$LINK_ROUNDS" --build-dir "$BUILD" \
+      --out "$OUT/link.md" > "$OUT/link.log" 2>&1; then
+    say "PASS: ring over verbs vs ib_write_bw, $LINK_ROUNDS rounds in $(( $(date +%s) - t ))s ($OUT/link.md):"
+    awk '/^\| size/ {on = 1} on && /^$/ {exit} on' "$OUT/link.md" | tee -a "$SUMMARY"
+  else
+    say "FAIL: ring over verbs vs ib_write_bw ($(tail -2 "$OUT/link.log" | tr '\n' ' '))"; fail=1
+  fi
+fi
 say ""
 awk '/^### (verbs|mpi) vs tcp/ {on = 1} on && /^!/ {on = 0} on' "$RUN/report.md" | tee -a "$SUMMARY"
 say "total wall time $(( $(date +%s) - T0 ))s; results in $OUT"
