@@ -8,8 +8,9 @@
 # round and size, in alternating order (odd rounds ring first, even rounds perftest first):
 #   ring:      mpirun -np 2 -H g0,g1 ringbench allreduce --transport verbs -b S -e S
 #              busbw (for 2 ranks busbw = algbw: each rank sends S bytes while receiving S)
-#   perftest:  ib_write_bw -s S from g0 to g1 on rxe0, RoCE v2 (one direction)
-# Both in Gbit/s; the ratio ring / ib_write_bw per round; medians with min-max. The counters
+#   perftest:  ib_write_bw -s S from g0 to g1 on rxe0, RoCE v2 (one direction), and
+#              ib_write_bw -b (both directions at once, as the ring runs; reported per direction)
+# All in Gbit/s; the ratios ring / ib_write_bw per round; medians with min-max. The counters
 # of g0's port (hw_counters: retries, RNR NAKs, out-of-sequence, ...) are read before and after
 # every run, so the deltas say where a slow run lost time.
 # Exit: 0 measured, 1 a run failed, 2 usage.
@@ -57,21 +58,26 @@ ring_run() { # ring_run SIZE ROUND -> Gbit/s on stdout
     --timeout 60 --json "$json" > "$WORK/ring-$1-r$2.out" 2>&1 || { echo "ring run failed: $WORK/ring-$1-r$2.out" >&2; return 1; }
   jq -r '[.rows[] | select(.inplace == false)][0].busbw_gbps * 8' "$json"
 }
-perf_run() { # perf_run SIZE ROUND -> Gbit/s on stdout (retried when perftest's clock check voids it)
+perf_run() { perftest_run "$1" "$2" "" perftest; }
+bidir_run() { perftest_run "$1" "$2" -b perftest-bidir; }
+perftest_run() { # perftest_run SIZE ROUND FLAGS NAME -> Gbit/s per direction (retried when perftest's clock check voids it)
   local b attempt bw
   b=$(bytes "$1")
   for attempt in 1 2 3; do
     port=$((port + 1))
-    local common="-d rxe0 -x $GIDX -p $port -F --report_gbits -s $b -n $ITERS"
-    gh g1 "timeout 120 ib_write_bw $common" > "$WORK/perftest-$1-r$2.server" 2>&1 &
+    local common="-d rxe0 -x $GIDX -p $port -F --report_gbits -s $b -n $ITERS $3"
+    local f=$WORK/$4-$1-r$2
+    gh g1 "timeout 120 ib_write_bw $common" > "$f.server" 2>&1 &
     local srv=$!
     gh g0 "for i in \$(seq 40); do timeout 120 ib_write_bw $common 10.77.0.2 && exit 0; sleep 0.5; done; exit 1" \
-      > "$WORK/perftest-$1-r$2.out" 2>&1 || { wait $srv || true; echo "ib_write_bw failed: $WORK/perftest-$1-r$2.out" >&2; return 1; }
+      > "$f.out" 2>&1 || { wait $srv || true; echo "ib_write_bw $3 failed: $f.out" >&2; return 1; }
     wait $srv || true
-    bw=$(awk -v s="$b" '$1 == s && NF == 5 {print $4}' "$WORK/perftest-$1-r$2.out")
+    bw=$(awk -v s="$b" '$1 == s && NF == 5 {print $4}' "$f.out")
+    # -b reports both directions added up
+    [ "$3" = -b ] && bw=$(awk -v a="${bw:-0}" 'BEGIN {print a / 2}')
     awk -v a="${bw:-0}" 'BEGIN {exit !(a + 0 > 0)}' && { echo "$bw"; return 0; }
   done
-  echo "ib_write_bw reported 0 Gb/s three times (its clock calibration failed): $WORK/perftest-$1-r$2.out" >&2
+  echo "ib_write_bw $3 reported 0 Gb/s three times (its clock calibration failed): $f.out" >&2
   return 1
 }
 measure() { # measure KIND SIZE ROUND: one run with the counters around it; appends to $WORK/runs.tsv
@@ -85,7 +91,8 @@ measure() { # measure KIND SIZE ROUND: one run with the counters around it; appe
 : > "$WORK/runs.tsv"
 for ((r = 1; r <= ROUNDS; r++)); do
   for s in $SIZES; do
-    if ((r % 2)); then measure ring "$s" "$r"; measure perf "$s" "$r"; else measure perf "$s" "$r"; measure ring "$s" "$r"; fi
+    if ((r % 2)); then kinds="ring perf bidir"; else kinds="bidir perf ring"; fi
+    for k in $kinds; do measure "$k" "$s" "$r"; done
   done
 done
 
@@ -93,26 +100,29 @@ done
   echo "# Our ring over verbs vs ib_write_bw, g0 <-> g1 (rxe0, RoCE v2, GID index $GIDX)"
   echo
   echo "$ROUNDS rounds, alternating order, $ITERS iterations per run; ring busbw (2 ranks: busbw = algbw,"
-  echo "each rank sending S bytes while receiving S) vs ib_write_bw's average (one direction), Gbit/s."
+  echo "each rank sending S bytes while receiving S) vs ib_write_bw's average, one direction alone and"
+  echo "per direction with both at once (-b, as the ring loads the link), Gbit/s."
   echo "Guests under qemu TCG: the numbers compare two paths on the same software NIC, not hardware."
   echo
-  echo "| size | ring busbw Gbit/s, median (min-max) | ib_write_bw Gbit/s, median (min-max) | ring / ib_write_bw per round, median (min-max) |"
-  echo "|---:|---:|---:|---:|"
+  echo "Each cell: the median over rounds (min-max); ratios are taken per round."
+  echo
+  echo "| size | ring busbw Gbit/s | ib_write_bw Gbit/s | ring / ib_write_bw | ib_write_bw -b Gbit/s per direction | ring / ib_write_bw -b |"
+  echo "|---:|---:|---:|---:|---:|---:|"
   for s in $SIZES; do
     awk -F'\t' -v s="$s" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
       function mm(a, n,   i, lo, hi) { lo = hi = a[1]; for (i = 2; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] } return sprintf("%.3f-%.3f", lo, hi) }
-      $2 == s && $3 == "ring" { ring[$1] = $4 } $2 == s && $3 == "perf" { perf[$1] = $4 }
-      END { n = 0; for (k in ring) { n++; R[n] = ring[k]; P[n] = perf[k]; Q[n] = ring[k] / perf[k] }
-            rm = mm(R, n); pm = mm(P, n); qm = mm(Q, n)
-            printf "| %s | %.3f (%s) | %.3f (%s) | %.2f (%s) |\n", s, med(R, n), rm, med(P, n), pm, med(Q, n), qm }' "$WORK/runs.tsv"
+      $2 == s && $3 == "ring" { ring[$1] = $4 } $2 == s && $3 == "perf" { perf[$1] = $4 } $2 == s && $3 == "bidir" { bi[$1] = $4 }
+      END { n = 0; for (k in ring) { n++; R[n] = ring[k]; P[n] = perf[k]; Q[n] = ring[k] / perf[k]; B[n] = bi[k]; S[n] = ring[k] / bi[k] }
+            rm = mm(R, n); pm = mm(P, n); qm = mm(Q, n); bm = mm(B, n); sm = mm(S, n)
+            printf "| %s | %.3f (%s) | %.3f (%s) | %.2f (%s) | %.3f (%s) | %.2f (%s) |\n", s, med(R, n), rm, med(P, n), pm, med(Q, n), qm, med(B, n), bm, med(S, n), sm }' "$WORK/runs.tsv"
   done
   echo
   echo "Runs, with the counters of g0's rxe0 that changed during each (hw_counters deltas):"
   echo
   echo "| round | size | run | Gbit/s | counters |"
   echo "|---:|---:|---|---:|---|"
-  awk -F'\t' '{printf "| %s | %s | %s | %.3f | %s |\n", $1, $2, ($3 == "perf" ? "ib_write_bw" : "ring"), $4, $5}' "$WORK/runs.tsv"
+  awk -F'\t' '{printf "| %s | %s | %s | %.3f | %s |\n", $1, $2, ($3 == "perf" ? "ib_write_bw" : $3 == "bidir" ? "ib_write_bw -b" : "ring"), $4, $5}' "$WORK/runs.tsv"
 } > "$OUT"
 cat "$OUT"
