@@ -31,9 +31,9 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr uint32_t kMagic = 0x52425642;  // "RBVB"
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: sends wait for the receiver's credits
 constexpr int kCtrlRecvSlots = 16;  // control receives always posted per peer
-constexpr int kCtrlSendSlots = 4;   // at most: a heartbeat, an abort, a goodbye
+constexpr int kCtrlSendSlots = 4;   // heartbeats, credits, an abort, a goodbye
 constexpr size_t kCtrlMsgBytes = 512;
 constexpr uint32_t kMaxDataWr = 256;  // data receives posted per peer; more wait in software
 // Data sends posted per peer. Small: a send that finds no receive is NAKed (RNR) and the QP
@@ -49,7 +49,9 @@ uint64_t wr_id(WrKind kind, int peer, int slot = 0) {
   return uint64_t(uint32_t(slot)) << 32 | uint64_t(uint32_t(peer)) << 2 | kind;
 }
 
-enum CtrlType : uint32_t { kHeartbeat = 1, kAbort = 2, kBye = 3 };
+// kCredit carries the number of data receives the sender of it has posted for the receiver of
+// it so far (8 bytes in text): the n-th send may go out once the peer has posted n receives.
+enum CtrlType : uint32_t { kHeartbeat = 1, kAbort = 2, kBye = 3, kCredit = 4 };
 struct CtrlMsg {
   uint32_t magic;
   uint32_t type;
@@ -389,6 +391,13 @@ class VerbsTransport : public Transport {
     std::string gid;
     std::deque<ReqPtr> sends_posted, recvs_posted;    // on the QP, completing in order
     std::deque<ReqPtr> sends_waiting, recvs_waiting;  // beyond the QP's depth, in order
+    // Credits: a send is posted only when the peer has posted its receive, so that no send
+    // is NAKed "receiver not ready": on RC an RNR NAK rewinds the sender to that packet, and
+    // everything queued behind it is sent again (measured on Soft-RoCE: 2.2x the packets).
+    uint64_t sends_total = 0;      // data sends posted to the QP
+    uint64_t peer_recvs = 0;       // receives the peer has posted for us (its latest credit)
+    uint64_t recvs_total = 0;      // data receives we posted for the peer
+    uint64_t recvs_announced = 0;  // the latest count we sent it
     bool send_slot_busy[kCtrlSendSlots] = {};
     bool heartbeat_out = false;
     bool left = false;  // said goodbye
@@ -410,6 +419,10 @@ class VerbsTransport : public Transport {
   void post_waiting(int peer);
   void post_ctrl_recv(int peer, int slot);
   bool post_ctrl(int peer, CtrlType type, const std::string& text = {});
+  void announce_recvs(int peer);
+  bool may_send(const Peer& p) const {
+    return p.sends_posted.size() < send_depth_ && p.sends_total < p.peer_recvs;
+  }
   int poll_cq();
   void on_completion(const ibv_wc& wc);
   void on_data(const ibv_wc& wc, int peer, bool is_send);
@@ -775,7 +788,7 @@ std::unique_ptr<Request> VerbsTransport::isend(int peer, const Buffer& buf, size
   if (fatal_) std::rethrow_exception(fatal_);
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.left) throw IoError(peer, me() + ": cannot send to " + who(peer) + ": it has left the job");
-  if (p.sends_posted.size() < send_depth_ && p.sends_waiting.empty())
+  if (may_send(p) && p.sends_waiting.empty())
     post_data(peer, r);
   else
     p.sends_waiting.push_back(r);
@@ -794,10 +807,12 @@ std::unique_ptr<Request> VerbsTransport::irecv(int peer, Buffer& buf, size_t off
   if (fatal_) std::rethrow_exception(fatal_);
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.left) throw IoError(peer, me() + ": cannot receive from " + who(peer) + ": it has left the job");
-  if (p.recvs_posted.size() < depth_ && p.recvs_waiting.empty())
+  if (p.recvs_posted.size() < depth_ && p.recvs_waiting.empty()) {
     post_data(peer, r);
-  else
+    announce_recvs(peer);
+  } else {
     p.recvs_waiting.push_back(r);
+  }
   return std::make_unique<VerbsRequest>(this, r);
 }
 
@@ -813,14 +828,20 @@ void VerbsTransport::post_data(int peer, const ReqPtr& r) {
     wr.send_flags = IBV_SEND_SIGNALED;  // never IBV_SEND_INLINE: PVRDMA has no inline data
     wr.imm_data = htonl(tag_hash(r->tag));
     rc = ibv_post_send(p.data, &wr, &bad);
-    if (rc == 0) p.sends_posted.push_back(r);
+    if (rc == 0) {
+      p.sends_posted.push_back(r);
+      ++p.sends_total;
+    }
   } else {
     ibv_recv_wr wr{}, *bad = nullptr;
     wr.wr_id = wr_id(kDataRecv, peer);
     wr.sg_list = r->sges.empty() ? nullptr : r->sges.data();
     wr.num_sge = static_cast<int>(r->sges.size());
     rc = ibv_post_recv(p.data, &wr, &bad);
-    if (rc == 0) p.recvs_posted.push_back(r);
+    if (rc == 0) {
+      p.recvs_posted.push_back(r);
+      ++p.recvs_total;
+    }
   }
   if (rc != 0) {
     auto e = std::make_exception_ptr(IoError(
@@ -833,7 +854,7 @@ void VerbsTransport::post_data(int peer, const ReqPtr& r) {
 
 void VerbsTransport::post_waiting(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  while (!fatal_ && !p.sends_waiting.empty() && p.sends_posted.size() < send_depth_) {
+  while (!fatal_ && !p.sends_waiting.empty() && may_send(p)) {
     ReqPtr r = std::move(p.sends_waiting.front());
     p.sends_waiting.pop_front();
     post_data(peer, r);
@@ -843,6 +864,16 @@ void VerbsTransport::post_waiting(int peer) {
     p.recvs_waiting.pop_front();
     post_data(peer, r);
   }
+  announce_recvs(peer);
+}
+
+// Tells the peer how many receives are posted for it. With every control slot busy the count
+// goes out when one frees (on_completion), so credits never stay behind.
+void VerbsTransport::announce_recvs(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (fatal_ || closing_ || p.left || p.recvs_total == p.recvs_announced) return;
+  const uint64_t n = p.recvs_total;
+  if (post_ctrl(peer, kCredit, std::string(reinterpret_cast<const char*>(&n), sizeof n))) p.recvs_announced = n;
 }
 
 void VerbsTransport::post_ctrl_recv(int peer, int slot) {
@@ -1001,10 +1032,12 @@ void VerbsTransport::on_completion(const ibv_wc& wc) {
     case kCtrlSend:
       p.send_slot_busy[slot] = false;
       p.heartbeat_out = false;  // sends complete in order: any older heartbeat is done
-      if (wc.status == IBV_WC_SUCCESS)
+      if (wc.status == IBV_WC_SUCCESS) {
         p.last_ack = Clock::now();
-      else if (!p.left && !closing_ && !fatal_)
+        announce_recvs(peer);
+      } else if (!p.left && !closing_ && !fatal_) {
         on_wc_error(wc, peer, nullptr);
+      }
       cv_.notify_all();
       break;
     case kCtrlRecv:
@@ -1066,6 +1099,19 @@ void VerbsTransport::on_ctrl_recv(const ibv_wc& wc, int peer, int slot) {
             peer, me() + ": " + who(peer) + " aborted" +
                       (m.length ? ": " + std::string(m.text, std::min<size_t>(m.length, sizeof m.text)) : ""))));
       break;
+    case kCredit: {
+      uint64_t n = 0;
+      if (m.length != sizeof n) {
+        if (!fatal_) fail(std::make_exception_ptr(IoError(peer, me() + ": malformed credit from " + who(peer))));
+        return;
+      }
+      std::memcpy(&n, m.text, sizeof n);
+      if (n > p.peer_recvs) {  // RC delivers in order: a count never goes back
+        p.peer_recvs = n;
+        post_waiting(peer);
+      }
+      break;
+    }
     case kBye:
       p.left = true;
       if (has_pending(p) && !fatal_)

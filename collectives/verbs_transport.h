@@ -6,9 +6,14 @@
 //     RC delivers in order, so the n-th send to a peer lands in the n-th receive posted for
 //     it (the transport contract's in-order matching, with no copy and no rendezvous). The
 //     immediate carries a 32-bit hash of the tag, which the receiver checks together with the
-//     length. A send before its receive is retried by the HCA (RNR retry = 7, infinite), so
-//     receives may be posted late. Nothing is ever sent inline (PVRDMA allows none).
-//   - Control: heartbeats every timeout/8 (at most 1 s), abort with its reason, goodbye.
+//     length. Receives may be posted late: a send waits in software until the peer has
+//     posted its receive (credits below), because a send that reaches no receive is NAKed
+//     "receiver not ready" and RC then sends it and everything queued behind it again. The
+//     HCA still retries such a send forever (RNR retry = 7) should one happen. Nothing is
+//     ever sent inline (PVRDMA allows none).
+//   - Control: credits (how many receives a rank has posted for its peer, sent as they are
+//     posted, coalesced when the control slots are busy), heartbeats every timeout/8 (at most
+//     1 s), abort with its reason, goodbye.
 //     Always-posted receive slots, so control never waits for the application.
 // Failure detection: a killed peer's QPs are gone, so our next send to it (a heartbeat at
 // the latest) is refused or exhausts the RC retries (the ACK timeout is derived from
