@@ -45,9 +45,23 @@ bytes() { case "$1" in *K) echo $((${1%K} << 10)) ;; *M) echo $((${1%M} << 20)) 
 # g0's RoCE v2 IPv4 GID index, as the transport picks it
 GIDX=$(gh g0 'for t in /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/*; do i=${t##*/}; [ "$(cat $t)" = "RoCE v2" ] && case $(cat /sys/class/infiniband/rxe0/ports/1/gids/$i) in 0000:0000:0000:0000:0000:ffff:*) echo $i; break;; esac; done')
 [ -n "$GIDX" ] || { echo "verbs_vs_perftest: g0's rxe0 has no RoCE v2 IPv4 GID" >&2; exit 1; }
-counters() { gh g0 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && for f in *; do echo "$f $(cat $f)"; done'; }
-# counter deltas that are not zero, "name=+delta ..."
-delta() { join <(echo "$1" | sort) <(echo "$2" | sort) | awk '$3 != $2 {printf "%s=+%d ", $1, $3 - $2}'; }
+# g0's rxe0 counters and, for g0 and g1, the CPU time by kind (/proc/stat, in USER_HZ ticks)
+counters() {
+  gh g0 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && for f in *; do echo "$f $(cat $f)"; done'
+  local h
+  for h in g0 g1; do
+    gh "$h" "awk -v h=$h '\$1 == \"cpu\" {print h \"_cpu_user\", \$2 + \$3; print h \"_cpu_system\", \$4; print h \"_cpu_idle\", \$5 + \$6; print h \"_cpu_irq\", \$7 + \$8}' /proc/stat"
+  done
+}
+# counter deltas that are not zero, "name=+delta ...", then each host's CPU split in percent
+delta() {
+  join <(echo "$1" | sort) <(echo "$2" | sort) | awk '
+    $1 ~ /_cpu_/ { split($1, k, "_cpu_"); hosts[k[1]] = 1; d[k[1], k[2]] = $3 - $2; next }
+    $3 != $2 {printf "%s=+%d ", $1, $3 - $2}
+    END { for (h in hosts) { t = d[h, "user"] + d[h, "system"] + d[h, "idle"] + d[h, "irq"]; if (t > 0)
+            printf "%s cpu: user %d%% sys %d%% irq+softirq %d%% idle %d%%; ", h, 100 * d[h, "user"] / t,
+                   100 * d[h, "system"] / t, 100 * d[h, "irq"] / t, 100 * d[h, "idle"] / t } }'
+}
 
 port=18600
 ring_run() { # ring_run SIZE ROUND -> Gbit/s on stdout
@@ -119,7 +133,8 @@ done
             printf "| %s | %.3f (%s) | %.3f (%s) | %.2f (%s) | %.3f (%s) | %.2f (%s) |\n", s, med(R, n), rm, med(P, n), pm, med(Q, n), qm, med(B, n), bm, med(S, n), sm }' "$WORK/runs.tsv"
   done
   echo
-  echo "Runs, with the counters of g0's rxe0 that changed during each (hw_counters deltas):"
+  echo "Runs, with the counters of g0's rxe0 that changed during each (hw_counters deltas) and the"
+  echo "CPU time of g0 and g1 by kind over the run (/proc/stat; each guest has one vCPU):"
   echo
   echo "| round | size | run | Gbit/s | counters |"
   echo "|---:|---:|---|---:|---|"
