@@ -25,6 +25,7 @@
 #include "runner/metadata.h"
 #include "runner/mpi_util.h"
 #include "runner/point_args.h"
+#include "runner/sweep_messages.h"
 #include "vgpu/detect.h"
 
 namespace ringbench {
@@ -241,13 +242,6 @@ class LocalExecutor : public Executor {
 
 // Control messages of the sweep under mpirun go through the world's TCP store: waiting ranks
 // sleep in a socket read instead of spinning in an MPI call next to the ranks being measured.
-// A DNS name or address as mpirun's -H takes it: letters, digits, '.', '-', '_', not starting
-// with '-' (it would read as an option), at most 253 characters.
-bool valid_host_name(const std::string& h) {
-  return !h.empty() && h.size() <= 253 && h[0] != '-' &&
-         h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == std::string::npos;
-}
-
 std::string cmd_key(int64_t i) { return "sweep/cmd/" + std::to_string(i); }
 std::string res_key(int64_t i, int r) { return "sweep/res/" + std::to_string(i) + "/" + std::to_string(r); }
 
@@ -268,57 +262,6 @@ json run_my_rank(const std::vector<std::string>& args, int rank, int nodes, cons
   if (log.size() > 65536) log = "[...]\n" + log.substr(log.size() - 65536);
   return {{"code", o.exit_codes[0]}, {"timed_out", o.timed_out}, {"interrupted", o.interrupted},
           {"wall_s", o.wall_s}, {"log", log}};
-}
-
-// A sweep rank's report of its part of a point (run_my_rank's record), checked field by field
-// before use: a bad one is an Error naming the key and the rank.
-json point_result(const std::string& raw, const std::string& key, int sender) {
-  const json res = json::parse(raw, nullptr, /*allow_exceptions=*/false);
-  const auto bad = [&](const std::string& why) {
-    return Error("sweep rank " + std::to_string(sender) + " sent a bad " + key + ": " + why);
-  };
-  if (!res.is_object()) throw bad("not a JSON object");
-  if (!res.contains("code") || !res["code"].is_number_integer() ||
-      res["code"].get<int64_t>() < -255 || res["code"].get<int64_t>() > 255)
-    throw bad("\"code\" is not an exit code");
-  for (const char* k : {"timed_out", "interrupted"})
-    if (!res.contains(k) || !res[k].is_boolean()) throw bad(std::string("\"") + k + "\" is not true or false");
-  if (!res.contains("wall_s") || !res["wall_s"].is_number() || !(res["wall_s"].get<double>() >= 0))
-    throw bad("\"wall_s\" is not a duration");
-  if (!res.contains("log") || !res["log"].is_string() || res["log"].get_ref<const std::string&>().size() > (1u << 20))
-    throw bad("\"log\" is not a string of at most 1 MiB");
-  return res;
-}
-
-// A command from rank 0, checked before anything of it is used: which point (an index into
-// this rank's own expansion of its config) and the point's store and job id.
-struct PointCommand {
-  bool done = false;
-  size_t index = 0;
-  std::string store, job;
-};
-
-PointCommand parse_command(const json& cmd, int64_t seq, size_t points) {
-  const std::string from = "sweep command " + std::to_string(seq) + " from rank 0: ";
-  PointCommand pc;
-  const json op = cmd.value("op", json());
-  if (op == "done") {
-    pc.done = true;
-    return pc;
-  }
-  if (op != "run") throw Error(from + "unknown op " + op.dump());
-  const json idx = cmd.value("point", json()), store = cmd.value("store", json()), job = cmd.value("job", json());
-  if (!idx.is_number_unsigned() || idx.get<uint64_t>() >= points)
-    throw Error(from + "point " + idx.dump() + " is not one of this sweep's " + std::to_string(points));
-  if (!store.is_string()) throw Error(from + "no store address");
-  parse_host_port(store.get<std::string>());  // throws, naming it, when malformed
-  if (!job.is_string() || job.get<std::string>().size() != 16 ||
-      job.get<std::string>().find_first_not_of("0123456789abcdef") != std::string::npos)
-    throw Error(from + "job id " + job.dump() + " is not 16 hex digits");
-  pc.index = idx.get<size_t>();
-  pc.store = store;
-  pc.job = job;
-  return pc;
 }
 
 class MpiWorkerExecutor : public Executor {
