@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -42,6 +41,21 @@ std::string random_id() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
   return buf;
+}
+
+// mpirun for the MPI_Allreduce baseline, wherever it runs: n ranks, unbound, over Open MPI's TCP
+// BTL only (never shared memory, which would not be the network the other transports cross).
+std::vector<std::string> mpirun_baseline_argv(int n) {
+  std::vector<std::string> a = {find_on_path("mpirun"), "-np", std::to_string(n), "--bind-to", "none",
+                                "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"};
+  if (geteuid() == 0) a.push_back("--allow-run-as-root");
+  return a;
+}
+
+// The ranks mpirun starts: this ringbench with the point's arguments, waiting passively.
+void append_rank_command(std::vector<std::string>& argv, const std::vector<std::string>& args) {
+  argv.insert(argv.end(), {"-x", "OMP_WAIT_POLICY=passive", self_exe()});
+  argv.insert(argv.end(), args.begin(), args.end());
 }
 
 int usable_cores() {
@@ -171,9 +185,8 @@ class LocalExecutor : public Executor {
   LaunchOutcome run_mpirun(const PointJob& job, const std::atomic<bool>* stop) {
     const int n = job.point->nodes;
     RankLaunch r;
-    r.argv = {find_on_path("mpirun"), "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none",
-              "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"};
-    if (geteuid() == 0) r.argv.push_back("--allow-run-as-root");
+    r.argv = mpirun_baseline_argv(n);
+    r.argv.push_back("--oversubscribe");
     // Ranks sharing cores must yield while they poll, as our ring's ranks sleep after --spin-us.
     if (shared_cores_) r.argv.insert(r.argv.end(), {"--mca", "mpi_yield_when_idle", "1"});
     if (cluster_) {
@@ -193,8 +206,7 @@ class LocalExecutor : public Executor {
     } else {
       r.argv.insert(r.argv.end(), {"--mca", "btl_tcp_if_include", "lo"});
     }
-    r.argv.insert(r.argv.end(), {"-x", "OMP_WAIT_POLICY=passive", self_exe()});
-    r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
+    append_rank_command(r.argv, job.args);
     r.log_path = job.log_base + ".mpirun.log";
     return run_ranks({r}, job.timeout, kGrace, stop);
   }
@@ -315,12 +327,7 @@ class MpiWorkerExecutor : public Executor {
             {"note", std::to_string(w_.size) + " sweep ranks under mpirun; " + placement}};
   }
 
-  json describe() const override {
-    json hosts = json::array();
-    for (int r = 0; r < w_.size; ++r)
-      hosts.push_back(json::parse(w_.store->get("sweep/host/" + std::to_string(r), Millis(60000))));
-    return {{"type", "mpirun"}, {"ranks", w_.size}, {"hosts", hosts}};
-  }
+  json describe() const override { return {{"type", "mpirun"}, {"ranks", w_.size}, {"hosts", host_records()}}; }
 
   void finish() {
     w_.store->set(cmd_key(++seq_), json{{"op", "done"}}.dump());
@@ -342,52 +349,55 @@ class MpiWorkerExecutor : public Executor {
       hosts += sweep_host(r);
     }
     RankLaunch l;
-    l.argv = {find_on_path("mpirun"), "-np", std::to_string(n), "-H", hosts, "--map-by", "node",
-              "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"};
+    l.argv = mpirun_baseline_argv(n);
+    l.argv.insert(l.argv.end(), {"-H", hosts, "--map-by", "node"});
     // Over the network our ring uses: the interface of the sweep's own address.
     const std::string iface = net::iface_of_ipv4(w_.default_addr);
     if (!iface.empty())
       l.argv.insert(l.argv.end(), {"--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface});
-    if (geteuid() == 0) l.argv.push_back("--allow-run-as-root");
-    l.argv.insert(l.argv.end(), {"-x", "OMP_WAIT_POLICY=passive", self_exe()});
-    l.argv.insert(l.argv.end(), job.args.begin(), job.args.end());
+    append_rank_command(l.argv, job.args);
     l.unset = {"OMPI_", "PMIX_", "ORTE_", "OPAL_", "PRTE_"};
     l.log_path = job.log_base + ".mpirun.log";
     return run_ranks({l}, job.timeout, kGrace, stop);
   }
 
+  // What every sweep rank published about its host (environment_info()), read from the store
+  // once: env.json, the hosts of the MPI baseline and the guests check all come from it.
+  const json& host_records() const {
+    if (hosts_.is_null()) {
+      json all = json::array();
+      for (int k = 0; k < w_.size; ++k) all.push_back(get_rank_json(*w_.store, "sweep/host/" + std::to_string(k), k, Millis(60000)));
+      hosts_ = std::move(all);
+    }
+    return hosts_;
+  }
+
+  // A field of the "host" part of sweep rank k's record (null when it has none).
+  json host_field(int k, const char* key) const {
+    const json& h = host_records()[static_cast<size_t>(k)];
+    return h.contains("host") && h["host"].is_object() ? h["host"].value(key, json()) : json();
+  }
+
   // The host name sweep rank r published, checked before it goes on mpirun's command line.
-  std::string sweep_host(int r) {
-    if (hosts_.empty())
-      for (int k = 0; k < w_.size; ++k) {
-        const json h = json::parse(w_.store->get("sweep/host/" + std::to_string(k), Millis(60000)), nullptr, false);
-        const json name = h.is_object() && h.contains("host") && h["host"].is_object() ? h["host"].value("host", json())
-                                                                                       : json();
-        if (!name.is_string() || !valid_host_name(name.get<std::string>()))
-          throw Error("sweep rank " + std::to_string(k) + " published no usable host name (" + name.dump() + ")");
-        hosts_.push_back(name);
-      }
-    return hosts_.at(static_cast<size_t>(r));
+  std::string sweep_host(int r) const {
+    const json name = host_field(r, "host");
+    if (!name.is_string() || !valid_host_name(name.get<std::string>()))
+      throw Error("sweep rank " + std::to_string(r) + " published no usable host name (" + name.dump() + ")");
+    return name;
   }
 
   // Every sweep rank's CPU is qemu's TCG (an emulated CPU, as in tests/rdma/'s guests).
   bool on_tcg_guests() const {
-    if (!tcg_) {
-      tcg_ = true;
-      for (int k = 0; k < w_.size && *tcg_; ++k) {
-        const json h = json::parse(w_.store->get("sweep/host/" + std::to_string(k), Millis(60000)), nullptr, false);
-        const json cpu = h.is_object() && h.contains("host") && h["host"].is_object() ? h["host"].value("cpu", json())
-                                                                                      : json();
-        tcg_ = cpu.is_string() && cpu.get<std::string>().find("QEMU TCG") != std::string::npos;
-      }
+    for (int k = 0; k < w_.size; ++k) {
+      const json cpu = host_field(k, "cpu");
+      if (!cpu.is_string() || cpu.get<std::string>().find("QEMU TCG") == std::string::npos) return false;
     }
-    return *tcg_;
+    return true;
   }
 
   World& w_;
   int64_t seq_ = 0;
-  std::vector<std::string> hosts_;
-  mutable std::optional<bool> tcg_;
+  mutable json hosts_;  // host_records(), once read
 };
 
 }  // namespace
