@@ -52,10 +52,10 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   // The input and output buffers of the largest size, plus the staging copies: refuse at once
   // what this machine cannot hold, rather than failing in an allocation.
   const double need_gib = 2.0 * double(maxb) / double(1 << 30);
-  const double have_gib = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+  const double have_gib = physical_memory_gib();
   if (need_gib > have_gib)
     throw Error("-e/--maxbytes " + a.maxbytes + " needs " + std::to_string(int(std::ceil(need_gib))) +
-                " GiB of buffers per rank; this machine has " + std::to_string(int(have_gib)) + " GiB");
+                " GiB of buffers per rank; this machine has " + std::to_string(std::lround(have_gib)) + " GiB");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
   if (a.transport != "tcp" && a.transport != "verbs")
     throw Error("--transport " + a.transport + " is not known: use tcp or verbs");
@@ -361,7 +361,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     try {
       write_json(e.what());
     } catch (const std::exception& e2) {
-      std::cerr << tag << "ringbench allreduce: cannot write " << a.json << ": " << e2.what() << "\n";
+      std::cerr << tag << "ringbench allreduce: the error is not in the JSON either: " << e2.what() << "\n";
     }
     world->mpi = false;  // MPI_Finalize could wait for ranks that died; mpirun ends the job
     return 1;

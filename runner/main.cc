@@ -16,6 +16,7 @@
 #include "runner/allreduce_cmd.h"
 #include "runner/cluster.h"
 #include "runner/doctor.h"
+#include "runner/metadata.h"
 #include "runner/report.h"
 #include "runner/sweep_cmd.h"
 #include "runner/train_cmd.h"
@@ -36,10 +37,6 @@ void check_numbers_are_finite(const CLI::App& app) {
     }
   }
   for (const CLI::App* sub : app.get_subcommands()) check_numbers_are_finite(*sub);
-}
-
-double physical_gib() {
-  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
 }
 
 }  // namespace
@@ -135,7 +132,7 @@ int main(int argc, char** argv) {
     if (vgpu->parsed()) return ringbench::run_vgpu(*vgpu, vg, args);
     if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);
   } catch (const std::bad_alloc&) {
-    std::cerr << "ringbench: error: out of memory: an allocation failed (this machine has " << physical_gib()
+    std::cerr << "ringbench: error: out of memory: an allocation failed (this machine has " << std::lround(ringbench::physical_memory_gib())
               << " GiB); use smaller sizes (-e, --batch, --image-size)\n";
     return 1;
   } catch (const std::exception& e) {

@@ -88,4 +88,8 @@ std::string read_first_line(const std::string& path) {
   return s;
 }
 
+double physical_memory_gib() {
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+}
+
 }  // namespace ringbench

@@ -22,5 +22,7 @@ std::string find_on_path(const std::string& exe);
 bool on_path(const std::string& exe);
 // The first line of a file ("" when it cannot be read).
 std::string read_first_line(const std::string& path);
+// This machine's physical memory in GiB, for "needs N GiB; this machine has M GiB" errors.
+double physical_memory_gib();
 
 }  // namespace ringbench

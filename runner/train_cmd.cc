@@ -86,6 +86,30 @@ void validate(const TrainArgs& a) {
   check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
 }
 
+// A lower bound of what one rank's host memory must hold: every layer's output and its gradient
+// for the whole batch, and the parameters and their gradients. Refuses at once what this
+// machine cannot hold (`--image-size 100000`), naming the sizes, instead of failing later in
+// an allocation with a bare bad_alloc.
+void check_host_memory(const m::Graph& g, const TrainArgs& a) {
+  double activations = 0;  // floats per image
+  for (const m::Node& n : g.nodes) activations += double(n.out.numel());
+  const double gib = double(1 << 30);
+  const double act_gib = 2.0 * activations * double(a.batch) * 4.0 / gib;
+  const double param_gib = 2.0 * double(g.param_count) * 4.0 / gib;
+  const double have = physical_memory_gib();
+  if (act_gib + param_gib <= have) return;
+  auto fmt = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, x >= 10 ? "%.0f" : "%.1f", x);
+    return std::string(b);
+  };
+  throw Error("--model " + a.model + " --batch " + std::to_string(a.batch) + " at " +
+              std::to_string(g.nodes[0].out.h) + "x" + std::to_string(g.nodes[0].out.w) + " px needs at least " +
+              fmt(act_gib + param_gib) + " GiB per rank (layer outputs and their gradients " + fmt(act_gib) +
+              " GiB, parameters and gradients " + fmt(param_gib) + " GiB); this machine has " + fmt(have) +
+              " GiB: use a smaller --batch or --image-size");
+}
+
 // Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
 // and the backend. What cannot run here fails now, before any rank starts, saying why.
 struct Placement {
@@ -252,6 +276,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   const Placement where = place(a);
   const std::string& backend = where.backend;
   const bool on_gpu = where.device == "cuda";
+  if (!on_gpu) check_host_memory(graph, a);
   if (a.ranks < 1) throw Error("--ranks must be >= 1");
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
     // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
@@ -637,11 +662,16 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     return kDoesNotFitExit;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::cerr << tag << "ringbench train: error: " << e.what() << std::endl;
+    const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    std::cerr << tag << "ringbench train: error: "
+              << (oom ? "out of memory: an allocation failed (this machine has " +
+                            std::to_string(std::lround(physical_memory_gib())) + " GiB; use a smaller --batch or --image-size)"
+                      : std::string(e.what()))
+              << std::endl;
     try {
       write_json(e.what());
     } catch (const std::exception& e2) {
-      std::cerr << tag << "ringbench train: cannot write " << a.json << ": " << e2.what() << "\n";
+      std::cerr << tag << "ringbench train: the error is not in the JSON either: " << e2.what() << "\n";
     }
     world->mpi = false;
     return 1;

@@ -188,6 +188,36 @@ TEST(Cli, JsonIntoAMissingDirectoryFailsBeforeRunning) {
   EXPECT_EQ(r.output.find("busbw"), std::string::npos) << "ran before refusing: " << r.output;
 }
 
+// A disk that fills up in the middle of a run: the error names the file and carries the OS's
+// reason, the JSON keeps the last complete version written before (results are rewritten
+// atomically after every row), and no temporary file is left. The "disk" is an 8 KiB tmpfs in
+// a mount namespace of its own: the first versions fit, a later one (with its old version
+// still there) does not.
+TEST(Cli, FullDiskIsAClearErrorAndKeepsTheLastCompleteJson) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (a tmpfs in a mount namespace)";
+  const std::string disk = temp_path("full-disk"), kept = temp_path("full-disk-kept.json"),
+                    listing = temp_path("full-disk-ls");
+  mkdir(disk.c_str(), 0700);
+  const std::string inside = "mount -t tmpfs -o size=8k ringbench-full " + disk + " || exit 77; " + kBin +
+                             " allreduce --ranks 2 -b 4K -e 4M -f 2 -n 1 -w 0 --json " + disk +
+                             "/out.json; rc=$?; cp " + disk + "/out.json " + kept + "; ls -A " + disk + " > " +
+                             listing + "; exit $rc";
+  auto r = run_command("unshare -m sh -c '" + inside + "'");
+  if (r.exit_code == 77) GTEST_SKIP() << "cannot mount a tmpfs here: " << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("error: cannot write " + disk + "/out.json: writing " + disk + "/out.json.tmp."),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  std::ifstream f(kept);
+  ASSERT_TRUE(f.good()) << "the JSON written before the disk filled up is gone: " << r.output;
+  const auto doc = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << "the kept JSON is not complete";
+  EXPECT_TRUE(doc.contains("meta"));
+  std::ifstream ls(listing);
+  std::string names((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(names, "out.json\n") << "a temporary file was left behind";
+}
+
 TEST(Cli, MpiImplNeedsMpirun) {
   auto r = run_command(kBin + " allreduce --impl mpi -e 4K");
   EXPECT_NE(r.exit_code, 0);

@@ -105,6 +105,15 @@ TEST(TrainCli, BadInputIsAClearError) {
   r = run_command(kBin + " train --data fashion-mnist --data-dir /nonexistent --steps 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
+  // More memory than the machine has: refused before any rank starts, with the sizes (it was a
+  // bare std::bad_alloc).
+  r = run_command(kBin + " train --device cpu --model mobilenet_v1 --batch 8 --image-size 100000 --steps 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--model mobilenet_v1 --batch 8 at 100000x100000 px needs at least "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" GiB per rank (layer outputs and their gradients "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; this machine has "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("bad_alloc"), std::string::npos) << r.output;
 }
 
 // Without a GPU (or without CUDA in the build) --device cuda and --transport nccl fail at once,
