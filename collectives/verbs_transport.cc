@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "collectives/errors.h"
+#include "collectives/verbs_wire.h"
 
 namespace ringbench {
 namespace {
@@ -30,8 +31,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr uint32_t kMagic = 0x52425642;  // "RBVB"
-constexpr uint32_t kProtocolVersion = 2;  // 2: sends wait for the receiver's credits
+constexpr uint32_t kMagic = verbs_wire::kMagic;  // also on every control message
+static_assert(verbs_wire::kLinkInfiniband == IBV_LINK_LAYER_INFINIBAND &&
+              verbs_wire::kLinkEthernet == IBV_LINK_LAYER_ETHERNET && verbs_wire::kMtu256 == IBV_MTU_256 &&
+              verbs_wire::kMtu4096 == IBV_MTU_4096);
 constexpr int kCtrlRecvSlots = 16;  // control receives always posted per peer
 constexpr int kCtrlSendSlots = 4;   // heartbeats, credits, an abort, a goodbye
 constexpr size_t kCtrlMsgBytes = 512;
@@ -60,17 +63,6 @@ struct CtrlMsg {
 };
 static_assert(sizeof(CtrlMsg) == kCtrlMsgBytes);
 
-// What each rank publishes through the store; followed by `world_size` pairs of QP numbers
-// (its data and control QP for each peer).
-struct ConnInfo {
-  uint32_t magic, version, rank, world_size;
-  uint32_t psn, mtu;  // ibv_mtu enum of the active MTU
-  uint16_t lid;
-  uint8_t link_layer, reserved;
-  uint8_t gid[16];
-  char job_id[64];
-};
-
 // The immediate carries a 32-bit hash of the 64-bit tag.
 uint32_t tag_hash(uint64_t tag) {
   return static_cast<uint32_t>((tag * 0x9E3779B97F4A7C15ULL) >> 32);
@@ -85,11 +77,6 @@ std::string fmt_s(double s) {
 std::string hex(uint64_t v, int width = 0) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%0*llx", width, static_cast<unsigned long long>(v));
-  return b;
-}
-std::string gid_str(const uint8_t* raw) {
-  char b[INET6_ADDRSTRLEN] = "?";
-  inet_ntop(AF_INET6, raw, b, sizeof b);
   return b;
 }
 std::string read_line(const std::filesystem::path& p) {
@@ -476,7 +463,7 @@ VerbsTransport::VerbsTransport(Store& store, int rank, int size, const VerbsOpti
     : rank_(rank), size_(size), opts_(opts), peers_(static_cast<size_t>(size)) {
   if (size < 1 || rank < 0 || rank >= size)
     throw Error("invalid rank " + std::to_string(rank) + " of " + std::to_string(size));
-  if (opts.job_id.size() >= sizeof(ConnInfo::job_id))
+  if (opts.job_id.size() >= sizeof(verbs_wire::ConnInfo::job_id))
     throw Error("job id longer than 63 characters: '" + opts.job_id + "'");
   if (opts.mr_chunk_bytes < 4096)
     throw Error("--mr-chunk must be at least 4096 bytes, got " + std::to_string(opts.mr_chunk_bytes));
@@ -517,7 +504,7 @@ void VerbsTransport::setup(Store& store) {
            {"link_layer", roce_ ? "Ethernet" : "InfiniBand"},
            {"gid_index", gid_.index >= 0 ? std::to_string(gid_.index) : "none"},
            {"gid_type", gid_.index >= 0 ? gid_.type : "none"},
-           {"gid", gid_.index >= 0 ? gid_str(gid_.gid.raw) : "none"},
+           {"gid", gid_.index >= 0 ? verbs_wire::gid_string(gid_.gid.raw) : "none"},
            {"active_mtu", std::to_string(mtu_bytes(port_attr_.active_mtu))},
            {"link_gbps", gbps > 0 ? std::to_string(gbps) : "unknown"},
            {"mr_chunk_bytes", std::to_string(chunk_)},
@@ -579,9 +566,9 @@ void VerbsTransport::create_qps() {
 }
 
 void VerbsTransport::connect(Store& store) {
-  ConnInfo mine{};
-  mine.magic = kMagic;
-  mine.version = kProtocolVersion;
+  verbs_wire::ConnInfo mine{};
+  mine.magic = verbs_wire::kMagic;
+  mine.version = verbs_wire::kProtocolVersion;
   mine.rank = static_cast<uint32_t>(rank_);
   mine.world_size = static_cast<uint32_t>(size_);
   mine.psn = psn_;
@@ -596,39 +583,21 @@ void VerbsTransport::connect(Store& store) {
       qpns[2 * static_cast<size_t>(r)] = peers_[static_cast<size_t>(r)].data->qp_num;
       qpns[2 * static_cast<size_t>(r) + 1] = peers_[static_cast<size_t>(r)].ctrl->qp_num;
     }
-  Bytes blob(reinterpret_cast<const char*>(&mine), sizeof mine);
-  blob.append(reinterpret_cast<const char*>(qpns.data()), qpns.size() * sizeof(uint32_t));
   const std::string key = opts_.key_prefix + "/conn/";
-  store.set(key + std::to_string(rank_), blob);
+  store.set(key + std::to_string(rank_), verbs_wire::encode(mine, qpns));
 
   const uint8_t timeout = ack_timeout_exponent(opts_.timeout);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     Peer& p = peers_[static_cast<size_t>(r)];
-    Bytes b = store.get(key + std::to_string(r), opts_.timeout);
-    ConnInfo ci{};
-    if (b.size() < sizeof ci) throw IoError(r, me() + ": rank " + std::to_string(r) + " published a malformed verbs address");
-    std::memcpy(&ci, b.data(), sizeof ci);
-    ci.job_id[sizeof ci.job_id - 1] = 0;
-    const std::string them = "rank " + std::to_string(r) + " (gid " + gid_str(ci.gid) + ")";
-    if (ci.magic != kMagic || ci.version != kProtocolVersion)
-      throw IoError(r, me() + ": " + them + " speaks verbs protocol " + std::to_string(ci.version) +
-                           ", this rank " + std::to_string(kProtocolVersion));
-    if (opts_.job_id != ci.job_id)
-      throw IoError(r, me() + ": " + them + " belongs to job '" + ci.job_id +
-                           "', not this job's '" + opts_.job_id + "'");
-    if (ci.world_size != static_cast<uint32_t>(size_) || ci.rank != static_cast<uint32_t>(r) ||
-        b.size() != sizeof ci + 2 * static_cast<size_t>(size_) * sizeof(uint32_t))
-      throw IoError(r, me() + ": " + them + " thinks it is rank " + std::to_string(ci.rank) + " of " +
-                           std::to_string(ci.world_size) + ", this is rank " + std::to_string(rank_) +
-                           " of " + std::to_string(size_));
-    if (ci.link_layer != port_attr_.link_layer)
-      throw IoError(r, me() + ": " + them + " is on another link layer (RoCE vs InfiniBand)");
-    std::vector<uint32_t> theirs(2 * static_cast<size_t>(size_));
-    std::memcpy(theirs.data(), b.data() + sizeof ci, theirs.size() * sizeof(uint32_t));
-    p.remote_data_qpn = theirs[2 * static_cast<size_t>(rank_)];
-    p.remote_ctrl_qpn = theirs[2 * static_cast<size_t>(rank_) + 1];
-    p.gid = gid_str(ci.gid);
+    const verbs_wire::PeerAddress ci =
+        verbs_wire::decode(store.get(key + std::to_string(r), opts_.timeout),
+                           {.peer = r, .rank = rank_, .world_size = size_, .job_id = opts_.job_id,
+                            .link_layer = port_attr_.link_layer, .me = me()});
+    const std::string them = "rank " + std::to_string(r) + " (gid " + verbs_wire::gid_string(ci.gid) + ")";
+    p.remote_data_qpn = ci.data_qpn;
+    p.remote_ctrl_qpn = ci.ctrl_qpn;
+    p.gid = verbs_wire::gid_string(ci.gid);
     const auto mtu = static_cast<ibv_mtu>(std::min<uint32_t>(ci.mtu, port_attr_.active_mtu));
     for (auto [qp, remote] : {std::pair{p.data, p.remote_data_qpn}, std::pair{p.ctrl, p.remote_ctrl_qpn}}) {
       ibv_qp_attr a{};
@@ -1240,7 +1209,7 @@ std::vector<RdmaPort> rdma_inventory() {
       for (int g = 0; g < pa.gid_tbl_len; ++g) {
         GidChoice c;
         if (query_gid(dev.ctx, dev.name, port, g, &c))
-          p.gids.push_back({g, gid_str(c.gid.raw), c.type, read_line(attrs + std::to_string(g))});
+          p.gids.push_back({g, verbs_wire::gid_string(c.gid.raw), c.type, read_line(attrs + std::to_string(g))});
       }
       try {
         p.gid_index = choose_gid(dev.ctx, dev.name, port, pa, -1).index;
