@@ -410,10 +410,10 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   Run run = prepare_run_dir(a);
   const SweepConfig& c = run.config;
   if (a.dry_run) {
-    for (const auto& p : expand_points(c)) {
+    for_each_point(c, [](const SweepPoint& p) {
       const std::string why = transport_unavailable(p.transport);
       std::printf("%-44s r%d  %s\n", p.id.c_str(), p.repeat, why.empty() ? "" : ("skipped: " + why).c_str());
-    }
+    });
     return 0;
   }
   if (c.cluster.type == "mpirun") {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -325,7 +326,8 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   // Bounded before anything is expanded, so a typo cannot make the sweep (or --dry-run) fill memory.
   SweepConfig one = c;
   one.repeats = 1;
-  const size_t per_repeat = expand_points(one).size();
+  size_t per_repeat = 0;
+  for_each_point(one, [&](const SweepPoint&) { ++per_repeat; });
   if (per_repeat * size_t(c.repeats) > kMaxPoints)
     r.fail("repeats", std::to_string(c.repeats) + " repeats of " + std::to_string(per_repeat) + " points make more than " +
                           std::to_string(kMaxPoints) + " points; a sweep is bounded to that many");
@@ -396,11 +398,10 @@ std::string to_yaml(const SweepConfig& c) {
          out.c_str() + "\n";
 }
 
-std::vector<SweepPoint> expand_points(const SweepConfig& c) {
+void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit) {
   std::unique_ptr<vgpu::Catalog> own;
   if (c.has_sharing && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
   const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
-  std::vector<SweepPoint> points;
   for (int rep = 1; rep <= c.repeats; ++rep) {
     for (const auto& profile : c.profiles) {
       if (c.has_train) {
@@ -418,7 +419,7 @@ std::vector<SweepPoint> expand_points(const SweepConfig& c) {
               p.id = "train/" + m.model + "/b" + std::to_string(m.batch) +
                      (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/n" +
                      std::to_string(n) + "/" + t + "/" + profile;
-              points.push_back(p);
+              visit(p);
             }
           }
         }
@@ -434,7 +435,7 @@ std::vector<SweepPoint> expand_points(const SweepConfig& c) {
             p.profile = "none";
             p.repeat = rep;
             p.id = "collectives/n" + std::to_string(n) + "/" + t + "/none";
-            points.push_back(p);
+            visit(p);
           }
         }
       }
@@ -458,13 +459,18 @@ std::vector<SweepPoint> expand_points(const SweepConfig& c) {
                      "/vms" + std::to_string(vms);
               if (vms > vp->max_instances)
                 p.skip = vp->name + " hosts at most " + std::to_string(vp->max_instances) + " vGPU(s) per GPU";
-              points.push_back(p);
+              visit(p);
             }
           }
         }
       }
     }
   }
+}
+
+std::vector<SweepPoint> expand_points(const SweepConfig& c) {
+  std::vector<SweepPoint> points;
+  for_each_point(c, [&](const SweepPoint& p) { points.push_back(p); });
   return points;
 }
 

@@ -3,6 +3,7 @@
 // file before anything runs: every error names the key and what is allowed.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -98,5 +99,7 @@ struct SweepPoint {
 // profile (transport "none"), not once per transport. Collectives do not depend on the vGPU
 // profile and run once per repeat (profile "none").
 std::vector<SweepPoint> expand_points(const SweepConfig& c);
+// The same points, one at a time, holding none of them (--dry-run streams them).
+void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit);
 
 }  // namespace ringbench

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "runner/cluster.h"
@@ -65,6 +66,27 @@ class SweepTest : public ::testing::Test {
   }
   std::string dir_;
 };
+
+// --dry-run lists every point in the order a sweep runs them (repeats outermost), says which
+// would be skipped and why, and runs and writes nothing.
+TEST_F(SweepTest, DryRunListsThePointsAndRunsNothing) {
+  const std::string cfg = write_config("name: dry\nnodes: [1, 2]\ntransports: [tcp]\nrepeats: 2\n"
+                                       "cluster: {type: local}\n" + kLenet);
+  auto r = run_command(kBin + " sweep " + cfg + " --dry-run --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> points;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string id, repeat;
+    words >> id >> repeat;
+    points.push_back(id + " " + repeat);
+  }
+  EXPECT_EQ(points, (std::vector<std::string>{"train/lenet/b8/n1/none/none r1", "train/lenet/b8/n2/tcp/none r1",
+                                              "train/lenet/b8/n1/none/none r2", "train/lenet/b8/n2/tcp/none r2"}))
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_)) << "a dry run made its results directory";
+}
 
 TEST_F(SweepTest, TwoPointsOnLoopbackEndToEnd) {
   const std::string cfg = write_config("name: e2e\nnodes: [1, 2]\ntransports: [tcp, verbs]\nrepeats: 1\n"
