@@ -10,9 +10,10 @@ usage: fault-in-guests.sh [--build-dir DIR] [--out DIR] [--timeout S]
                           [guest-cluster.sh options: --cache-dir DIR --mem SIZE --no-install]
   --build-dir DIR  ringbench build directory (default: <repo>/build)
   --out DIR        results (default: <repo>/results/guests-fault-<UTC time>)
-  --timeout S      limit for the guest cluster, boot included (default 300)
+  --timeout S      limit for the guest cluster, boot included (default 420)
 Environment:
-  TRANSPORT=tcp        the ring's transport (verbs adds --ib-dev rxe0)
+  TRANSPORTS=tcp       the ring's transports, e.g. "tcp verbs" (verbs adds --ib-dev rxe0): every
+                       transport and mode is one step in the same guests (TRANSPORT=T: one)
   FAULT_MODES="kill stop"  kill: SIGKILL the victim (its sockets are reset); stop: SIGSTOP it
                        (its connections stay open and silent: only the timeout can tell)
   NODES=4 VICTIM=2 DELAY=8 (seconds of allreduce before the fault) RB_TIMEOUT=15 (ringbench
@@ -27,7 +28,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BUILD=$REPO/build
 OUT=""
-TIMEOUT=300
+TIMEOUT=420
 GC_OPTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
     *) usage >&2; exit 2 ;;
   esac
 done
-TRANSPORT=${TRANSPORT:-tcp}
+TRANSPORTS=${TRANSPORTS:-${TRANSPORT:-tcp}}
 FAULT_MODES=${FAULT_MODES:-"kill stop"}
 NODES=${NODES:-4}
 VICTIM=${VICTIM:-2}
@@ -50,22 +51,22 @@ OUT=${OUT:-$REPO/results/guests-fault-$(date -u +%Y%m%d-%H%M%S)}
 [ "$(id -u)" = 0 ] || { echo "fault-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }
 [ -x "$BUILD/runner/ringbench" ] || { echo "fault-in-guests: no $BUILD/runner/ringbench (build first)" >&2; exit 2; }
 [ "$VICTIM" -lt "$NODES" ] || { echo "fault-in-guests: VICTIM must be below NODES" >&2; exit 2; }
-extra=""
-[ "$TRANSPORT" = verbs ] && extra="--ib-dev rxe0"
 # a run far longer than the test: 1 MiB allreduces, checked, until the fault ends it
-ring_args="--transport $TRANSPORT $extra -b 1M -e 1M -n 100000 -w 1 -c 1 --iface eth0 --timeout $RB_TIMEOUT"
+ring_args="-b 1M -e 1M -n 100000 -w 1 -c 1 --iface eth0 --timeout $RB_TIMEOUT"
+steps=""
+for t in $TRANSPORTS; do for mode in $FAULT_MODES; do steps+="${steps:+ }$t:$mode"; done; done
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd -P)
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
-say "fault-in-guests: $NODES guests, transport $TRANSPORT, victim rank $VICTIM after ${DELAY}s, modes '$FAULT_MODES', ringbench --timeout $RB_TIMEOUT (bounds: error $((2 * RB_TIMEOUT))s, exit $((2 * RB_TIMEOUT + 10))s after the fault)"
+say "fault-in-guests: $NODES guests, transports '$TRANSPORTS', victim rank $VICTIM after ${DELAY}s, modes '$FAULT_MODES', ringbench --timeout $RB_TIMEOUT (bounds: error $((2 * RB_TIMEOUT))s, exit $((2 * RB_TIMEOUT + 10))s after the fault)"
 t0=$(date +%s)
 set +e
 # shellcheck disable=SC2086
 "$HERE/guest-cluster.sh" --guests "$NODES" --build-dir "$BUILD" --out "$OUT" --timeout "$TIMEOUT" \
-  --in "$HERE" "${GC_OPTS[@]}" -- sh /mnt/in/guest-fault.sh "$VICTIM" "$DELAY" "$FAULT_MODES" $ring_args
+  --in "$HERE" "${GC_OPTS[@]}" -- sh /mnt/in/guest-fault.sh "$VICTIM" "$DELAY" "$steps" $ring_args
 rc=$?
 set -e
 [ "$rc" = 77 ] && { say "SKIP: guest-cluster.sh cannot run guests on this machine"; exit 77; }
@@ -74,29 +75,32 @@ say "guest-cluster.sh rc=$rc after $(( $(date +%s) - t0 ))s"
 fail=0
 [ -s "$OUT/cluster.txt" ] || { say "FAIL: the guest cluster did not run"; exit 1; }
 mtime() { stat -c %.3Y "$1"; }
-for mode in $FAULT_MODES; do
-  at=$OUT/guest$VICTIM/fault-$mode.at
+for spec in $steps; do
+  t=${spec%%:*}
+  mode=${spec#*:}
+  f=fault-$t-$mode
+  at=$OUT/guest$VICTIM/$f.at
   if [ ! -s "$at" ] || [ "$(cat "$at")" = early ]; then
-    fail=1; say "$mode: FAIL: the victim did not deliver the fault ($(cat "$at" 2>/dev/null || echo 'no marker'))"
+    fail=1; say "$t $mode: FAIL: the victim did not deliver the fault ($(cat "$at" 2>/dev/null || echo 'no marker'))"
     continue
   fi
   for ((i = 0; i < NODES; i++)); do
     [ "$i" = "$VICTIM" ] && continue
-    ex=$OUT/guest$i/fault-$mode.exit
-    if [ ! -s "$ex" ]; then fail=1; say "$mode: rank $i: FAIL: did not exit (hung until the cluster was killed?)"; continue; fi
+    ex=$OUT/guest$i/$f.exit
+    if [ ! -s "$ex" ]; then fail=1; say "$t $mode: rank $i: FAIL: did not exit (hung until the cluster was killed?)"; continue; fi
     r=$(cat "$ex")
     dt=$(awk -v a="$(mtime "$at")" -v b="$(mtime "$ex")" 'BEGIN{printf "%.1f", b - a}')
     # the error is the last thing ringbench writes: the output's mtime is when it was reported
-    de=$(awk -v a="$(mtime "$at")" -v b="$(mtime "$OUT/guest$i/fault-$mode.out")" 'BEGIN{printf "%.1f", b - a}')
-    err=$(grep -v '^#' "$OUT/guest$i/fault-$mode.out" | grep -m1 -i "rank $VICTIM\b" || true)
-    [ -n "$err" ] || err=$(grep -v '^#' "$OUT/guest$i/fault-$mode.out" | grep -m1 -i 'error\|ringbench:' || true)
+    de=$(awk -v a="$(mtime "$at")" -v b="$(mtime "$OUT/guest$i/$f.out")" 'BEGIN{printf "%.1f", b - a}')
+    err=$(grep -v '^#' "$OUT/guest$i/$f.out" | grep -m1 -i "rank $VICTIM\b" || true)
+    [ -n "$err" ] || err=$(grep -v '^#' "$OUT/guest$i/$f.out" | grep -m1 -i 'error\|ringbench:' || true)
     verdict=PASS; why=""
     [ "$r" != 0 ] || { verdict=FAIL; why+=" exited 0;"; }
-    grep -v '^#' "$OUT/guest$i/fault-$mode.out" | grep -q "rank $VICTIM\b" || { verdict=FAIL; why+=" error does not name rank $VICTIM;"; }
+    grep -v '^#' "$OUT/guest$i/$f.out" | grep -q "rank $VICTIM\b" || { verdict=FAIL; why+=" error does not name rank $VICTIM;"; }
     awk -v d="$de" -v b="$((2 * RB_TIMEOUT))" 'BEGIN{exit !(d <= b)}' || { verdict=FAIL; why+=" reported its error ${de}s after the fault > $((2 * RB_TIMEOUT))s;"; }
     awk -v d="$dt" -v b="$((2 * RB_TIMEOUT + 10))" 'BEGIN{exit !(d <= b)}' || { verdict=FAIL; why+=" exited ${dt}s after the fault > $((2 * RB_TIMEOUT + 10))s;"; }
     [ "$verdict" = PASS ] || fail=1
-    say "$mode: rank $i: $verdict${why:+:$why} rc=$r, error reported ${de}s and exited ${dt}s after the fault: ${err:0:220}"
+    say "$t $mode: rank $i: $verdict${why:+:$why} rc=$r, error reported ${de}s and exited ${dt}s after the fault: ${err:0:220}"
   done
 done
 say "total wall time $(( $(date +%s) - t0 ))s; results in $OUT"

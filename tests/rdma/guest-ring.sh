@@ -1,49 +1,60 @@
 #!/bin/sh
 # In-guest part of ring-in-guests.sh (busybox sh; run by guest-cluster.sh in every guest).
-# usage: guest-ring.sh TRANSPORTS PERFTEST_SIZES UNIT_TESTS RING_ARGS...
-#   TRANSPORTS      space-separated list, e.g. "tcp verbs": one `ringbench allreduce` per entry,
-#                   run by every guest as rank GUEST_INDEX of GUEST_COUNT
+# usage: guest-ring.sh SIZES TRANSPORTS PERFTEST_SIZES UNIT_TESTS RING_ARGS...
+#   SIZES           space-separated ring sizes, e.g. "2 4": for each, guests 0..N-1 run the ring
+#                   as ranks 0..N-1 while the others wait; all guests meet at a barrier (files in
+#                   the shared directory) between sizes, so one boot serves every size
+#   TRANSPORTS      space-separated list, e.g. "tcp verbs": one `ringbench allreduce` per entry
+#                   and size
 #   PERFTEST_SIZES  space-separated "bytes:iters" list for ib_write_bw from guest 0 (client) to
 #                   guest 1 (server) on rxe0; empty or "-" for none
 #   UNIT_TESTS      space-separated test executables (paths relative to the build directory)
 #                   that guest 0 runs after the rest, e.g. "tests/verbs_transport_test"; "-" none
 #   RING_ARGS       the common `ringbench allreduce` arguments
-# Writes, in the current directory (the guest's output share): ring-<t>.out, ring-<t>.json
-# (rank 0 only), ring-<t>.rc, perftest-<bytes>.out/.rc, unit-<name>.out/.rc; prints RESULT lines.
-# Each step uses its own store/perftest port, so a step that failed on one guest cannot
-# disturb the next one. Exit status: 0 when every step of this guest succeeded.
-TRANSPORTS=$1
-PERFTEST_SIZES=$2
-UNIT_TESTS=$3
-shift 3
+# Writes, in the current directory (the guest's output share): ring-n<N>-<t>.out,
+# ring-n<N>-<t>.json (rank 0 only), ring-n<N>-<t>.rc, perftest-<bytes>.out/.rc,
+# unit-<name>.out/.rc; prints RESULT lines. Each step uses its own store/perftest port, so a
+# step that failed on one guest cannot disturb the next one. Exit status: 0 when every step of
+# this guest succeeded.
+SIZES=$1
+TRANSPORTS=$2
+PERFTEST_SIZES=$3
+UNIT_TESTS=$4
+shift 4
 RB=$GUEST_BUILD_DIR/runner/ringbench
 STORE_HOST=$GUEST_NET.1
 status=0
 step=0
 now() { cut -d' ' -f1 /proc/uptime; }
+. "$(dirname "$0")/guest-barrier.sh"  # barrier NAME
 
-for t in $TRANSPORTS; do
-  port=$((29500 + step))
-  step=$((step + 1))
-  extra=""
-  # 64K memory regions instead of PVRDMA's 1G: transfers cross region boundaries (one SGE each).
-  [ "$t" = verbs ] && extra="--ib-dev $GUEST_IB_DEV --mr-chunk 64K"
-  json=""
-  [ "$GUEST_INDEX" = 0 ] && json="--json ring-$t.json"
-  serve=""
-  [ "$GUEST_INDEX" = 0 ] && serve="RINGBENCH_STORE_SERVE=1"
-  echo "=== ring transport=$t rank $GUEST_INDEX/$GUEST_COUNT store $STORE_HOST:$port (uptime $(now)s)"
-  t0=$(now)
-  # shellcheck disable=SC2086  # extra, json and serve are word lists
-  env $serve RINGBENCH_RANK="$GUEST_INDEX" RINGBENCH_WORLD_SIZE="$GUEST_COUNT" \
-    RINGBENCH_STORE="$STORE_HOST:$port" RINGBENCH_JOB_ID="guests-n$GUEST_COUNT-$t" \
-    "$RB" allreduce --transport "$t" $extra "$@" $json > "ring-$t.out" 2>&1
-  rc=$?
-  echo "$rc" > "ring-$t.rc"
-  cat "ring-$t.out"
-  echo "RESULT ring transport=$t rank=$GUEST_INDEX ranks=$GUEST_COUNT rc=$rc wall_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}')"
-  [ "$rc" = 0 ] || status=1
+for size in $SIZES; do
+  barrier "ring-n$size" || status=1
+  for t in $TRANSPORTS; do
+    port=$((29500 + step))  # the same on every guest, whether it takes part or not
+    step=$((step + 1))
+    [ "$GUEST_INDEX" -lt "$size" ] || continue
+    extra=""
+    # 64K memory regions instead of PVRDMA's 1G: transfers cross region boundaries (one SGE each).
+    [ "$t" = verbs ] && extra="--ib-dev $GUEST_IB_DEV --mr-chunk 64K"
+    json=""
+    [ "$GUEST_INDEX" = 0 ] && json="--json ring-n$size-$t.json"
+    serve=""
+    [ "$GUEST_INDEX" = 0 ] && serve="RINGBENCH_STORE_SERVE=1"
+    echo "=== ring transport=$t rank $GUEST_INDEX/$size store $STORE_HOST:$port (uptime $(now)s)"
+    t0=$(now)
+    # shellcheck disable=SC2086  # extra, json and serve are word lists
+    env $serve RINGBENCH_RANK="$GUEST_INDEX" RINGBENCH_WORLD_SIZE="$size" \
+      RINGBENCH_STORE="$STORE_HOST:$port" RINGBENCH_JOB_ID="guests-n$size-$t" \
+      "$RB" allreduce --transport "$t" $extra "$@" $json > "ring-n$size-$t.out" 2>&1
+    rc=$?
+    echo "$rc" > "ring-n$size-$t.rc"
+    cat "ring-n$size-$t.out"
+    echo "RESULT ring transport=$t rank=$GUEST_INDEX ranks=$size rc=$rc wall_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}')"
+    [ "$rc" = 0 ] || status=1
+  done
 done
+barrier rings-done || status=1
 
 # ib_write_bw between guests 0 and 1: perftest alone, independent of our code, on the same
 # rxe devices and segment. The server (guest 1) takes one client per attempt; the client
