@@ -3,7 +3,8 @@
 //   InProcStore  - threads of one process (tests)
 //   TcpStore     - client of a TcpStoreServer (multi-process and multi-node runs)
 //   MPI          - when launched by mpirun, rank 0 hosts a TcpStoreServer and broadcasts its
-//                  address with MPI (see runner/bootstrap.h); MPI never carries our data.
+//                  address and the job's secret with MPI (see runner/world.cc); MPI never
+//                  carries our data.
 #pragma once
 
 #include <atomic>

@@ -34,7 +34,4 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a);
 // `argv` is the full command line, for re-executing local ranks and for the metadata.
 int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv);
 
-// "4K" -> 4096, "1M" -> 1048576, "2G", plain bytes; binary units as in nccl-tests.
-size_t parse_bytes(const std::string& s);
-
 }  // namespace ringbench

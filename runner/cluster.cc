@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,8 +25,7 @@
 
 #include "collectives/errors.h"
 #include "collectives/net.h"
-
-extern char** environ;
+#include "runner/subprocess.h"
 
 namespace ringbench {
 namespace {
@@ -42,24 +40,11 @@ using Argv = std::vector<std::string>;
 
 // ---------------------------------------------------------------- running ip and tc
 
-std::string find_tool(const std::string& name) {
-  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
-    std::string p = std::string(dir) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string p = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
-
 // Resolved once, in the parent: the spawned child only execs.
 const std::string& tool_path(const std::string& name) {
-  static const std::string ip = find_tool("ip");
-  static const std::string tc = find_tool("tc");
+  static const std::vector<std::string> sbin{"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
+  static const std::string ip = find_on_path("ip", sbin);
+  static const std::string tc = find_on_path("tc", sbin);
   return name == "tc" ? tc : ip;
 }
 
@@ -69,90 +54,23 @@ std::string shown(const Argv& argv) {
   return s;
 }
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  return s;
-}
-
-struct Output {
-  int status = -1;
-  std::string out, err;
-  bool ok() const { return status == 0; }
-  std::string message() const {
-    std::string m = trimmed(err.empty() ? out : err);
-    return m.empty() ? "exit status " + std::to_string(status) : m;
-  }
-};
+using Output = ProcessOutput;
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
 }
 
-// Reads both pipes to their end (poll, so a full stderr pipe cannot block a child writing stdout).
-void drain(int out_fd, int err_fd, std::string* out, std::string* err) {
-  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-  std::string* bufs[2] = {out, err};
-  int open = 2;
-  while (open > 0) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !fds[i].revents) continue;
-      char buf[4096];
-      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        bufs[i]->append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        fds[i].fd = -1;
-        --open;
-      }
-    }
-  }
-}
-
-// Runs `ip ...` or `tc ...` without a shell. posix_spawn (vfork + exec) keeps the child free of
-// anything that is not async-signal-safe, which matters because the process may have threads.
+// Runs `ip ...` or `tc ...` without a shell.
 Output run_tool(const Argv& argv) {
-  Output o;
   const std::string& path = tool_path(argv.at(0));
   if (path.empty()) {
+    Output o;
     o.status = 127;
     o.err = argv[0] + ": not found (install iproute2)";
     return o;
   }
-  int out[2], err[2];
-  check_errno(::pipe2(out, O_CLOEXEC) == 0, "pipe2");
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]), ::close(out[1]);
-    check_errno(false, "pipe2");
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]), ::close(err[1]);
-  if (rc == 0) drain(out[0], err[0], &o.out, &o.err);
-  ::close(out[0]), ::close(err[0]);
-  if (rc != 0) {
-    o.status = 127;
-    o.err = "cannot run " + path + ": " + std::strerror(rc);
-    return o;
-  }
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return o;
+  return run_process(path, argv);
 }
 
 Error command_error(const Argv& argv, const Output& o) {

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   ringbench::AllreduceArgs ar;
   auto* allreduce = app.add_subcommand(
       "allreduce",
-      "nccl-tests style allreduce sweep: our ring over TCP, or MPI_Allreduce as the baseline.\n"
+      "nccl-tests style allreduce sweep: our ring over TCP or RDMA verbs (--transport), or "
+      "MPI_Allreduce and NCCL as baselines (--impl mpi|nccl).\n"
       "Run under mpirun (mpirun -np 4 ringbench allreduce) or locally (ringbench allreduce "
       "--ranks 4).");
   ringbench::add_allreduce_options(*allreduce, ar);
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand(
       "train",
       "Data-parallel training (synthetic data or Fashion-MNIST) with bucketed gradient allreduce "
-      "overlapped with backward; Horovod-style img/sec.\n"
+      "overlapped with backward, over our ring (tcp, verbs), MPI or NCCL (--transport); "
+      "Horovod-style img/sec.\n"
       "Run under mpirun (mpirun -np 4 ringbench train --model mobilenet_v1) or locally "
       "(ringbench train --ranks 2).");
   ringbench::add_train_options(*train, tr);

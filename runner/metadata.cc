@@ -72,15 +72,6 @@ std::string command_line_output(const std::string& cmd) {
 }
 
 // The executable's path as the shell would find it on PATH ("" when it is not there).
-std::string find_on_path(const std::string& exe) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(ss, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return dir + "/" + exe;
-  return "";
-}
-bool on_path(const std::string& exe) { return !find_on_path(exe).empty(); }
-
 std::string read_first_line(const std::string& path) {
   std::ifstream f(path);
   std::string s;

@@ -17,9 +17,6 @@ nlohmann::json mpi_path_info();
 
 // A command's output, trailing newlines cut ("" when it fails); for versions in env.json.
 std::string command_line_output(const std::string& cmd);
-// The executable's path as the shell would find it on PATH ("" when it is not there).
-std::string find_on_path(const std::string& exe);
-bool on_path(const std::string& exe);
 // The first line of a file ("" when it cannot be read).
 std::string read_first_line(const std::string& path);
 // This machine's physical memory in GiB, for "needs N GiB; this machine has M GiB" errors.

@@ -1,11 +1,6 @@
 // report.md, summary.csv and gnuplot SVGs from raw.jsonl alone, and the comparison of two runs.
 #include "runner/report.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -30,6 +25,7 @@
 #include "collectives/errors.h"
 #include "runner/metadata.h"
 #include "runner/stats.h"
+#include "runner/subprocess.h"
 
 namespace ringbench {
 namespace {
@@ -735,85 +731,15 @@ std::string summary_csv(const Run& run) {
 // ---------------------------------------------------------------------------------------------
 // Plots: a gnuplot script and its data beside each SVG in RUN_DIR/plots, so users can tweak them
 
-struct Fd {
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  void reset() {
-    if (fd >= 0) close(fd);
-    fd = -1;
-  }
-  int fd;
-};
-
-std::string find_in_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// Reads both pipes to their end; false when poll failed.
-bool drain(int out_fd, int err_fd, std::string& out, std::string& err) {
-  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-  std::string* sinks[2] = {&out, &err};
-  char buf[65536];
-  for (int open_fds = 2; open_fds > 0;) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        sinks[i]->append(buf, size_t(n));
-      } else if (n == 0 || errno != EINTR) {
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  return true;
-}
-
 // Runs `gnuplot SCRIPT` in `dir` (the script names its data files relative to it) and returns
 // what it wrote to stdout: the SVG.
 std::string run_gnuplot(const std::string& gnuplot, const std::string& dir,
                         const std::string& script) {
-  int out[2], err[2];
-  check_errno(pipe2(out, O_CLOEXEC) == 0, "pipe for gnuplot");
-  Fd out_r{out[0]}, out_w{out[1]};
-  check_errno(pipe2(err, O_CLOEXEC) == 0, "pipe for gnuplot");
-  Fd err_r{err[0]}, err_w{err[1]};
-  const pid_t pid = fork();
-  check_errno(pid >= 0, "fork for gnuplot");
-  if (pid == 0) {
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (chdir(dir.c_str()) == 0 && null_fd >= 0 && dup2(null_fd, 0) == 0 && dup2(out[1], 1) == 1 &&
-        dup2(err[1], 2) == 2)
-      execl(gnuplot.c_str(), "gnuplot", script.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  out_w.reset();
-  err_w.reset();
-  std::string svg, messages;
-  const bool drained = drain(out_r.fd, err_r.fd, svg, messages);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  check_errno(drained, "reading gnuplot's output");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || svg.empty())
-    throw Error("gnuplot failed on plots/" + script + " (" + gnuplot + "): " + one_line(messages));
-  if (!messages.empty())
-    std::cerr << "ringbench report: gnuplot on plots/" << script << ": " << messages;
-  return svg;
+  const ProcessOutput o = run_process(gnuplot, {"gnuplot", script}, dir);
+  if (!o.ok() || o.out.empty())
+    throw Error("gnuplot failed on plots/" + script + " (" + gnuplot + "): " + one_line(o.message()));
+  if (!o.err.empty()) std::cerr << "ringbench report: gnuplot on plots/" << script << ": " << o.err;
+  return o.out;
 }
 
 std::string gp_quote(const std::string& s) {
@@ -867,7 +793,7 @@ class Plotter {
       note_ = "Plots skipped: turned off.";
       return;
     }
-    gnuplot_ = find_in_path("gnuplot");
+    gnuplot_ = find_on_path("gnuplot");
     if (gnuplot_.empty()) note_ = "Plots skipped: gnuplot not found (apt-get install gnuplot-nox).";
   }
   bool enabled() const { return note_.empty(); }

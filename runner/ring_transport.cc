@@ -2,7 +2,7 @@
 
 #include "collectives/errors.h"
 #include "ringbench/config.h"
-#include "runner/allreduce_cmd.h"
+#include "runner/bytes.h"
 #if RINGBENCH_HAVE_VERBS
 #include "collectives/verbs_transport.h"
 #endif

@@ -15,6 +15,7 @@
 #include "collectives/errors.h"
 #include "models/zoo.h"
 #include "runner/allreduce_cmd.h"
+#include "runner/bytes.h"
 #include "vgpu/catalog.h"
 #include "vgpu/scheduler.h"
 

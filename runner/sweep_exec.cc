@@ -24,6 +24,7 @@
 #include "runner/metadata.h"
 #include "runner/mpi_util.h"
 #include "runner/point_args.h"
+#include "runner/subprocess.h"
 #include "runner/sweep_messages.h"
 #include "vgpu/detect.h"
 

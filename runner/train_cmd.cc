@@ -21,6 +21,7 @@
 #include "ringbench/config.h"
 #include "runner/allreduce_cmd.h"
 #include "runner/allreduce_impl.h"
+#include "runner/bytes.h"
 #include "runner/cpu_budget.h"
 #include "runner/gpu.h"
 #include "runner/metadata.h"

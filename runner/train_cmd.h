@@ -35,7 +35,5 @@ struct TrainArgs {
 
 void add_train_options(CLI::App& cmd, TrainArgs& a);
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv);
-// Exit status of a run whose model and batch do not fit the profile's framebuffer.
-inline constexpr int kDoesNotFitExit = 3;
 
 }  // namespace ringbench

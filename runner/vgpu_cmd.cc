@@ -16,7 +16,6 @@
 #include "models/device_memory.h"
 #include "runner/launcher.h"
 #include "runner/metadata.h"
-#include "runner/train_cmd.h"
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
 #include "vgpu/scheduler.h"

@@ -14,6 +14,9 @@
 
 namespace ringbench {
 
+// Exit status of a `ringbench train` whose model and batch do not fit the profile's framebuffer.
+inline constexpr int kDoesNotFitExit = 3;
+
 struct VgpuTrainArgs {
   std::string profile = "none";  // a catalog profile, "passthrough", "bare-metal" or "none"
   bool allow_mismatch = false;
