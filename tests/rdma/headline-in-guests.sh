@@ -43,6 +43,9 @@ SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 T0=$(date +%s)
+# This test's own results from an earlier run: the sweep rightly refuses a run directory that
+# is not empty, so a second run in the same --out starts from a clean one.
+rm -rf "$RESULTS"
 
 set +e
 "$HERE/guest-hosts.sh" up --state "$STATE" --guests 4 --build-dir "$BUILD" --results "$RESULTS" "${GH_OPTS[@]}"
