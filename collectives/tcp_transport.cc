@@ -26,33 +26,22 @@
 #include "collectives/errors.h"
 #include "collectives/net.h"
 #include "collectives/tcp_wire.h"
+#include "collectives/transport_core.h"
 
 namespace ringbench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using transport_core::Clock;
+using transport_core::fmt_s;
+using transport_core::seconds;
 using std::chrono::milliseconds;
 
 using namespace tcp_wire;
 constexpr size_t kMaxAbortText = 4096;
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-std::string fmt_s(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s", s);
-  return b;
-}
-
-struct ReqState {
-  enum Status { kPending, kDone, kFailed };
-  Status status = kPending;
-  std::exception_ptr error;
-  int peer = -1;
-  bool is_send = false;
+struct ReqState : transport_core::ReqState {
   char* data = nullptr;
-  size_t length = 0;
   size_t transferred = 0;  // payload bytes moved so far, for timeout messages
-  uint64_t tag = 0;
   struct Conn* conn = nullptr;
 };
 using ReqPtr = std::shared_ptr<ReqState>;
@@ -86,29 +75,11 @@ struct Conn {
   Clock::time_point last_rx;
 };
 
-class TcpTransport;
-
-class TcpRequest : public Request {
- public:
-  TcpRequest(TcpTransport* t, ReqPtr s) : t_(t), s_(std::move(s)) {}
-  ~TcpRequest() override;
-  bool test() override;
-  void wait(milliseconds timeout) override;
-
- private:
-  TcpTransport* t_;
-  ReqPtr s_;
-};
-
-class TcpTransport : public Transport {
+class TcpTransport : public transport_core::TransportCore<ReqState> {
  public:
   TcpTransport(Store& store, int rank, int size, const TcpOptions& opts);
   ~TcpTransport() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const TransportCaps& caps() const override { return caps_; }
-  std::map<std::string, std::string> path_info() const override { return path_; }
   std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes, MemKind kind) override;
   std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset, size_t length,
                                  uint64_t tag) override;
@@ -116,9 +87,8 @@ class TcpTransport : public Transport {
                                  uint64_t tag) override;
   void abort(const std::string& reason) noexcept override;
 
-  bool test(const ReqPtr& r);
-  void wait(const ReqPtr& r, milliseconds timeout);
-  void abandon(const ReqPtr& r);
+  bool test(const ReqPtr& r) override;
+  void wait(const ReqPtr& r, milliseconds timeout) override;
 
  private:
   struct Peer {
@@ -133,11 +103,9 @@ class TcpTransport : public Transport {
   void reject(int fd, const std::string& why, bool reply, const std::string& client_nonce = "");
   void handshake(int fd, int peer, int socket_index, Clock::time_point deadline);
   HelloReply sign(HelloReply r, const std::string& client_nonce) const;
-  std::string who(int peer) const {
+  std::string who(int peer) const override {
     return "rank " + std::to_string(peer) + " (" + peers_[peer].addr + ")";
   }
-  std::string me() const { return "rank " + std::to_string(rank_); }
-  void check_args(int peer, const Buffer& buf, size_t offset, size_t length) const;
 
   // All below run with mu_ held.
   void io_loop();
@@ -146,7 +114,7 @@ class TcpTransport : public Transport {
   void on_header(Conn& c);
   void on_closed(Conn& c, const std::string& why);
   void complete(const ReqPtr& r);
-  void fail(std::exception_ptr e);
+  void fail(std::exception_ptr e) override;
   void update_interest(Conn& c);
   void housekeeping(Clock::time_point now);
   // A transfer posted on this socket is not done. Per socket, not per peer: frames are
@@ -155,10 +123,7 @@ class TcpTransport : public Transport {
   static bool has_pending(const Conn& c);
   bool quiet() const;  // nothing left to send, every peer said bye or closed
 
-  int rank_, size_;
   TcpOptions opts_;
-  TransportCaps caps_;
-  std::map<std::string, std::string> path_;
   int unauthenticated_ = 0;  // connections closed because they did not prove the secret
   std::vector<Peer> peers_;
   int listen_fd_ = -1;
@@ -168,9 +133,6 @@ class TcpTransport : public Transport {
   milliseconds heartbeat_;
   Clock::time_point last_heartbeat_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::exception_ptr fatal_;
   bool closing_ = false;
   std::atomic<bool> stop_{false};
   std::vector<char> discard_ = std::vector<char>(size_t{64} << 10);  // for Conn::kDiscard
@@ -180,9 +142,7 @@ class TcpTransport : public Transport {
 // ---- setup -----------------------------------------------------------------------------
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& opts)
-    : rank_(rank), size_(size), opts_(opts), peers_(static_cast<size_t>(size)) {
-  if (size < 1 || rank < 0 || rank >= size)
-    throw Error("invalid rank " + std::to_string(rank) + " of " + std::to_string(size));
+    : TransportCore(rank, size), opts_(opts), peers_(static_cast<size_t>(size)) {
   if (opts.sockets_per_peer < 1 || opts.sockets_per_peer > 64)
     throw Error("sockets per peer must be 1..64, got " + std::to_string(opts.sockets_per_peer));
   if (opts.job_id.size() >= sizeof(Hello::job_id))
@@ -548,15 +508,6 @@ std::unique_ptr<Buffer> TcpTransport::register_buffer(void* data, size_t bytes, 
   return std::make_unique<Buffer>(data, bytes, kind);
 }
 
-void TcpTransport::check_args(int peer, const Buffer& buf, size_t offset, size_t length) const {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    throw Error(me() + ": invalid peer " + std::to_string(peer) + " (world size " +
-                std::to_string(size_) + ")");
-  if (offset > buf.size() || length > buf.size() - offset)
-    throw Error(me() + ": transfer [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                ") is outside the registered buffer of " + std::to_string(buf.size()) + " bytes");
-}
-
 std::unique_ptr<Request> TcpTransport::isend(int peer, const Buffer& buf, size_t offset,
                                              size_t length, uint64_t tag) {
   check_args(peer, buf, offset, length);
@@ -580,7 +531,7 @@ std::unique_ptr<Request> TcpTransport::isend(int peer, const Buffer& buf, size_t
   c.sendq.push_back(std::move(item));
   if (c.sendq.size() == 1) on_writable(c);  // try at once: saves a wake-up of the I/O thread
   update_interest(c);
-  return std::make_unique<TcpRequest>(this, r);
+  return make_request(r);
 }
 
 std::unique_ptr<Request> TcpTransport::irecv(int peer, Buffer& buf, size_t offset,
@@ -601,7 +552,7 @@ std::unique_ptr<Request> TcpTransport::irecv(int peer, Buffer& buf, size_t offse
   c.recvq.push_back(r);
   if (c.rx == Conn::kAwaitingRecv) on_header(c);  // a frame was waiting for this receive
   update_interest(c);
-  return std::make_unique<TcpRequest>(this, r);
+  return make_request(r);
 }
 
 void TcpTransport::abort(const std::string& reason) noexcept {
@@ -629,19 +580,6 @@ void TcpTransport::abort(const std::string& reason) noexcept {
 }
 
 // ---- completion ------------------------------------------------------------------------
-
-bool TcpRequest::test() { return t_->test(s_); }
-TcpRequest::~TcpRequest() { t_->abandon(s_); }
-
-// A request dropped while pending (an exception unwound its owner) would keep using a buffer
-// its owner may free next: the transport fails, which stops all use of caller memory.
-void TcpTransport::abandon(const ReqPtr& r) {
-  std::lock_guard lk(mu_);
-  if (r->status == ReqState::kPending && !fatal_)
-    fail(std::make_exception_ptr(IoError(
-        r->peer, me() + ": a transfer with " + who(r->peer) + " was abandoned before it completed")));
-}
-void TcpRequest::wait(milliseconds timeout) { t_->wait(s_, timeout); }
 
 bool TcpTransport::test(const ReqPtr& r) {
   std::lock_guard lk(mu_);
@@ -698,17 +636,8 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
   if (r->status == ReqState::kDone) return;
   double heard = 1e9;
   for (auto& c : peers_[r->peer].conns) heard = std::min(heard, seconds(Clock::now() - c->last_rx));
-  throw TimeoutError(
-      r->peer, me() + ": timed out after " + fmt_s(seconds(timeout)) + " waiting to " +
-                   (r->is_send ? "send " : "receive ") + std::to_string(r->length) +
-                   " bytes " + (r->is_send ? "to " : "from ") + who(r->peer) + " (" +
-                   std::to_string(r->transferred) + " moved); the peer " +
-                   (heard < seconds(opts_.timeout) ? "is alive (heard from " + fmt_s(heard) + " ago)"
-                                                   : "was last heard from " + fmt_s(heard) + " ago") +
-                   " but " +
-                   (r->transferred ? std::string("the transfer stalled")
-                                   : std::string("not ") + (r->is_send ? "receiving" : "sending")) +
-                   ": is it running the same collective?");
+  throw transport_core::timeout_error(me(), who(r->peer), *r, timeout, heard, opts_.timeout,
+                                     " (" + std::to_string(r->transferred) + " moved)", r->transferred > 0);
 }
 
 void TcpTransport::complete(const ReqPtr& r) {

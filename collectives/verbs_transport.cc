@@ -23,12 +23,15 @@
 #include <thread>
 
 #include "collectives/errors.h"
+#include "collectives/transport_core.h"
 #include "collectives/verbs_wire.h"
 
 namespace ringbench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using transport_core::Clock;
+using transport_core::fmt_s;
+using transport_core::seconds;
 using std::chrono::milliseconds;
 
 constexpr uint32_t kMagic = verbs_wire::kMagic;  // also on every control message
@@ -68,12 +71,6 @@ uint32_t tag_hash(uint64_t tag) {
   return static_cast<uint32_t>((tag * 0x9E3779B97F4A7C15ULL) >> 32);
 }
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-std::string fmt_s(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s", s);
-  return b;
-}
 std::string hex(uint64_t v, int width = 0) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%0*llx", width, static_cast<unsigned long long>(v));
@@ -287,14 +284,7 @@ uint8_t ack_timeout_exponent(milliseconds timeout) {
 
 // ---- requests and buffers --------------------------------------------------------------
 
-struct ReqState {
-  enum Status { kPending, kDone, kFailed };
-  Status status = kPending;
-  std::exception_ptr error;
-  int peer = -1;
-  bool is_send = false;
-  size_t length = 0;
-  uint64_t tag = 0;
+struct ReqState : transport_core::ReqState {
   std::vector<ibv_sge> sges;
 };
 using ReqPtr = std::shared_ptr<ReqState>;
@@ -334,31 +324,13 @@ class VerbsBuffer : public Buffer {
   std::vector<ibv_mr*> mrs_;
 };
 
-class VerbsTransport;
-
-class VerbsRequest : public Request {
- public:
-  VerbsRequest(VerbsTransport* t, ReqPtr s) : t_(t), s_(std::move(s)) {}
-  ~VerbsRequest() override;
-  bool test() override;
-  void wait(milliseconds timeout) override;
-
- private:
-  VerbsTransport* t_;
-  ReqPtr s_;
-};
-
 // ---- transport -------------------------------------------------------------------------
 
-class VerbsTransport : public Transport {
+class VerbsTransport : public transport_core::TransportCore<ReqState> {
  public:
   VerbsTransport(Store& store, int rank, int size, const VerbsOptions& opts);
   ~VerbsTransport() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const TransportCaps& caps() const override { return caps_; }
-  std::map<std::string, std::string> path_info() const override { return path_; }
   std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes, MemKind kind) override;
   std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset, size_t length,
                                  uint64_t tag) override;
@@ -366,9 +338,8 @@ class VerbsTransport : public Transport {
                                  uint64_t tag) override;
   void abort(const std::string& reason) noexcept override;
 
-  bool test(const ReqPtr& r);
-  void wait(const ReqPtr& r, milliseconds timeout);
-  void abandon(const ReqPtr& r);
+  bool test(const ReqPtr& r) override;
+  void wait(const ReqPtr& r, milliseconds timeout) override;
 
  private:
   struct Peer {
@@ -396,10 +367,9 @@ class VerbsTransport : public Transport {
   void create_qps();
   void connect(Store& store);
   void release() noexcept;
-  std::string who(int peer) const;
-  std::string me() const { return "rank " + std::to_string(rank_); }
+  std::string who(int peer) const override;
   std::vector<ibv_sge> sg_list(const Buffer& buf, size_t offset, size_t length) const;
-  void check_args(int peer, const Buffer& buf, size_t offset, size_t length) const;
+  void check_verbs_args(int peer, const Buffer& buf, size_t offset, size_t length) const;
 
   // All below run with mu_ held.
   void post_data(int peer, const ReqPtr& r);
@@ -415,7 +385,7 @@ class VerbsTransport : public Transport {
   void on_data(const ibv_wc& wc, int peer, bool is_send);
   void on_ctrl_recv(const ibv_wc& wc, int peer, int slot);
   void on_wc_error(const ibv_wc& wc, int peer, const ReqPtr& r);
-  void fail(std::exception_ptr e);
+  void fail(std::exception_ptr e) override;
   void complete(const ReqPtr& r, ReqState::Status s, std::exception_ptr e = nullptr);
   bool has_pending(const Peer& p) const;
   bool ctrl_idle() const;
@@ -427,10 +397,7 @@ class VerbsTransport : public Transport {
             (send ? kCtrlRecvSlots : 0) + static_cast<size_t>(slot)) * kCtrlMsgBytes;
   }
 
-  int rank_, size_;
   VerbsOptions opts_;
-  TransportCaps caps_;
-  std::map<std::string, std::string> path_;
   std::shared_ptr<Device> dev_;
   int port_ = 1;
   ibv_port_attr port_attr_{};
@@ -451,18 +418,13 @@ class VerbsTransport : public Transport {
   milliseconds heartbeat_;
   Clock::time_point last_heartbeat_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::exception_ptr fatal_;
   bool closing_ = false;
   std::atomic<bool> stop_{false};
   std::thread progress_;
 };
 
 VerbsTransport::VerbsTransport(Store& store, int rank, int size, const VerbsOptions& opts)
-    : rank_(rank), size_(size), opts_(opts), peers_(static_cast<size_t>(size)) {
-  if (size < 1 || rank < 0 || rank >= size)
-    throw Error("invalid rank " + std::to_string(rank) + " of " + std::to_string(size));
+    : TransportCore(rank, size), opts_(opts), peers_(static_cast<size_t>(size)) {
   if (opts.job_id.size() >= sizeof(verbs_wire::ConnInfo::job_id))
     throw Error("job id longer than 63 characters: '" + opts.job_id + "'");
   if (opts.mr_chunk_bytes < 4096)
@@ -706,13 +668,9 @@ std::unique_ptr<Buffer> VerbsTransport::register_buffer(void* data, size_t bytes
   return std::make_unique<VerbsBuffer>(dev_, this, data, bytes, chunk_);
 }
 
-void VerbsTransport::check_args(int peer, const Buffer& buf, size_t offset, size_t length) const {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    throw Error(me() + ": invalid peer " + std::to_string(peer) + " (world size " +
-                std::to_string(size_) + ")");
-  if (offset > buf.size() || length > buf.size() - offset)
-    throw Error(me() + ": transfer [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                ") is outside the registered buffer of " + std::to_string(buf.size()) + " bytes");
+// The common checks, and a message no longer than the port takes.
+void VerbsTransport::check_verbs_args(int peer, const Buffer& buf, size_t offset, size_t length) const {
+  check_args(peer, buf, offset, length);
   if (length > port_attr_.max_msg_sz)
     throw Error(me() + ": a " + std::to_string(length) + "-byte message exceeds " + dev_->name +
                 "'s maximum of " + std::to_string(port_attr_.max_msg_sz) + " bytes");
@@ -746,7 +704,7 @@ std::vector<ibv_sge> VerbsTransport::sg_list(const Buffer& buf, size_t offset, s
 
 std::unique_ptr<Request> VerbsTransport::isend(int peer, const Buffer& buf, size_t offset,
                                                size_t length, uint64_t tag) {
-  check_args(peer, buf, offset, length);
+  check_verbs_args(peer, buf, offset, length);
   auto r = std::make_shared<ReqState>();
   r->peer = peer;
   r->is_send = true;
@@ -761,12 +719,12 @@ std::unique_ptr<Request> VerbsTransport::isend(int peer, const Buffer& buf, size
     post_data(peer, r);
   else
     p.sends_waiting.push_back(r);
-  return std::make_unique<VerbsRequest>(this, r);
+  return make_request(r);
 }
 
 std::unique_ptr<Request> VerbsTransport::irecv(int peer, Buffer& buf, size_t offset,
                                                size_t length, uint64_t tag) {
-  check_args(peer, buf, offset, length);
+  check_verbs_args(peer, buf, offset, length);
   auto r = std::make_shared<ReqState>();
   r->peer = peer;
   r->length = length;
@@ -782,7 +740,7 @@ std::unique_ptr<Request> VerbsTransport::irecv(int peer, Buffer& buf, size_t off
   } else {
     p.recvs_waiting.push_back(r);
   }
-  return std::make_unique<VerbsRequest>(this, r);
+  return make_request(r);
 }
 
 void VerbsTransport::post_data(int peer, const ReqPtr& r) {
@@ -894,19 +852,6 @@ void VerbsTransport::abort(const std::string& reason) noexcept {
 
 // ---- completion ------------------------------------------------------------------------
 
-bool VerbsRequest::test() { return t_->test(s_); }
-void VerbsRequest::wait(milliseconds timeout) { t_->wait(s_, timeout); }
-VerbsRequest::~VerbsRequest() { t_->abandon(s_); }
-
-// A request dropped while pending would let the HCA write into memory its owner may free
-// next: the transport fails, which moves the data QPs to the error state.
-void VerbsTransport::abandon(const ReqPtr& r) {
-  std::lock_guard lk(mu_);
-  if (r->status == ReqState::kPending && !fatal_)
-    fail(std::make_exception_ptr(IoError(
-        r->peer, me() + ": a transfer with " + who(r->peer) + " was abandoned before it completed")));
-}
-
 bool VerbsTransport::test(const ReqPtr& r) {
   std::lock_guard lk(mu_);
   if (r->status == ReqState::kPending) poll_cq();
@@ -937,14 +882,7 @@ void VerbsTransport::wait(const ReqPtr& r, milliseconds timeout) {
   if (r->status == ReqState::kDone) return;
   const Peer& p = peers_[static_cast<size_t>(r->peer)];
   double heard = seconds(Clock::now() - p.last_rx);
-  throw TimeoutError(
-      r->peer, me() + ": timed out after " + fmt_s(seconds(timeout)) + " waiting to " +
-                   (r->is_send ? "send " : "receive ") + std::to_string(r->length) + " bytes " +
-                   (r->is_send ? "to " : "from ") + who(r->peer) + "; the peer " +
-                   (heard < seconds(opts_.timeout) ? "is alive (heard from " + fmt_s(heard) + " ago)"
-                                                   : "was last heard from " + fmt_s(heard) + " ago") +
-                   " but not " + (r->is_send ? "receiving" : "sending") +
-                   ": is it running the same collective?");
+  throw transport_core::timeout_error(me(), who(r->peer), *r, timeout, heard, opts_.timeout, "", false);
 }
 
 void VerbsTransport::complete(const ReqPtr& r, ReqState::Status s, std::exception_ptr e) {
