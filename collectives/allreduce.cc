@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench::auth {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/reduce.h"
 #include "collectives/tag.h"
 

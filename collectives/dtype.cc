@@ -1,6 +1,6 @@
 #include "collectives/dtype.h"
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "collectives/device_reduce.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 extern char** environ;
 

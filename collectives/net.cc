@@ -16,7 +16,7 @@
 #include <fstream>
 #include <thread>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench::net {
 namespace {

@@ -7,7 +7,7 @@
 #include <iterator>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/store_internal.h"
 
 namespace ringbench {

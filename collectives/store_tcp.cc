@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/store.h"
 #include "collectives/store_internal.h"
 

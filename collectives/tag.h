@@ -8,7 +8,7 @@
 #include <string>
 
 #include "collectives/dtype.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/transport.h"
 
 namespace ringbench {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/tcp_wire.h"
 #include "collectives/transport_core.h"

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/transport.h"
 
 namespace ringbench::transport_core {

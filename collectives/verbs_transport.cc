@@ -22,7 +22,7 @@
 #include <random>
 #include <thread>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/transport_core.h"
 #include "collectives/verbs_wire.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench::verbs_wire {
 namespace {

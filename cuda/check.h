@@ -1,4 +1,4 @@
-// Error checks for the CUDA runtime, cuBLAS and cuDNN: a failed call throws std::runtime_error
+// Error checks for the CUDA runtime, cuBLAS and cuDNN: a failed call throws Error
 // naming the call, its error and where it was made (never a silent wrong result).
 #pragma once
 
@@ -9,10 +9,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/errors.h"
+
 namespace ringbench::cuda {
 
 [[noreturn]] inline void fail(const char* call, const std::string& error, const char* file, int line) {
-  throw std::runtime_error(std::string(call) + " failed: " + error + " (" + file + ":" +
+  throw Error(std::string(call) + " failed: " + error + " (" + file + ":" +
                            std::to_string(line) + ")");
 }
 

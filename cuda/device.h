@@ -23,7 +23,7 @@ struct GpuInfo {
   std::string cublas;        // "13.1.0"
 };
 
-// Describes `device`; throws std::runtime_error if it is not usable. `in_use`: the device is
+// Describes `device`; throws Error if it is not usable. `in_use`: the device is
 // this process's (made current, free memory read); else it is only described, without creating
 // a context on it (free_bytes stays 0), as CPU runs do for their metadata.
 GpuInfo gpu_info(int device = 0, bool in_use = true);

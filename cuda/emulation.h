@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/errors.h"
+
 #define __global__
 #define __device__
 #define __host__
@@ -50,7 +52,7 @@ inline thread_local std::barrier<>* block_barrier = nullptr;
 template <class Body>
 void run(unsigned grid, unsigned block, const Body& body) {
   if (grid == 0 || block == 0 || block > 1024)
-    throw std::runtime_error("emulated launch: grid " + std::to_string(grid) + ", block " + std::to_string(block));
+    throw Error("emulated launch: grid " + std::to_string(grid) + ", block " + std::to_string(block));
   for (unsigned b = 0; b < grid; ++b) {
     std::barrier<> bar(block);
     std::vector<std::thread> threads;

@@ -1,5 +1,5 @@
 // Owned CUDA resources: device arrays (counted against the emulated framebuffer cap of
-// models/device_memory.h, so a vGPU profile's limit holds on a real GPU too), pinned host
+// base/device_memory.h, so a vGPU profile's limit holds on a real GPU too), pinned host
 // arrays for staging, streams and events.
 #pragma once
 
@@ -13,7 +13,8 @@
 #include <utility>
 
 #include "cuda/check.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
+#include "base/errors.h"
 
 namespace ringbench::cuda {
 
@@ -50,16 +51,16 @@ class DeviceArray : public detail::ArrayHandle<T> {
   DeviceArray() = default;
   DeviceArray(size_t n, const char* what_for) : detail::ArrayHandle<T>(n) {
     if (!n) return;
-    models::DeviceMemory::instance().reserve(bytes(), what_for);
+    DeviceMemory::instance().reserve(bytes(), what_for);
     const cudaError_t e = cudaMalloc(&this->p_, bytes());
     if (e != cudaSuccess) {
-      auto& mem = models::DeviceMemory::instance();
+      auto& mem = DeviceMemory::instance();
       mem.release(bytes());
       if (e == cudaErrorMemoryAllocation) {  // a real device's framebuffer is full: a result
         size_t free = 0, total = 0;
         cudaMemGetInfo(&free, &total);
         cudaGetLastError();
-        throw models::DeviceOutOfMemory(bytes(), mem.in_use(), mem.cap() ? mem.cap() : total, what_for);
+        throw DeviceOutOfMemory(bytes(), mem.in_use(), mem.cap() ? mem.cap() : total, what_for);
       }
       check(e, "cudaMalloc", __FILE__, __LINE__);
     }
@@ -69,7 +70,7 @@ class DeviceArray : public detail::ArrayHandle<T> {
   ~DeviceArray() {
     if (this->p_) {
       cudaFree(this->p_);
-      models::DeviceMemory::instance().release(bytes());
+      DeviceMemory::instance().release(bytes());
     }
   }
   size_t bytes() const { return this->n_ * sizeof(T); }
@@ -91,7 +92,7 @@ class PinnedArray : public detail::ArrayHandle<T> {
 
 // Waits for queued GPU work by polling `query` (cudaStreamQuery, cudaEventQuery), at most
 // `limit`: the driver's own waits have no timeout. Spins (yielding) for the first 2 ms, as the
-// driver's default wait does, then sleeps between polls. Throws std::runtime_error naming
+// driver's default wait does, then sleeps between polls. Throws Error naming
 // `what` on a CUDA error or when the limit passes.
 inline constexpr std::chrono::seconds kGpuWaitLimit{300};  // no step of ours legitimately takes longer
 template <class Query>
@@ -104,7 +105,7 @@ void wait_done(Query query, const char* what, std::chrono::milliseconds limit = 
     cudaGetLastError();  // "not ready" is no error: clear it (as PyTorch's stream query does)
     const auto waited = std::chrono::steady_clock::now() - t0;
     if (waited > limit)
-      throw std::runtime_error(std::string(what) + ": the GPU work waited for has not finished after " +
+      throw Error(std::string(what) + ": the GPU work waited for has not finished after " +
                                std::to_string(limit.count() / 1000) + " s (a hung kernel?)");
     if (waited < std::chrono::milliseconds(2)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(50));

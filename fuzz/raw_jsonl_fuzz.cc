@@ -10,7 +10,7 @@
 #include <iostream>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/report.h"
 
 namespace {

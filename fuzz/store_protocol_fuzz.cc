@@ -12,7 +12,7 @@
 #include <string>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/sweep_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

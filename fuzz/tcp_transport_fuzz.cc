@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
 #include "collectives/tcp_transport.h"

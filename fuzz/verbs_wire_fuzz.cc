@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/verbs_wire.h"
 
 namespace vw = ringbench::verbs_wire;

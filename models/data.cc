@@ -12,6 +12,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/errors.h"
+
 namespace ringbench::models {
 
 const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
@@ -22,7 +24,7 @@ constexpr uint32_t kImagesMagic = 0x00000803;  // unsigned bytes, 3 dimensions
 constexpr uint32_t kLabelsMagic = 0x00000801;  // unsigned bytes, 1 dimension
 
 [[noreturn]] void fail(const std::string& file, const std::string& why) {
-  throw std::runtime_error(file + ": " + why);
+  throw Error(file + ": " + why);
 }
 
 // "name" itself, else "name.gz".
@@ -95,7 +97,7 @@ Dataset load(const std::string& images, const std::string& labels, int shard, in
   const uint32_t n = im.be32("header");
   const uint32_t rows = im.be32("header"), cols = im.be32("header");
   if (n != nl)
-    throw std::runtime_error(im.path() + " has " + std::to_string(n) + " images but " + li.path() +
+    throw Error(im.path() + " has " + std::to_string(n) + " images but " + li.path() +
                              " has " + std::to_string(nl) + " labels");
   if (rows < 1 || cols < 1 || rows > 65536 || cols > 65536 || uint64_t(rows) * cols > (1u << 26))
     fail(im.path(), "implausible image size " + std::to_string(rows) + "x" + std::to_string(cols));
@@ -191,7 +193,7 @@ class DatasetSource : public BatchSource {
  public:
   DatasetSource(const Dataset& d, int batch, uint64_t seed) : d_(d), batch_(size_t(batch)), seed_(seed) {
     if (batch > 0 && d.size() < size_t(batch))
-      throw std::runtime_error("dataset shard has " + std::to_string(d.size()) +
+      throw Error("dataset shard has " + std::to_string(d.size()) +
                                " samples, fewer than one batch of " + std::to_string(batch) +
                                ": use a smaller batch or fewer ranks");
     check_batch(d.dims, d.classes, batch);
@@ -247,7 +249,7 @@ Dataset load_idx(const std::string& images, const std::string& labels, int shard
 Dataset load_fashion_mnist(const std::string& dir, bool train, int shard, int shards) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw std::runtime_error("Fashion-MNIST directory " + dir +
+    throw Error("Fashion-MNIST directory " + dir +
                              " not found: install the Debian package dataset-fashion-mnist "
                              "(apt-get install dataset-fashion-mnist) or point to a directory with "
                              "train-images-idx3-ubyte.gz and friends");

@@ -24,7 +24,7 @@ struct Dataset {
 
 // Reads an idx3 image file and an idx1 label file (plain, or gzip-compressed when the name ends
 // in .gz; "name" also finds "name.gz"). Keeps samples i with i % shards == shard. Throws
-// std::runtime_error naming the file for a missing file, a bad magic number, truncated data,
+// Error naming the file for a missing file, a bad magic number, truncated data,
 // or image and label counts that differ.
 Dataset load_idx(const std::string& images, const std::string& labels, int shard = 0,
                  int shards = 1);

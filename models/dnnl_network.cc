@@ -33,7 +33,8 @@
 #include <utility>
 
 #include "models/backends.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
+#include "base/errors.h"
 
 namespace ringbench::models {
 namespace {
@@ -228,7 +229,7 @@ OnednnNetwork::OnednnNetwork(const Graph& g, int batch)
         case OpKind::dropout: setup_dropout(i); break;
       }
     } catch (const dnnl::error& e) {
-      throw std::runtime_error("onednn network: layer '" + node.name + "' (" + op_name(node.kind) + "): " + e.what());
+      throw Error("onednn network: layer '" + node.name + "' (" + op_name(node.kind) + "): " + e.what());
     }
     if (act_[i].md.dims() != nchw_dims(batch_, node.out))
       throw std::logic_error("onednn network: layer '" + node.name + "' produced another shape than the graph's " +

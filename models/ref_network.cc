@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "models/backends.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 
 namespace ringbench::models {
 namespace {

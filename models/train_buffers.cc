@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 #include "ringbench/config.h"
 
 #if RINGBENCH_HAVE_CUDA

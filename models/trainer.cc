@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/errors.h"
 #include "models/loss.h"
 
 namespace ringbench::models {
@@ -85,7 +86,7 @@ class Trainer::Comm {
   void wait(size_t b, std::chrono::milliseconds timeout) {
     std::unique_lock lk(mu_);
     if (!done_cv_.wait_for(lk, timeout, [&] { return done_[b] || error_; }))
-      throw std::runtime_error("gradient bucket " + std::to_string(b) + " was not allreduced within " +
+      throw Error("gradient bucket " + std::to_string(b) + " was not allreduced within " +
                                std::to_string(timeout.count()) + " ms");
     if (error_) std::rethrow_exception(error_);
   }

@@ -15,7 +15,7 @@
 #include "models/bucket_plan.h"
 #include "models/data.h"
 #include "models/device_gate.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 #include "models/layer_profile.h"
 #include "models/network.h"
 #include "models/sgd.h"

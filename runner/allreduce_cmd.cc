@@ -11,7 +11,7 @@
 #include <new>
 #include <nlohmann/json.hpp>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/tcp_transport.h"
 #include "collectives/verify.h"
 #include "runner/allreduce_impl.h"

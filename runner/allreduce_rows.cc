@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 

@@ -1,6 +1,6 @@
 #include "runner/bytes.h"
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 

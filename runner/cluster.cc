@@ -23,7 +23,7 @@
 #include <sstream>
 #include <thread>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "runner/subprocess.h"
 

@@ -13,7 +13,7 @@
 #include <functional>
 #include <set>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"

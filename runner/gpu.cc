@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "ringbench/config.h"
 
 #if RINGBENCH_HAVE_CUDA

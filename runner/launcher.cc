@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
 #include "runner/allreduce_cmd.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "runner/allreduce_impl.h"

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "ringbench/config.h"
 
 #if RINGBENCH_HAVE_MPI

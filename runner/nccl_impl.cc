@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "ringbench/config.h"
 #include "runner/allreduce_impl.h"
 #include "runner/gpu.h"

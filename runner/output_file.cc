@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 namespace {

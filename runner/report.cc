@@ -22,7 +22,7 @@
 #include <tuple>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/metadata.h"
 #include "runner/stats.h"
 #include "runner/subprocess.h"

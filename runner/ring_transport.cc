@@ -1,6 +1,6 @@
 #include "runner/ring_transport.h"
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "ringbench/config.h"
 #include "runner/bytes.h"
 #if RINGBENCH_HAVE_VERBS

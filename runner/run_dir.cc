@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 

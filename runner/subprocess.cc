@@ -12,7 +12,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 extern char** environ;
 

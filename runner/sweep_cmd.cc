@@ -17,7 +17,7 @@
 #include <set>
 #include <sstream>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/cluster.h"
 #include "runner/doctor.h"
 #include "runner/metadata.h"

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "models/zoo.h"
 #include "runner/allreduce_cmd.h"
 #include "runner/bytes.h"

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
 #include "ringbench/config.h"

@@ -1,6 +1,6 @@
 #include "runner/sweep_messages.h"
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/store.h"
 
 namespace ringbench {

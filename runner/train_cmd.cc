@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "collectives/allreduce.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/tcp_transport.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
@@ -591,7 +591,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                       {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
       const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
       summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
-      auto& mem = m::DeviceMemory::instance();
+      auto& mem = DeviceMemory::instance();
       summary["device_memory"] = {{"peak_mib", double(mem.peak()) / (1 << 20)},
                                   {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
       if (vgpu.gate) {
@@ -643,7 +643,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       std::fflush(stdout);
       write_json("");
     }
-  } catch (const m::DeviceOutOfMemory& e) {
+  } catch (const DeviceOutOfMemory& e) {
     // Like a real vGPU: the model and batch do not fit the profile's framebuffer. Not a
     // failure of the run: a result, with the numbers.
     std::fflush(stdout);

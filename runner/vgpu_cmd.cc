@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "collectives/errors.h"
-#include "models/device_memory.h"
+#include "base/errors.h"
+#include "base/device_memory.h"
 #include "runner/launcher.h"
 #include "runner/metadata.h"
 #include "vgpu/catalog.h"
@@ -94,7 +94,7 @@ VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double 
     }
     if (s.mode != "real" && p->framebuffer_mib > 0) {
       s.framebuffer_mib = p->framebuffer_mib;
-      models::DeviceMemory::instance().set_cap(size_t(p->framebuffer_mib) << 20);
+      DeviceMemory::instance().set_cap(size_t(p->framebuffer_mib) << 20);
     }
   }
   if (!a.scheduler.empty()) {

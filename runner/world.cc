@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "runner/mpi_util.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/allreduce_rows.h"
 
 namespace ringbench {

@@ -25,7 +25,7 @@
 
 #include <gtest/gtest.h>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 
 namespace ringbench {

@@ -22,7 +22,7 @@
 #include "cuda/device.h"
 #include "cuda/memory.h"
 #include "models/backends.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 #include "models/graph.h"
 #include "models/network.h"
 #include "models/zoo.h"

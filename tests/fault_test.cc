@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/ring_allreduce.h"
 #include "collectives/store.h"

@@ -13,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/nccl_comm.h"
 #include "collectives/store.h"
 #include "collectives/verify.h"

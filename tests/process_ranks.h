@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
 #include "collectives/tcp_transport.h"

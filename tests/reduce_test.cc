@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/ring_allreduce.h"
 #include "collectives/tcp_transport.h"
 #include "collectives/verify.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "collectives/allreduce.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/verify.h"
 #include "tests/rank_threads.h"
 

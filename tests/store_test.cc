@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "collectives/auth.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 namespace ringbench {
 namespace {

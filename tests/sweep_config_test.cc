@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/sweep_config.h"
 
 namespace ringbench {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "runner/sweep_messages.h"
 
 namespace ringbench {

@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/net.h"
 #include "tests/rank_threads.h"
 

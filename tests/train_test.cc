@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "models/bucket_plan.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 #include "models/loss.h"
 #include "models/network.h"
 #include "models/sgd.h"
@@ -100,29 +100,29 @@ TEST(BucketPlan, ContiguousRangesInBackpropOrder) {
 // The backends' allocator with a cap (an emulated vGPU framebuffer): an allocation past it throws
 // with the numbers and changes nothing; a network that does not fit fails while it is built.
 TEST(DeviceMemory, CapRejectsOverCapAllocations) {
-  auto& mem = m::DeviceMemory::instance();
+  auto& mem = ringbench::DeviceMemory::instance();
   const size_t base = mem.in_use();
   mem.set_cap(base + (1 << 20));
   {
-    m::DeviceBuffer a((512 << 10), "a");
+    ringbench::DeviceBuffer a((512 << 10), "a");
     try {
-      m::DeviceBuffer b((600 << 10), "activations of conv1");
+      ringbench::DeviceBuffer b((600 << 10), "activations of conv1");
       ADD_FAILURE() << "an allocation past the cap succeeded";
-    } catch (const m::DeviceOutOfMemory& e) {
+    } catch (const ringbench::DeviceOutOfMemory& e) {
       EXPECT_EQ(e.requested, size_t(600 << 10));
       EXPECT_EQ(e.in_use, base + (512 << 10));
       EXPECT_EQ(e.cap, base + (1 << 20));
       EXPECT_NE(std::string(e.what()).find("activations of conv1"), std::string::npos) << e.what();
     }
     EXPECT_EQ(mem.in_use(), base + (512 << 10));
-    m::DeviceBuffer c((512 << 10), "fits exactly");
+    ringbench::DeviceBuffer c((512 << 10), "fits exactly");
     EXPECT_EQ(mem.in_use(), base + (1 << 20));
     EXPECT_GE(mem.peak(), base + (1 << 20));
   }
   EXPECT_EQ(mem.in_use(), base);
   const m::Graph g = m::build_model("lenet", {});
   mem.set_cap(mem.in_use() + (1 << 20));  // LeNet's activations at batch 64 need far more
-  EXPECT_THROW(m::make_network("reference", g, 64), m::DeviceOutOfMemory);
+  EXPECT_THROW(m::make_network("reference", g, 64), ringbench::DeviceOutOfMemory);
   EXPECT_EQ(mem.in_use(), base) << "a failed build must free what it allocated";
   mem.set_cap(0);
   EXPECT_NO_THROW(m::make_network("reference", g, 64));

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "collectives/allreduce.h"
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/store.h"
 #include "collectives/verbs_transport.h"
 #include "collectives/verify.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <functional>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "collectives/verbs_wire.h"
 
 namespace vw = ringbench::verbs_wire;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
 

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "collectives/errors.h"
+#include "base/errors.h"
 #include "ringbench/vgpu_catalog_data.h"
 
 namespace ringbench::vgpu {

@@ -33,7 +33,7 @@ class Catalog {
  public:
   // The catalog compiled into this binary (configs/vgpu-profiles.yaml at build time).
   static const Catalog& builtin();
-  static Catalog load(const std::string& path);  // errors: std::runtime_error "path: key: problem"
+  static Catalog load(const std::string& path);  // errors: Error "path: key: problem"
   static Catalog parse(const std::string& yaml, const std::string& origin);
 
   const Profile* find(const std::string& name) const;  // exact, case-insensitive; nullptr if unknown

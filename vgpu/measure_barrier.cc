@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/errors.h"
+
 namespace ringbench::vgpu {
 
 MeasureBarrier::MeasureBarrier(int vms) : vms_(std::max(vms, 1)) {}
@@ -28,13 +30,13 @@ void MeasureBarrier::arrive(int vm, std::chrono::milliseconds timeout) {
     const int arrived = count(State::waiting);
     state_[vm] = State::left;  // a VM that gave up waiting will not measure either
     cv_.notify_all();
-    if (stopped_) throw std::runtime_error("the scheduler shut down while VM " + std::to_string(vm) +
+    if (stopped_) throw Error("the scheduler shut down while VM " + std::to_string(vm) +
                                            " waited for the other VMs to start measuring");
     if (!released)
-      throw std::runtime_error("VM " + std::to_string(vm) + ": only " + std::to_string(arrived) + " of " +
+      throw Error("VM " + std::to_string(vm) + ": only " + std::to_string(arrived) + " of " +
                                std::to_string(vms_) + " VMs reached their measured steps within " +
                                std::to_string(timeout.count()) + " ms");
-    throw std::runtime_error("VM " + std::to_string(vm) +
+    throw Error("VM " + std::to_string(vm) +
                              ": another VM powered off before its measured steps, so the VMs cannot measure together");
   }
   for (auto& [id, s] : state_)

@@ -16,7 +16,7 @@ class MeasureBarrier {
  public:
   explicit MeasureBarrier(int vms);  // vms <= 1: arrive() returns at once
 
-  // Blocks until all VMs have arrived. Throws std::runtime_error after `timeout`, when a VM
+  // Blocks until all VMs have arrived. Throws Error after `timeout`, when a VM
   // powers off before arriving (it will never measure), or after shutdown().
   void arrive(int vm, std::chrono::milliseconds timeout);
   // `vm` has finished its measured steps; returns how many VMs are still measuring.

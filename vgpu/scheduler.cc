@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/errors.h"
 #include "vgpu/sliced_gate.h"
 
 namespace ringbench::vgpu {
@@ -87,7 +88,7 @@ Clock::time_point SliceScheduler::acquire(int vm, std::chrono::milliseconds time
   auto give_up = [&](const std::string& why) {
     p.cancel(vm);
     st.cv.notify_all();
-    throw std::runtime_error("vGPU VM " + std::to_string(vm) + ": " + why);
+    throw Error("vGPU VM " + std::to_string(vm) + ": " + why);
   };
   for (;;) {
     if (p.holder() == vm) return p.grant_end();  // handed over by a release

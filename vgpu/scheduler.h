@@ -36,7 +36,7 @@ class SliceScheduler {
   int power_on();          // a VM joins; returns its id (its fixed-share slot); throws when all are on
   void power_off(int vm);  // releases the device if it holds it
   // Blocks until `vm` may run device work and returns when its slice ends. Throws
-  // std::runtime_error after `timeout`, when `vm` is powered off meanwhile, or after
+  // Error after `timeout`, when `vm` is powered off meanwhile, or after
   // shutdown(); the holder asking again gets its current grant end back.
   Clock::time_point acquire(int vm, std::chrono::milliseconds timeout);
   void release(int vm);  // a VM that does not hold the device: nothing happens
@@ -79,7 +79,7 @@ class SchedulerServer {
 };
 
 // A DeviceGate that asks a SchedulerServer for slices. Connecting powers the VM on; errors
-// (server gone, timeout) throw std::runtime_error naming the socket; the gate is then closed
+// (server gone, timeout) throw Error naming the socket; the gate is then closed
 // (its VM powered off) and a later enter() throws again. Misuse as for make_local_gate.
 std::unique_ptr<models::DeviceGate> connect_gate(const std::string& socket_path,
                                                  std::chrono::milliseconds timeout);

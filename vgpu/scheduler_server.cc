@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "vgpu/measure_barrier.h"
+#include "base/errors.h"
 #include "vgpu/scheduler.h"
 #include "vgpu/sliced_gate.h"
 
@@ -182,19 +183,19 @@ struct SchedulerServer::Impl {
       : path(p), sched(o), barrier(measuring_vms) {
     const sockaddr_un a = unix_address(path);
     const auto fail = [&](const std::string& what, int err) {
-      throw std::runtime_error("vGPU scheduler at " + path + ": " + what + ": " + errno_text(err));
+      throw Error("vGPU scheduler at " + path + ": " + what + ": " + errno_text(err));
     };
     // A socket file left by a server that is gone is removed; a live server keeps its own.
     struct stat st{};
     if (::lstat(path.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) {
-        throw std::runtime_error("vGPU scheduler at " + path +
+        throw Error("vGPU scheduler at " + path +
                                  ": the path exists and is not a socket");
       }
       const int probe = try_connect(a);
       if (probe >= 0) {
         ::close(probe);
-        throw std::runtime_error("vGPU scheduler at " + path +
+        throw Error("vGPU scheduler at " + path +
                                  ": another scheduler is serving this socket");
       }
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) fail("removing the stale socket", errno);
@@ -404,7 +405,7 @@ class RemoteGate final : public SlicedGate {
   [[noreturn]] void fail(const std::string& what) {
     fd_.reset();
     inside_ = false;
-    throw std::runtime_error("vGPU scheduler at " + path_ + ": " + what);
+    throw Error("vGPU scheduler at " + path_ + ": " + what);
   }
   static std::string text_of(Reply& r) {
     r.text[sizeof r.text - 1] = 0;

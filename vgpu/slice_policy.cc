@@ -13,6 +13,7 @@
 // device straight to the VM that may have it if that VM waits, and a VM that waited for its
 // slot while the device was free holds it from the slot's start.
 #include "vgpu/slice_policy.h"
+#include "base/errors.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -130,7 +131,7 @@ int SlicePolicy::power_on(Clock::time_point now) {
       return i;
     }
   }
-  throw std::runtime_error("all " + std::to_string(o_.max_instances) +
+  throw Error("all " + std::to_string(o_.max_instances) +
                            " vGPU instances are powered on (max_instances " +
                            std::to_string(o_.max_instances) + ")");
 }

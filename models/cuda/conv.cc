@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/errors.h"
+
 namespace ringbench::models::gpu {
 namespace {
 
@@ -81,7 +83,7 @@ void pick(const char* direction, const std::string& layer, const std::vector<Per
     bytes = std::max(need, p.memory);
     return;
   }
-  throw std::runtime_error("cudnn network: layer '" + layer + "': cuDNN offers no " + direction +
+  throw Error("cudnn network: layer '" + layer + "': cuDNN offers no " + direction +
                            " convolution algorithm that " +
                            (settings.allow_tf32 ? "" : "computes in fp32 (CUDNN_FMA_MATH) and ") + "needs at most " +
                            std::to_string(settings.workspace_limit >> 20) + " MiB of workspace (" +

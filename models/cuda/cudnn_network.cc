@@ -36,7 +36,7 @@
 // `accumulate`). The network input's gradient (tests only) is computed on demand by
 // get_input_grad() unless a batch norm reads the input (its one call yields both gradients).
 //
-// Memory: every device buffer is a cuda::DeviceArray, counted against models::DeviceMemory (a
+// Memory: every device buffer is a cuda::DeviceArray, counted against DeviceMemory (a
 // vGPU profile's cap); one workspace, sized at construction to the largest need, is shared by
 // all cuDNN calls, cuBLAS (cublasSetWorkspace) and the explicit padding of convolutions with
 // asymmetric pads. Nothing is allocated in forward or backward. (Not counted: the memory the
@@ -61,7 +61,8 @@
 #include "models/cuda/conv.h"
 #include "models/cuda/cudnn_util.h"
 #include "models/cuda/layer_kernels.h"
-#include "models/device_memory.h"
+#include "base/device_memory.h"
+#include "base/errors.h"
 
 namespace ringbench::models {
 namespace {
@@ -222,7 +223,7 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
     } catch (const std::exception& e) {
       const Node& node = g_.nodes[id];
       if (std::string(e.what()).find("cudnn network: layer") == 0) throw;
-      throw std::runtime_error("cudnn network: layer '" + node.name + "' (" + op_name(node.kind) + "): " + e.what());
+      throw Error("cudnn network: layer '" + node.name + "' (" + op_name(node.kind) + "): " + e.what());
     }
     if (const auto& conv = nodes_[id].conv) {
       conv_bytes = std::max(conv_bytes, conv->workspace_bytes());

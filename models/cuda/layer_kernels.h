@@ -3,7 +3,7 @@
 // concat copies, bias add and gradient, explicit padding for asymmetric convolution pads, max
 // pooling (first tap wins ties, deterministic), pooling with asymmetric pads, and batch norm's
 // backward through running statistics. Buffers are NCHW float32 in device memory; every call
-// only queues work on `stream` (a launch error throws std::runtime_error).
+// only queues work on `stream` (a launch error throws Error).
 //
 // `accumulate`: add into the destination (a node's gradient that an earlier consumer already
 // wrote) instead of overwriting it.

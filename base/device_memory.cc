@@ -1,10 +1,10 @@
-#include "models/device_memory.h"
+#include "base/device_memory.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 
-namespace ringbench::models {
+namespace ringbench {
 
 namespace {
 std::string mib(size_t bytes) {
@@ -15,7 +15,7 @@ std::string mib(size_t bytes) {
 }  // namespace
 
 DeviceOutOfMemory::DeviceOutOfMemory(size_t req, size_t used, size_t limit, std::string what)
-    : std::runtime_error("out of device memory: allocating " + mib(req) + " for " + what + " with " +
+    : Error("out of device memory: allocating " + mib(req) + " for " + what + " with " +
                          mib(used) + " in use of a " + mib(limit) + " framebuffer"),
       requested(req), in_use(used), cap(limit), what_for(std::move(what)) {}
 
@@ -52,4 +52,4 @@ void DeviceMemory::deallocate(void* p, size_t bytes) noexcept {
   release(bytes);
 }
 
-}  // namespace ringbench::models
+}  // namespace ringbench

@@ -1,4 +1,4 @@
-#include "collectives/errors.h"
+#include "base/errors.h"
 
 #include <cerrno>
 #include <cstring>

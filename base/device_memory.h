@@ -7,13 +7,14 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace ringbench::models {
+#include "base/errors.h"
 
-class DeviceOutOfMemory : public std::runtime_error {
+namespace ringbench {
+
+class DeviceOutOfMemory : public Error {
  public:
   DeviceOutOfMemory(size_t requested, size_t in_use, size_t cap, std::string what_for);
   size_t requested, in_use, cap;  // bytes
@@ -83,4 +84,4 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-}  // namespace ringbench::models
+}  // namespace ringbench
