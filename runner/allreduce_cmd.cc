@@ -301,7 +301,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
           std::vector<Measured> all;
           for (int r = 0; r < n; ++r) {
             const std::string rank_key = key + std::to_string(r);
-            all.push_back(unpack(store.get(rank_key, 2 * timeout), rank_key, r, a.iters, count));
+            all.push_back(unpack(get_from_rank(store, rank_key, r, 2 * timeout), rank_key, r, a.iters, count));
           }
           results[ip] = summarize(all, count * es, n);
           total_wrong += results[ip].wrong;

@@ -304,7 +304,7 @@ class MpiWorkerExecutor : public Executor {
     for (int r = 1; r < n; ++r) {
       json res;
       try {
-        res = point_result(w_.store->get(res_key(seq_, r), job.timeout + 2 * kGrace), res_key(seq_, r), r);
+        res = point_result(get_from_rank(*w_.store, res_key(seq_, r), r, job.timeout + 2 * kGrace), res_key(seq_, r), r);
       } catch (const std::exception& e) {
         res = {{"code", -1}, {"timed_out", true}, {"interrupted", false}, {"wall_s", 0},
                {"log", std::string("ringbench sweep: no word from sweep rank ") + std::to_string(r) +

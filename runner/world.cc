@@ -266,12 +266,21 @@ std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mp
   return world;
 }
 
+Bytes get_from_rank(Store& store, const std::string& key, int sender, std::chrono::milliseconds timeout) {
+  try {
+    return store.get(key, timeout);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(sender, "rank " + std::to_string(sender) + " did not publish " + key +
+                                   ": it is stopped, dead, or has not got this far (" + e.what() + ")");
+  }
+}
+
 void check_same_options(Store& store, const std::string& key, const std::string& options,
                         int rank, int n, std::chrono::milliseconds timeout, const std::string& what) {
   store.set(key + "/" + std::to_string(rank), options);
-  const std::string first = store.get(key + "/0", timeout);
+  const std::string first = get_from_rank(store, key + "/0", 0, timeout);
   for (int r = 1; r < n; ++r) {
-    const std::string other = store.get(key + "/" + std::to_string(r), timeout);
+    const std::string other = get_from_rank(store, key + "/" + std::to_string(r), r, timeout);
     if (other != first)
       throw Error("rank " + std::to_string(r) + "'s options (" + other + ") differ from rank 0's (" +
                   first + "): every rank must " + what);
@@ -280,7 +289,7 @@ void check_same_options(Store& store, const std::string& key, const std::string&
 
 nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
                              std::chrono::milliseconds timeout, nlohmann::json::value_t type) {
-  const Bytes raw = store.get(key, timeout);
+  const Bytes raw = get_from_rank(store, key, sender, timeout);
   nlohmann::json v = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
   const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + ")";
   if (v.is_discarded()) throw Error(from + " is not valid JSON (" + std::to_string(raw.size()) + " bytes)");

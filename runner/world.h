@@ -80,6 +80,10 @@ std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mp
 void check_same_options(Store& store, const std::string& key, const std::string& options,
                         int rank, int n, std::chrono::milliseconds timeout, const std::string& what);
 
+// The value rank `sender` publishes under `key`. A wait that times out is a TimeoutError naming
+// that rank (it is stopped, dead, or never got this far), on every rank that waits for it.
+Bytes get_from_rank(Store& store, const std::string& key, int sender, std::chrono::milliseconds timeout);
+
 // The JSON value rank `sender` published under `key`, parsed: the store's values come over the
 // network, so one that is not JSON of the expected type is an Error naming the key and sender.
 nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "base/errors.h"
+#include "collectives/store.h"
 #include "runner/allreduce_rows.h"
+#include "runner/world.h"
 
 namespace ringbench {
 namespace {
@@ -54,6 +56,25 @@ TEST(AllreduceRows, SummaryIsTheSlowestRank) {
   EXPECT_DOUBLE_EQ(r.algbw, 1000.0 / 20 / 1e3);
   EXPECT_DOUBLE_EQ(r.busbw, r.algbw);  // 2(n-1)/n = 1 for n = 2
   EXPECT_THROW(summarize({Measured{0, {10, 30}}, Measured{0, {20}}}, 1000, 2), Error);
+}
+
+// A rank that never publishes what the others wait for (stopped before it got there) is named
+// in the timeout, on every rank that waits for it.
+TEST(RankValues, AWaitForARankThatNeverPublishesNamesIt) {
+  InProcStore store;
+  store.set("allreduce/shape/1", "ok");
+  EXPECT_EQ(get_from_rank(store, "allreduce/shape/1", 1, std::chrono::milliseconds(100)), "ok");
+  try {
+    get_from_rank(store, "allreduce/shape/2", 2, std::chrono::milliseconds(100));
+    ADD_FAILURE() << "returned without the key";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(e.peer(), 2);
+    EXPECT_EQ(std::string(e.what()).rfind("rank 2 did not publish allreduce/shape/2: it is stopped, dead, or has not "
+                                          "got this far (timed out after 0.1 s waiting for key",
+                                          0),
+              0u)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ Environment:
                        transport and mode is one step in the same guests (TRANSPORT=T: one)
   FAULT_MODES="kill stop"  kill: SIGKILL the victim (its sockets are reset); stop: SIGSTOP it
                        (its connections stay open and silent: only the timeout can tell)
-  NODES=4 VICTIM=2 DELAY=8 (seconds of allreduce before the fault) RB_TIMEOUT=15 (ringbench
+  NODES=4 VICTIM=2 DELAY=3 (seconds of timed allreduces before the fault: counted from rank 0's
+  table header, which it prints once every rank is set up) RB_TIMEOUT=15 (ringbench
   --timeout). Checked for each survivor: its error names the victim and is reported within
   2 x RB_TIMEOUT of the fault, and it exits within 2 x RB_TIMEOUT + 10 s: rank 0 serves the
   store and, after its error, waits up to 10 s for the store's clients to leave, and a stopped
@@ -45,7 +46,7 @@ TRANSPORTS=${TRANSPORTS:-${TRANSPORT:-tcp}}
 FAULT_MODES=${FAULT_MODES:-"kill stop"}
 NODES=${NODES:-4}
 VICTIM=${VICTIM:-2}
-DELAY=${DELAY:-8}
+DELAY=${DELAY:-3}
 RB_TIMEOUT=${RB_TIMEOUT:-15}
 OUT=${OUT:-$REPO/results/guests-fault-$(date -u +%Y%m%d-%H%M%S)}
 [ "$(id -u)" = 0 ] || { echo "fault-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }

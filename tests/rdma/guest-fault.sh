@@ -2,7 +2,8 @@
 # In-guest part of fault-in-guests.sh (busybox sh; run by guest-cluster.sh in every guest).
 # usage: guest-fault.sh VICTIM DELAY STEPS RING_ARGS...
 #   VICTIM  the rank (= guest index) that is made to fail
-#   DELAY   seconds the victim lets the allreduce run before the fault
+#   DELAY   seconds the victim lets the timed allreduces run before the fault (counted from
+#           rank 0's table header, which it prints once every rank is set up)
 #   STEPS   space-separated TRANSPORT:MODE list, one step each, e.g. "tcp:kill verbs:stop";
 #           verbs adds --ib-dev of the guest's RDMA device. Modes:
 #             kill  SIGKILL the victim's ringbench: its sockets are reset by the kernel
@@ -41,7 +42,20 @@ for spec in $STEPS; do
     RINGBENCH_STORE="$GUEST_NET.1:$port" RINGBENCH_JOB_ID="guests-$f" \
     "$RB" allreduce --transport "$t" $extra "$@" > "$f.out" 2>&1 &
   pid=$!
+  running=$GUEST_SHARED/running-$f
+  if [ "$GUEST_INDEX" = 0 ]; then
+    # Rank 0 prints the table's header once every rank is set up and the timed allreduces
+    # begin: that is when the fault's delay starts (on a loaded host setup alone can take
+    # longer than the delay, and a fault during setup tests something else).
+    (n=0
+     while ! grep -q '(elements)' "$f.out" 2> /dev/null && [ $n -lt 480 ] && kill -0 "$pid" 2> /dev/null; do
+       sleep 0.25; n=$((n + 1))
+     done
+     echo "$n" > "$running") &
+  fi
   if [ "$GUEST_INDEX" = "$VICTIM" ]; then
+    n=0
+    while [ ! -e "$running" ] && [ $n -lt 480 ]; do sleep 0.25; n=$((n + 1)); done
     sleep "$DELAY"
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "victim: ringbench already exited before the fault; the run is too short"
