@@ -42,7 +42,7 @@ struct Expected {
   int peer = 0, rank = 0, world_size = 0;
   std::string job_id;
   uint8_t link_layer = 0;
-  std::string me;  // "rank R (gid G)": how errors name this rank
+  std::string me;  // "rank R": how errors name this rank
 };
 
 // Checks every field (length, magic and version, job, rank and world size, link layer, MTU,

@@ -1,6 +1,6 @@
 // libFuzzer: the address a verbs peer publishes through the store (collectives/verbs_wire.cc),
 // read as rank 0 of 2..5 ranks on RoCE and on InfiniBand (byte 0 chooses). Any bytes give a
-// checked address or an IoError; an accepted one must encode back to what was read.
+// checked address or an IoError; an accepted one must hold the fields that were read.
 #include <cstdint>
 #include <cstring>
 #include <string>

@@ -71,7 +71,6 @@ std::string command_line_output(const std::string& cmd) {
   return out;
 }
 
-// The executable's path as the shell would find it on PATH ("" when it is not there).
 std::string read_first_line(const std::string& path) {
   std::ifstream f(path);
   std::string s;

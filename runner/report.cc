@@ -737,7 +737,8 @@ std::string run_gnuplot(const std::string& gnuplot, const std::string& dir,
                         const std::string& script) {
   const ProcessOutput o = run_process(gnuplot, {"gnuplot", script}, dir);
   if (!o.ok() || o.out.empty())
-    throw Error("gnuplot failed on plots/" + script + " (" + gnuplot + "): " + one_line(o.message()));
+    throw Error("gnuplot failed on plots/" + script + " (" + gnuplot + "): " +
+                one_line(o.err.empty() ? "exit status " + std::to_string(o.status) : o.err));
   if (!o.err.empty()) std::cerr << "ringbench report: gnuplot on plots/" << script << ": " << o.err;
   return o.out;
 }

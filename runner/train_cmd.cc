@@ -277,7 +277,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   const Placement where = place(a);
   const std::string& backend = where.backend;
   const bool on_gpu = where.device == "cuda";
-  if (!on_gpu) check_host_memory(graph, a);
+  // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
+  // sweep's "does not fit" result rather than an error.
+  if (!on_gpu && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);
   if (a.ranks < 1) throw Error("--ranks must be >= 1");
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
     // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
