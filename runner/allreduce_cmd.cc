@@ -340,16 +340,16 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::cerr << tag << "ringbench allreduce: error: " << e.what() << std::endl;
+    std::cerr << tag + "ringbench allreduce: error: " + e.what() + "\n" << std::flush;  // one write per line
     try {
       write_json(e.what());
     } catch (const std::exception& e2) {
-      std::cerr << tag << "ringbench allreduce: the error is not in the JSON either: " << e2.what() << "\n";
+      std::cerr << tag + "ringbench allreduce: the error is not in the JSON either: " + e2.what() + "\n";
     }
     world->mpi = false;  // MPI_Finalize could wait for ranks that died; mpirun ends the job
     return 1;
   }
-  if (total_wrong) std::cerr << tag << total_wrong << " wrong elements\n";
+  if (total_wrong) std::cerr << tag + std::to_string(total_wrong) + " wrong elements\n";
   return total_wrong ? 2 : 0;
 }
 

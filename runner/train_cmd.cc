@@ -650,8 +650,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     // failure of the run: a result, with the numbers.
     std::fflush(stdout);
     const double mib = 1 << 20;
-    std::cerr << tag << "ringbench train: does not fit: " << a.model << " batch " << a.batch << " on "
-              << vgpu.profile << ": " << e.what() << std::endl;
+    std::cerr << tag + "ringbench train: does not fit: " + a.model + " batch " + std::to_string(a.batch) + " on " +
+                     vgpu.profile + ": " + e.what() + "\n"
+              << std::flush;  // one write per line: ranks share the terminal
     if (rank == 0 && !a.json.empty()) {
       doc["meta"] = {{"command", argv}, {"model", a.model}, {"batch_per_rank", a.batch}, {"ranks", n},
                      {"backend", backend}, {"vgpu", vgpu.to_json()}};
@@ -666,15 +667,17 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
-    std::cerr << tag << "ringbench train: error: "
-              << (oom ? "out of memory: an allocation failed (this machine has " +
-                            std::to_string(std::lround(physical_memory_gib())) + " GiB; use a smaller --batch or --image-size)"
-                      : std::string(e.what()))
-              << std::endl;
+    std::cerr << tag + "ringbench train: error: " +
+                     (oom ? "out of memory: an allocation failed (this machine has " +
+                                std::to_string(std::lround(physical_memory_gib())) +
+                                " GiB; use a smaller --batch or --image-size)"
+                          : std::string(e.what())) +
+                     "\n"
+              << std::flush;  // one write per line: ranks share the terminal
     try {
       write_json(e.what());
     } catch (const std::exception& e2) {
-      std::cerr << tag << "ringbench train: the error is not in the JSON either: " << e2.what() << "\n";
+      std::cerr << tag + "ringbench train: the error is not in the JSON either: " + e2.what() + "\n";
     }
     world->mpi = false;
     return 1;
