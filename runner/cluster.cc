@@ -54,18 +54,16 @@ std::string shown(const Argv& argv) {
   return s;
 }
 
-using Output = ProcessOutput;
-
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
 }
 
 // Runs `ip ...` or `tc ...` without a shell.
-Output run_tool(const Argv& argv) {
+ProcessOutput run_tool(const Argv& argv) {
   const std::string& path = tool_path(argv.at(0));
   if (path.empty()) {
-    Output o;
+    ProcessOutput o;
     o.status = 127;
     o.err = argv[0] + ": not found (install iproute2)";
     return o;
@@ -73,13 +71,13 @@ Output run_tool(const Argv& argv) {
   return run_process(path, argv);
 }
 
-Error command_error(const Argv& argv, const Output& o) {
+Error command_error(const Argv& argv, const ProcessOutput& o) {
   return Error("emulated cluster: `" + shown(argv) + "` failed: " + o.message());
 }
 
 // Runs the command; throws Error naming it and quoting its stderr when it fails.
 std::string must(const Argv& argv) {
-  Output o = run_tool(argv);
+  ProcessOutput o = run_tool(argv);
   if (!o.ok()) throw command_error(argv, o);
   return o.out;
 }
@@ -115,7 +113,7 @@ int open_netns(const std::string& name) {
 // Never throws: used by down() and cleanup paths.
 bool delete_netns(const std::string& name) {
   Argv argv = {"ip", "netns", "delete", name};
-  Output o = run_tool(argv);
+  ProcessOutput o = run_tool(argv);
   if (o.ok()) return true;
   std::cerr << "ringbench: `" << shown(argv) << "` failed: " << o.message() << "\n";
   return false;
@@ -208,13 +206,13 @@ std::string word_after(const std::string& text, const std::string& key) {
 
 // First IPv4 address (without /len) of `dev` in namespace `ns`, or "".
 std::string netns_ipv4(const std::string& ns, const std::string& dev) {
-  Output o = run_tool({"ip", "-n", ns, "-4", "-o", "addr", "show", "dev", dev});
+  ProcessOutput o = run_tool({"ip", "-n", ns, "-4", "-o", "addr", "show", "dev", dev});
   return o.ok() ? word_after(o.out, " inet ") : "";
 }
 
 // The htb rate on `dev` in namespace `ns` as tc prints it, lower-cased ("1gbit"), or "".
 std::string netns_rate(const std::string& ns, const std::string& dev) {
-  Output o = run_tool({"tc", "-n", ns, "class", "show", "dev", dev});
+  ProcessOutput o = run_tool({"tc", "-n", ns, "class", "show", "dev", dev});
   return o.ok() && o.out.find("class htb") != std::string::npos ? lower(word_after(o.out, " rate ")) : "";
 }
 
@@ -435,7 +433,7 @@ nlohmann::json EmulatedCluster::describe() const {
   for (int k = 0; k < s.spec.nodes; ++k) {
     nodes.push_back({{"ns", s.node_ns(k)}, {"addr", s.node_addr(k)}, {"iface", kIface}});
     if (!live) continue;
-    Output q = run_tool({"tc", "-n", s.node_ns(k), "-s", "qdisc", "show", "dev", kIface});
+    ProcessOutput q = run_tool({"tc", "-n", s.node_ns(k), "-s", "qdisc", "show", "dev", kIface});
     qdiscs.push_back(q.ok() ? q.out : q.message());
     q = run_tool({"tc", "-n", s.switch_ns(), "-s", "qdisc", "show", "dev", "n" + std::to_string(k)});
     switch_qdiscs.push_back(q.ok() ? q.out : q.message());
@@ -473,7 +471,7 @@ bool can_emulate_cluster(std::string* why) {
   std::string problem;
   bool created = false;
   for (const auto& [argv, what] : steps) {
-    Output o = run_tool(argv);
+    ProcessOutput o = run_tool(argv);
     if (!o.ok()) {
       problem = std::string(what) + ": `" + shown(argv) + "` failed: " + o.message() + "; " + kLocalHint;
       break;

@@ -134,8 +134,7 @@ int main(int argc, char** argv) {
     if (vgpu->parsed()) return ringbench::run_vgpu(*vgpu, vg, args);
     if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);
   } catch (const std::bad_alloc&) {
-    std::cerr << "ringbench: error: out of memory: an allocation failed (this machine has " << std::lround(ringbench::physical_memory_gib())
-              << " GiB); use smaller sizes (-e, --batch, --image-size)\n";
+    std::cerr << "ringbench: error: " + ringbench::out_of_memory_text("use smaller sizes (-e, --batch, --image-size)") + "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "ringbench: error: " << e.what() << "\n";

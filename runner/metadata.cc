@@ -1,5 +1,6 @@
 #include "runner/metadata.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include <sys/utsname.h>
@@ -80,6 +81,11 @@ std::string read_first_line(const std::string& path) {
 
 double physical_memory_gib() {
   return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+}
+
+std::string out_of_memory_text(const std::string& advice) {
+  return "out of memory: an allocation failed (this machine has " + std::to_string(std::lround(physical_memory_gib())) +
+         " GiB); " + advice;
 }
 
 }  // namespace ringbench

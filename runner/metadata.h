@@ -21,5 +21,8 @@ std::string command_line_output(const std::string& cmd);
 std::string read_first_line(const std::string& path);
 // This machine's physical memory in GiB, for "needs N GiB; this machine has M GiB" errors.
 double physical_memory_gib();
+// What a failed allocation (std::bad_alloc) says: "out of memory: an allocation failed (this
+// machine has N GiB); " + `advice`.
+std::string out_of_memory_text(const std::string& advice);
 
 }  // namespace ringbench

@@ -668,10 +668,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     std::fflush(stdout);
     const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
     std::cerr << tag + "ringbench train: error: " +
-                     (oom ? "out of memory: an allocation failed (this machine has " +
-                                std::to_string(std::lround(physical_memory_gib())) +
-                                " GiB; use a smaller --batch or --image-size)"
-                          : std::string(e.what())) +
+                     (oom ? out_of_memory_text("use a smaller --batch or --image-size") : std::string(e.what())) +
                      "\n"
               << std::flush;  // one write per line: ranks share the terminal
     try {
