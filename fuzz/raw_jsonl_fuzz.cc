@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -17,12 +18,19 @@ namespace {
 
 const std::string& run_dir() {
   static const std::string dir = [] {
-    char path[] = "/tmp/ringbench-fuzz-report-XXXXXX";
-    if (!::mkdtemp(path)) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/ringbench-fuzz-report-XXXXXX";
+    if (!::mkdtemp(path.data())) {
       std::perror("mkdtemp");
       std::abort();
     }
-    return std::string(path);
+    static std::string made;
+    made = path;
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(made, ignored);
+    });
+    return path;
   }();
   return dir;
 }

@@ -1,22 +1,34 @@
 // Runs a shell command for end-to-end tests of the ringbench binary; captures its output.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 namespace ringbench::testing {
 
-// Unique per process and call: ctest runs tests of one binary as concurrent processes.
+// Unique per process and call: ctest runs tests of one binary as concurrent processes. Every path
+// lies in one directory of this process, removed with all it holds when the process exits, so a
+// test leaves nothing behind in the temporary directory whatever suffix it adds.
 inline std::string temp_path(const std::string& name) {
+  static const std::string dir = [] {
+    std::string d = ::testing::TempDir() + "ringbench-test-" + std::to_string(getpid());
+    std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(::testing::TempDir() + "ringbench-test-" + std::to_string(getpid()), ignored);
+    });
+    return d + "/";
+  }();
   static int counter = 0;
-  return ::testing::TempDir() + name + "_" + std::to_string(getpid()) + "_" +
-         std::to_string(counter++);
+  return dir + name + "_" + std::to_string(counter++);
 }
 
 struct CommandResult {
