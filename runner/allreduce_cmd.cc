@@ -12,9 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
-#include "collectives/tcp_transport.h"
 #include "collectives/verify.h"
-#include "runner/allreduce_impl.h"
+#include "runner/backends/backend.h"
 #include "runner/allreduce_rows.h"
 #include "runner/bytes.h"
 #include "runner/gpu.h"
@@ -58,16 +57,32 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
     throw Error("-e/--maxbytes " + a.maxbytes + " needs " + std::to_string(int(std::ceil(need_gib))) +
                 " GiB of buffers per rank; this machine has " + std::to_string(std::lround(have_gib)) + " GiB");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
-  if (a.transport != "tcp" && a.transport != "verbs")
-    throw Error("--transport " + a.transport + " is not known: use tcp or verbs");
-  validate_verbs_args(a.transport, a.verbs);
-  if (a.impl != "ring" && a.impl != "mpi" && a.impl != "nccl")
-    throw Error("--impl " + a.impl + " is not known: use ring, mpi or nccl");
+  validate_backend_options();
   if (writes_results()) check_output_path(a.json, "--json");
-  // Before any rank starts, so that a build or machine without it fails once, at once.
-  if (a.impl == "nccl")
-    if (const std::string why = nccl_unavailable_reason(); !why.empty())
-      throw Error("--impl nccl is not available: " + why);
+}
+
+bool not_ring(const Backend& b) { return !b.ring; }
+
+// --impl ring runs our ring over --transport; any other --impl is a backend of its own. What
+// this build or host cannot run fails here, before any rank starts, once.
+const Backend& chosen_backend(const AllreduceArgs& a) {
+  const Backend& ring = backend_for("--transport", a.transport, ring_backend);
+  const Backend* b = a.impl == "ring" ? &ring : find_backend(a.impl);
+  if (!b || (a.impl != "ring" && b->ring)) throw Error("--impl " + a.impl + " is not known: use ring, " + backend_names(not_ring));
+  const std::string option = b->ring ? "--transport " : "--impl ";
+  if (const std::string why = b->unavailable ? b->unavailable() : ""; !why.empty())
+    throw Error(option + b->name + " is not available: " + why);
+  return *b;
+}
+
+NetArgs net_args(const AllreduceArgs& a) {
+  NetArgs net;
+  net.addr = a.addr;
+  net.iface = a.iface;
+  net.sockets_per_peer = a.sockets_per_peer;
+  net.socket_buffer_bytes = static_cast<int>(parse_bytes(a.socket_buffer));
+  net.spin = std::chrono::microseconds(a.spin_us);
+  return net;
 }
 
 }  // namespace
@@ -79,9 +94,12 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
   cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
   cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
-  cmd.add_option("--impl", a.impl, "Allreduce implementation: ring (ours), mpi (MPI_Allreduce) or nccl "
-                 "(ncclAllReduce on GPU buffers, one GPU per rank)")->capture_default_str();
-  cmd.add_option("--transport", a.transport, "Transport of the ring: tcp or verbs (RDMA)")->capture_default_str();
+  std::string impls = "Allreduce implementation: ring (ours)";
+  for (const Backend* b : backends())
+    if (!b->ring) impls += ", " + b->name + " (" + b->help + ")";
+  cmd.add_option("--impl", a.impl, impls)->capture_default_str();
+  cmd.add_option("--transport", a.transport, "Transport of the ring: " + backend_names(ring_backend))
+      ->capture_default_str();
   cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
   cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();
   cmd.add_option("--json", a.json, "Also write the results as JSON to this file");
@@ -96,7 +114,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
   cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
                  "sleeping")->capture_default_str();
-  add_verbs_options(cmd, a.verbs);
+  add_backend_options(cmd);
   cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
   cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
                  "4 segments")->capture_default_str();
@@ -113,11 +131,12 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   const DType dtype = parse_dtype(a.dtype);
   const ReduceOp op = parse_op(a.op);
   validate(a, minb, maxb);
+  const Backend& backend = chosen_backend(a);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
   if (a.ranks < 1) throw Error("--ranks must be >= 1");
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
-    if (a.impl == "nccl" && a.ranks > gpu_count())  // NCCL runs one rank per GPU
-      throw Error("--impl nccl with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of its "
+    if (backend.gpu_buffers && a.ranks > gpu_count())
+      throw Error("--impl " + backend.name + " with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of its "
                   "own, and this machine has " + std::to_string(gpu_count()));
     return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
   }
@@ -128,7 +147,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   wo.secret_file = a.secret_file;
   wo.timeout = timeout;
   wo.ranks = a.ranks;
-  auto world = make_command_world(wo, a.impl == "mpi");
+  auto world = make_command_world(wo, backend.needs_mpirun);
   const int rank = world->rank, n = world->size;
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";
@@ -157,39 +176,18 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     const size_t max_count = maxb / es;
     AlignedBuffer in(max_count * es), out(max_count * es);
 
-    std::unique_ptr<Transport> transport;
+    if (backend.gpu_buffers) use_local_gpu(*world);
+    auto comm = backend.make({store, rank, n, *world, timeout, net_args(a), "allreduce"});
     json path;
-    std::unique_ptr<AllreduceImpl> impl;
-    if (a.impl == "ring") {
-      TcpOptions to;
-      to.addr = a.addr;
-      to.iface = a.iface;
-      to.default_addr = world->default_addr;
-      to.sockets_per_peer = a.sockets_per_peer;
-      to.socket_buffer_bytes = static_cast<int>(parse_bytes(a.socket_buffer));
-      to.timeout = timeout;
-      to.spin = std::chrono::microseconds(a.spin_us);
-      to.job_id = world->job_id;
-      to.secret = world->secret;
-      transport = make_ring_transport(a.transport, store, rank, n, to, a.verbs);
-      for (auto& [k, v] : transport->path_info()) path[k] = v;
-      AllreduceOptions ao;
-      ao.ring.segment_bytes = parse_bytes(a.segment);
-      ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
-      ao.ring.depth = a.depth;
-      ao.ring.timeout = 2 * timeout;
-      ao.algo = parse_algo(a.algo);
-      ao.direct_max_bytes = parse_bytes(a.direct_max);
-      impl = make_ring_impl(*transport, in.data, out.data, max_count, dtype, op, ao);
-    } else if (a.impl == "nccl") {
-      use_local_gpu(*world);
-      std::map<std::string, std::string> nccl_path;
-      impl = make_nccl_impl(store, rank, n, in.data, out.data, max_count, dtype, op, 2 * timeout, &nccl_path);
-      for (auto& [k, v] : nccl_path) path[k] = v;
-    } else {
-      path = mpi_path_info();
-      impl = make_mpi_impl(in.data, out.data, max_count, dtype, op, 2 * timeout);
-    }
+    for (auto& [k, v] : comm->path_info()) path[k] = v;
+    AllreduceOptions ao;  // our ring's; other backends have their own
+    ao.ring.segment_bytes = parse_bytes(a.segment);
+    ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
+    ao.ring.depth = a.depth;
+    ao.ring.timeout = 2 * timeout;
+    ao.algo = parse_algo(a.algo);
+    ao.direct_max_bytes = parse_bytes(a.direct_max);
+    const std::unique_ptr<AllreducePlan> impl = comm->allreduce(in.data, out.data, max_count, dtype, op, ao);
     json self = host_info();
     self["rank"] = rank;
     self["path"] = path;
@@ -203,7 +201,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       meta = {{"command", argv},
               {"collective", "allreduce"},
               {"impl", a.impl},
-              {"transport", a.impl == "ring" ? a.transport : a.impl},
+              {"transport", backend.name},
               {"launcher", world->launcher},
               {"ranks", n},
               {"job_id", world->job_id},
@@ -218,15 +216,11 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
                            {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}},
               {"build", build_info()},
               {"hosts", hosts}};
-      if (a.impl == "ring" && a.transport == "verbs")
-        meta["options"].update({{"ib_dev", a.verbs.ib_dev}, {"ib_port", a.verbs.ib_port},
-                                {"gid_index", a.verbs.gid_index},
-                                {"mr_chunk_bytes", parse_bytes(a.verbs.mr_chunk)}});
+      if (backend.options_json) meta["options"].update(backend.options_json());
       auto b = build_info();
       std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
                   b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
-                  a.impl == "ring" ? "ring (ours)" : a.impl == "mpi" ? "MPI_Allreduce" : "ncclAllReduce",
-                  a.impl == "ring" ? a.transport.c_str() : a.impl == "mpi" ? "MPI" : "NCCL (GPU buffers)",
+                  backend.title.c_str(), backend.over.c_str(),
                   n, world->launcher.c_str(), store.describe().c_str());
       std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
                   b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
@@ -234,17 +228,14 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       std::printf("# options: -b %zu -e %zu -f %g -n %d -w %d -c %d --dtype %s --op %s --timeout %g",
                   minb, maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(dtype), op_name(op),
                   a.timeout_s);
-      if (a.impl == "ring")
+      if (backend.ring)
         std::printf(" --segment %zu --min-segment %zu --depth %d --sockets-per-peer %d --spin-us %d --algo %s --direct-max %zu",
                     parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
                     a.spin_us, a.algo.c_str(),
                     parse_bytes(a.direct_max));
-      if (a.impl == "ring" && a.transport == "verbs")
-        std::printf(" --transport verbs --ib-dev %s --ib-port %d --gid-index %d --mr-chunk %zu",
-                    a.verbs.ib_dev.empty() ? "auto" : a.verbs.ib_dev.c_str(), a.verbs.ib_port,
-                    a.verbs.gid_index, parse_bytes(a.verbs.mr_chunk));
+      if (backend.options_line) std::printf("%s", backend.options_line().c_str());
       std::printf("\n");
-      if (a.impl == "ring")
+      if (backend.ring)
         std::printf("# algorithm per row: %s\n",
                     a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
                                                                        : "direct (one-shot)") +

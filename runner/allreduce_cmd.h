@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/ring_transport.h"
+#include "runner/backends/backend.h"
+
 
 namespace ringbench {
 
@@ -16,7 +17,7 @@ struct AllreduceArgs {
   std::string minbytes = "4K", maxbytes = "64M";
   double factor = 2;
   int iters = 20, warmup = 5, check = 1;
-  std::string impl = "ring", transport = "tcp", dtype = "float", op = "sum";
+  std::string impl = "ring", transport = kBaselineBackend, dtype = "float", op = "sum";
   std::string json;
   double timeout_s = 30;
   int ranks = 1;
@@ -27,7 +28,6 @@ struct AllreduceArgs {
   std::string algo = "auto", direct_max = "32K";
   int depth = 4;
   int spin_us = 200;
-  VerbsArgs verbs;  // --ib-dev, --ib-port, --gid-index, --mr-chunk
 };
 
 void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a);

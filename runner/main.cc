@@ -14,6 +14,7 @@
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
 #include "runner/allreduce_cmd.h"
+#include "runner/backends/backend.h"
 #include "runner/cluster.h"
 #include "runner/doctor.h"
 #include "runner/metadata.h"
@@ -50,9 +51,10 @@ int main(int argc, char** argv) {
   ringbench::AllreduceArgs ar;
   auto* allreduce = app.add_subcommand(
       "allreduce",
-      "nccl-tests style allreduce sweep: our ring over TCP or RDMA verbs (--transport), or "
-      "MPI_Allreduce and NCCL as baselines (--impl mpi|nccl).\n"
-      "Run under mpirun (mpirun -np 4 ringbench allreduce) or locally (ringbench allreduce "
+      "nccl-tests style allreduce sweep: our ring over " + ringbench::backend_names(ringbench::ring_backend) +
+          " (--transport), or the baselines (--impl " +
+          ringbench::backend_names([](const ringbench::Backend& b) { return !b.ring; }) + ").\n"
+          "Run under mpirun (mpirun -np 4 ringbench allreduce) or locally (ringbench allreduce "
       "--ranks 4).");
   ringbench::add_allreduce_options(*allreduce, ar);
 
@@ -60,8 +62,8 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand(
       "train",
       "Data-parallel training (synthetic data or Fashion-MNIST) with bucketed gradient allreduce "
-      "overlapped with backward, over our ring (tcp, verbs), MPI or NCCL (--transport); "
-      "Horovod-style img/sec.\n"
+      "overlapped with backward, over " + ringbench::backend_names(ringbench::any_backend) +
+          " (--transport); Horovod-style img/sec.\n"
       "Run under mpirun (mpirun -np 4 ringbench train --model mobilenet_v1) or locally "
       "(ringbench train --ranks 2).");
   ringbench::add_train_options(*train, tr);

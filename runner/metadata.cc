@@ -55,12 +55,6 @@ nlohmann::json build_info() {
           {"have_nccl", RINGBENCH_HAVE_NCCL != 0}};
 }
 
-nlohmann::json mpi_path_info() {
-  auto env = [](const char* k) { return std::getenv(k) ? std::getenv(k) : "default"; };
-  return {{"transport", "mpi"}, {"pml", env("OMPI_MCA_pml")}, {"btl", env("OMPI_MCA_btl")},
-          {"btl_tcp_if_include", env("OMPI_MCA_btl_tcp_if_include")}};
-}
-
 std::string command_line_output(const std::string& cmd) {
   FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
   if (!p) return "";

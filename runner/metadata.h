@@ -12,8 +12,6 @@ namespace ringbench {
 nlohmann::json host_info();
 // ringbench version and commit, compiler, MPI library, build options.
 nlohmann::json build_info();
-// The MPI path as the environment selects it (pml and btl, "default" when unset).
-nlohmann::json mpi_path_info();
 
 // A command's output, trailing newlines cut ("" when it fails); for versions in env.json.
 std::string command_line_output(const std::string& cmd);

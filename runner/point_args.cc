@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runner/backends/backend.h"
+
 namespace ringbench {
 namespace {
 
@@ -17,7 +19,7 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
   const TrainSweep& t = c.train;
   std::vector<std::string> a = {"--model", p.model.model, "--batch", std::to_string(p.model.batch),
                                 "--steps", std::to_string(t.steps), "--warmup", std::to_string(t.warmup),
-                                "--transport", p.transport == "none" ? "tcp" : p.transport,
+                                "--transport", p.transport == "none" ? kBaselineBackend : p.transport,
                                 "--backend", t.backend, "--fusion-mb", num(t.fusion_mb),
                                 "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed)};
   if (p.model.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.model.image_size)});
@@ -53,9 +55,9 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
   std::vector<std::string> a = {"allreduce", "-b", k.min_bytes, "-e", k.max_bytes, "-f", num(k.step_factor),
                                 "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
                                 "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
-  if (p.transport == "mpi") a.insert(a.end(), {"--impl", "mpi"});
-  if (p.transport == "nccl") a.insert(a.end(), {"--impl", "nccl"});
-  if (p.transport == "verbs") a.insert(a.end(), {"--transport", "verbs"});  // tcp is the default
+  const Backend* b = find_backend(p.transport);
+  if (b && !b->ring) a.insert(a.end(), {"--impl", b->name});
+  if (b && b->ring && b->name != kBaselineBackend) a.insert(a.end(), {"--transport", b->name});
   return a;
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "runner/backends/backend.h"
 #include "runner/metadata.h"
 #include "runner/stats.h"
 #include "runner/subprocess.h"
@@ -292,11 +294,10 @@ struct Point {
   }
 };
 
+// Backends in their registered order; none and anything else after, alphabetically.
 int transport_rank(const std::string& t) {
-  const char* order[] = {"tcp", "verbs", "mpi", "nccl"};
-  for (int i = 0; i < 4; ++i)
-    if (t == order[i]) return i;
-  return 4;  // none and anything else, alphabetically
+  const Backend* b = find_backend(t);
+  return b ? b->order : std::numeric_limits<int>::max();
 }
 
 int policy_rank(const std::string& policy) {
@@ -450,8 +451,8 @@ void cross_point_stats(std::vector<Point>& points) {
                                                           : "n/a (N=1 point failed)";
     else
       p.efficiency = mean_ci(paired(p.total, base->total, p.nodes));
-    if (p.transport == "tcp" || p.transport == "none") continue;
-    const Point* tcp = find_peer(points, p, p.nodes, "tcp");
+    if (p.transport == kBaselineBackend || p.transport == "none") continue;
+    const Point* tcp = find_peer(points, p, p.nodes, kBaselineBackend);
     if (tcp && !tcp->total.empty()) p.ratio_vs_tcp = mean_ci(paired(p.total, tcp->total, 1));
   }
 }
@@ -1247,7 +1248,7 @@ std::string md_ratios(const std::vector<const Point*>& pts, const std::string& s
     for (const Point* p : by_transport[t]) {
       const Point* tcp = nullptr;
       for (const Point* o : pts)
-        if (o->nodes == p->nodes && o->profile == p->profile && o->transport == "tcp") tcp = o;
+        if (o->nodes == p->nodes && o->profile == p->profile && o->transport == kBaselineBackend) tcp = o;
       rows.push_back({std::to_string(p->nodes), p->profile, fixed((*throughput_value(*p))[0], 1),
                       fixed((*throughput_value(*tcp))[0], 1), with_ci(*p->ratio_vs_tcp, 3, "×")});
     }

@@ -16,7 +16,7 @@
 //   policy, vms, slice_ms      (share only) the scheduler's policy ("best_effort" |
 //                "equal_share" | "fixed_share"), k VMs on the device, the time slice in ms
 //   nodes        N (ranks, one per node; share: 1)
-//   transport    "tcp" | "verbs" | "mpi" | "nccl" | "none" (N = 1 and share: no communication)
+//   transport    a backend's name (runner/backends/) | "none" (N = 1 and share: no communication)
 //   profile      vGPU profile name ("T4-4C", "passthrough", ...) or "none"
 //   cluster      {"type": "emulated"|"local"|"mpirun", "link": "1gbit"|null,
 //                 "cpus_per_node": int|null, "note": string}

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "base/errors.h"
+#include "runner/backends/backend.h"
 #include "runner/cluster.h"
 #include "runner/doctor.h"
 #include "runner/metadata.h"
@@ -264,8 +265,9 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
     std::replace(log_name.begin(), log_name.end(), '/', '-');
     const std::string log_base = run.dir + "/logs/" + log_name;
     std::string why = p.skip.empty() ? exec.unavailable(p) : p.skip;
-    if (p.kind == "collectives" && p.transport == "mpi" && c.collectives.dtype != "float")
-      why = "the MPI_Allreduce baseline measures float only";
+    if (const Backend* b = find_backend(p.transport);
+        b && b->float_only && p.kind == "collectives" && c.collectives.dtype != "float")
+      why = "the " + b->title + " baseline measures float only";
     if (!why.empty()) {
       rec.update({{"status", "skipped"}, {"error", why}, {"wall_s", 0}, {"command", json::array()}});
       raw.append(rec);
@@ -411,7 +413,7 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   const SweepConfig& c = run.config;
   if (a.dry_run) {
     for_each_point(c, [](const SweepPoint& p) {
-      const std::string why = transport_unavailable(p.transport);
+      const std::string why = backend_unavailable(p.transport);
       std::printf("%-44s r%d  %s\n", p.id.c_str(), p.repeat, why.empty() ? "" : ("skipped: " + why).c_str());
     });
     return 0;

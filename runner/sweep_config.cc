@@ -15,6 +15,7 @@
 #include "base/errors.h"
 #include "models/zoo.h"
 #include "runner/allreduce_cmd.h"
+#include "runner/backends/backend.h"
 #include "runner/bytes.h"
 #include "vgpu/catalog.h"
 #include "vgpu/scheduler.h"
@@ -22,7 +23,6 @@
 namespace ringbench {
 namespace {
 
-const std::vector<std::string> kTransports{"tcp", "verbs", "mpi", "nccl"};
 const std::vector<std::string> kClusterTypes{"local", "emulated", "mpirun"};
 const std::vector<std::string> kModels{"lenet", "mobilenet_v1", "inception_v3"};
 
@@ -270,8 +270,7 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   }
   if (r.has("transports")) c.transports = r.list<std::string>("transports", "transport names");
   for (const auto& t : c.transports)
-    if (std::find(kTransports.begin(), kTransports.end(), t) == kTransports.end())
-      r.fail("transports", "'" + t + "' is not one of: " + join(kTransports));
+    if (!find_backend(t)) r.fail("transports", "'" + t + "' is not one of: " + backend_names(any_backend, ", "));
   if (r.has("profiles")) c.profiles = r.list<std::string>("profiles", "profile names");
   r.get("allow_profile_mismatch", c.allow_profile_mismatch, "true or false");
   r.get("vgpu_catalog", c.vgpu_catalog, "a file name");

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/backends/backend.h"
+
 namespace ringbench {
 
 struct SweepModel {
@@ -50,7 +52,7 @@ struct ClusterConfig {
 struct SweepConfig {
   std::string name;
   std::vector<int> nodes{1, 2, 4};
-  std::vector<std::string> transports{"tcp"};
+  std::vector<std::string> transports{kBaselineBackend};
   std::vector<std::string> profiles{"none"};  // vGPU profiles (the catalog's names) or "none"
   bool allow_profile_mismatch = false;        // run profiles this VM's real vGPU is not
   std::string vgpu_catalog;                   // "": the built-in catalog

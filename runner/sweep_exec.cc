@@ -20,6 +20,7 @@
 #include "collectives/store.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
+#include "runner/backends/backend.h"
 #include "runner/gpu.h"
 #include "runner/metadata.h"
 #include "runner/mpi_util.h"
@@ -36,6 +37,11 @@ using Millis = std::chrono::milliseconds;
 
 // A rank that failed gives its peers this long to report their own view before they are killed.
 constexpr Millis kGrace{30000};
+
+bool needs_mpirun(const SweepPoint& p) {
+  const Backend* b = find_backend(p.transport);
+  return b && b->needs_mpirun;
+}
 
 std::string random_id() {
   std::random_device rd;
@@ -102,16 +108,16 @@ class LocalExecutor : public Executor {
     if (cluster_ && p.nodes > cluster_->nodes())
       return "needs " + std::to_string(p.nodes) + " nodes; the emulated cluster has " +
              std::to_string(cluster_->nodes());
-    std::string why = transport_unavailable(p.transport);
-    // Every rank of a local or emulated point runs on this machine; NCCL takes a GPU per rank.
-    if (why.empty() && p.transport == "nccl" && p.nodes > gpu_count())
-      why = "nccl: " + std::to_string(p.nodes) + " ranks on this machine need a GPU each (NCCL runs "
-            "one rank per GPU); it has " + std::to_string(gpu_count());
+    std::string why = backend_unavailable(p.transport);
+    // Every rank of a local or emulated point runs on this machine, each on a GPU of its own.
+    if (const Backend* b = find_backend(p.transport); why.empty() && b && b->gpu_buffers && p.nodes > gpu_count())
+      why = b->name + ": " + std::to_string(p.nodes) + " ranks on this machine need a GPU each (" + b->title +
+            " runs one rank per GPU); it has " + std::to_string(gpu_count());
     return why;
   }
 
   LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
-    if (job.point->transport == "mpi") return run_mpirun(job, stop);
+    if (needs_mpirun(*job.point)) return run_mpirun(job, stop);
     // The point's rendezvous store; on an emulated cluster it listens on the bridge.
     int port = 0, fd = -1;
     std::string host = "127.0.0.1";
@@ -143,14 +149,10 @@ class LocalExecutor : public Executor {
       r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
         r.env = rank_env(k, job.point->nodes, store, id, cluster_ ? "emulated" : "local", secret);
       r.env.push_back("OMP_WAIT_POLICY=passive");
-      if (cluster_ && job.point->transport == "nccl") {
-        // To NCCL every rank here is on one host (same hostname and boot id), so it would move
-        // data through shared memory or GPU peer copies, bypassing the shaped link. Each node
-        // is a host of its own, talking over its own interface (the path metadata shows these).
-        r.env.push_back("NCCL_HOSTID=ringbench-" + id + "-node" + std::to_string(k));
-        r.env.push_back("NCCL_SOCKET_IFNAME=" + cluster_->node_iface());
-        r.env.push_back("NCCL_IB_DISABLE=1");
-      }
+      const Backend* b = find_backend(job.point->transport);
+      if (cluster_ && b && b->node_env)  // each emulated node a host of its own to the backend
+        for (auto& e : b->node_env("ringbench-" + id + "-node" + std::to_string(k), cluster_->node_iface()))
+          r.env.push_back(e);
       r.log_path = job.log_base + ".rank" + std::to_string(k) + ".log";
       r.netns_fd = cluster_ ? cluster_->node_ns_fd(k) : -1;
       r.cpus = node_cpus(k);
@@ -284,11 +286,11 @@ class MpiWorkerExecutor : public Executor {
   std::string unavailable(const SweepPoint& p) const override {
     if (p.nodes > w_.size)
       return "needs " + std::to_string(p.nodes) + " nodes; mpirun started " + std::to_string(w_.size) + " rank(s)";
-    return transport_unavailable(p.transport);
+    return backend_unavailable(p.transport);
   }
 
   LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
-    if (job.point->transport == "mpi") return run_nested_mpirun(job, stop);
+    if (needs_mpirun(*job.point)) return run_nested_mpirun(job, stop);
     const int n = job.point->nodes;
     // On the address the sweep ranks reach rank 0 by, for ranks that know the sweep's secret.
     TcpStoreServer server(w_.default_addr, 0, w_.secret);
@@ -452,29 +454,6 @@ void check_same_sweep(World& w, const SweepConfig& c) {
                            RINGBENCH_VERSION + " " + RINGBENCH_GIT_COMMIT;
   check_same_options(*w.store, "sweep/same", mine, w.rank, w.size, Millis(120000),
                      "load the same sweep config with the same ringbench build");
-}
-
-std::string transport_unavailable(const std::string& t) {
-  if (t == "tcp" || t == "none") return "";
-  if (t == "mpi") {
-    if (!RINGBENCH_HAVE_MPI) return "this ringbench was built without MPI (RINGBENCH_WITH_MPI=OFF)";
-    if (!on_path("mpirun")) return "mpirun is not on PATH (apt-get install openmpi-bin)";
-    return "";
-  }
-  if (t == "verbs") {
-    if (!RINGBENCH_HAVE_VERBS)
-      return "this ringbench was built without the verbs transport (-DRINGBENCH_WITH_VERBS=ON, "
-             "needs libibverbs-dev)";
-    std::error_code ec;
-    std::filesystem::directory_iterator it("/sys/class/infiniband", ec), end;
-    if (ec || it == end) return "verbs: no RDMA device on this host (ibv_get_device_list found none)";
-    return "";
-  }
-  if (t == "nccl") {
-    const std::string why = nccl_unavailable_reason();  // not built, or no GPU here
-    return why.empty() ? "" : "nccl: " + why;
-  }
-  return "unknown transport '" + t + "'";
 }
 
 json environment_info() {

@@ -59,8 +59,6 @@ void serve_points(World& world, const SweepConfig& c, const std::atomic<bool>* s
 void check_same_sweep(World& world, const SweepConfig& c);
 void finish_serving(Executor& executor);  // rank 0: releases the waiting ranks
 
-// Why a transport cannot be used by this build on this machine ("" when it can).
-std::string transport_unavailable(const std::string& transport);
 
 // env.json: hosts, CPU/GPU, driver and library versions, RDMA devices, kernel, commit,
 // relevant environment variables.

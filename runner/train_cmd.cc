@@ -13,14 +13,13 @@
 
 #include "collectives/allreduce.h"
 #include "base/errors.h"
-#include "collectives/tcp_transport.h"
 #include "base/device_memory.h"
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
 #include "ringbench/config.h"
 #include "runner/allreduce_cmd.h"
-#include "runner/allreduce_impl.h"
+#include "runner/backends/backend.h"
 #include "runner/bytes.h"
 #include "runner/cpu_budget.h"
 #include "runner/gpu.h"
@@ -31,9 +30,6 @@
 #if RINGBENCH_HAVE_CUDA
 #include "models/cuda/gpu_reducers.h"
 #endif
-#if RINGBENCH_HAVE_NCCL
-#include "collectives/nccl_comm.h"
-#endif
 
 namespace ringbench {
 namespace {
@@ -41,17 +37,6 @@ namespace {
 using json = nlohmann::json;
 using Millis = std::chrono::milliseconds;
 namespace m = ringbench::models;
-
-class MpiReducer : public m::GradientReducer {
- public:
-  MpiReducer(float* grads, size_t count, Millis timeout)
-      : impl_(make_mpi_impl(grads, grads, count, DType::f32, ReduceOp::avg, timeout)) {}
-  void allreduce_avg(size_t offset, size_t count) override { impl_->run(count, true, offset); }
-  std::string describe() const override { return "MPI_Allreduce"; }
-
- private:
-  std::unique_ptr<AllreduceImpl> impl_;
-};
 
 json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
 
@@ -68,12 +53,11 @@ void validate(const TrainArgs& a) {
   if (a.layer_times < 0) throw Error("--layer-times must be >= 0");
   if (a.epochs < 0) throw Error("--epochs must be >= 0");
   if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
-  if (a.transport != "tcp" && a.transport != "verbs" && a.transport != "mpi" && a.transport != "nccl")
-    throw Error("--transport " + a.transport + " is not known: use tcp, verbs, mpi or nccl");
+  backend_for("--transport", a.transport, any_backend);
   if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
     throw Error("--device " + a.device + " is not known: use cpu, cuda or auto");
   parse_bytes(a.stage_piece);
-  validate_verbs_args(a.transport, a.verbs);
+  validate_backend_options();
   if (a.data != "synthetic" && a.data != "fashion-mnist")
     throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
   if (a.epochs > 0 && a.data == "synthetic")
@@ -116,17 +100,15 @@ void check_host_memory(const m::Graph& g, const TrainArgs& a) {
 struct Placement {
   std::string device, backend;
 };
-Placement place(const TrainArgs& a) {
+Placement place(const TrainArgs& a, const Backend& comm) {
   const bool gpu_backend = a.backend == "cudnn", cpu_backend = a.backend != "auto" && !gpu_backend;
-  if (a.transport == "nccl") {
-    if (a.device == "cpu" || cpu_backend)
-      throw Error("--transport nccl reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
-    if (const std::string why = nccl_unavailable_reason(); !why.empty())
-      throw Error("--transport nccl is not available: " + why);
-  }
+  if (comm.gpu_buffers && (a.device == "cpu" || cpu_backend))
+    throw Error("--transport " + comm.name + " reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
+  if (const std::string why = comm.unavailable ? comm.unavailable() : ""; !why.empty())
+    throw Error("--transport " + comm.name + " is not available: " + why);
   std::string device = a.device;
   if (device == "auto") {
-    if (gpu_backend || a.transport == "nccl") device = "cuda";
+    if (gpu_backend || comm.gpu_buffers) device = "cuda";
     else if (cpu_backend) device = "cpu";
     else device = gpu_unavailable_reason().empty() ? "cuda" : "cpu";
   }
@@ -213,14 +195,15 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--warmup", a.warmup, "Steps run before measuring")->capture_default_str();
   cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
                  "(warmup included; replaces --steps)")->capture_default_str();
-  cmd.add_option("--transport", a.transport, "Gradient allreduce: tcp (our ring over TCP), verbs "
-                 "(our ring over RDMA), mpi (MPI_Allreduce, needs mpirun) or nccl (ncclAllReduce, "
-                 "--device cuda)")->capture_default_str();
+  std::string transports = "Gradient allreduce:";
+  for (const Backend* b : backends())
+    transports += std::string(b == backends().front() ? " " : ", ") + b->name + " (" + b->help + ")";
+  cmd.add_option("--transport", a.transport, transports)->capture_default_str();
   cmd.add_option("--device", a.device, "Where to compute: cpu, cuda (GPU local rank mod GPUs; "
                  "NCCL needs one per rank) or auto (cuda when this build has it and a GPU is here)")->capture_default_str();
   cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
                  "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
-  cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with tcp, verbs or mpi: gradients are "
+  cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
                  "staged through host memory in pieces of this size, the copies overlapping the "
                  "allreduce (0: whole buckets)")->capture_default_str();
   cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
@@ -258,7 +241,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
                  "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
-  add_verbs_options(cmd, a.verbs);
+  add_backend_options(cmd);
   add_vgpu_train_options(cmd, a.vgpu);
 }
 
@@ -274,7 +257,8 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       throw Error(e.what());
     }
   }();
-  const Placement where = place(a);
+  const Backend& comm_backend = backend_for("--transport", a.transport, any_backend);
+  const Placement where = place(a, comm_backend);
   const std::string& backend = where.backend;
   const bool on_gpu = where.device == "cuda";
   // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
@@ -285,8 +269,8 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
     // a descheduled worker stalls its team (and spinning starves the communication threads).
     setenv("OMP_WAIT_POLICY", "passive", 0);
-    if (a.transport == "nccl" && a.ranks > gpu_count())  // NCCL runs one rank per GPU
-      throw Error("--transport nccl with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of "
+    if (comm_backend.gpu_buffers && a.ranks > gpu_count())  // one GPU per rank
+      throw Error("--transport " + comm_backend.name + " with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of "
                   "its own, and this machine has " + std::to_string(gpu_count()));
     return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
   }
@@ -297,7 +281,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   wo.secret_file = a.secret_file;
   wo.timeout = timeout;
   wo.ranks = a.ranks;
-  auto world = make_command_world(wo, a.transport == "mpi");
+  auto world = make_command_world(wo, comm_backend.needs_mpirun);
   const int rank = world->rank, n = world->size;
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";
@@ -374,47 +358,24 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       timeline = std::make_unique<m::Timeline>(rank);
       to.timeline = timeline.get();
     }
-    std::unique_ptr<Transport> transport;
-#if RINGBENCH_HAVE_NCCL
-    std::unique_ptr<NcclComm> nccl;  // made at setup; outlives the trainer's reducer
-#endif
-    json path;
-    if (n > 1 && a.transport == "nccl") {
-#if RINGBENCH_HAVE_NCCL
-      nccl = std::make_unique<NcclComm>(store, "train/nccl_unique_id", rank, n, 2 * timeout);
-      for (auto& [k, v] : nccl->path_info()) path[k] = v;
-#endif
-    } else if (n > 1 && (a.transport == "tcp" || a.transport == "verbs")) {
-      TcpOptions tcp;
-      tcp.addr = a.addr;
-      tcp.iface = a.iface;
-      tcp.default_addr = world->default_addr;
-      tcp.sockets_per_peer = a.sockets_per_peer;
-      tcp.timeout = timeout;
-      tcp.job_id = world->job_id;
-      tcp.secret = world->secret;
-      transport = make_ring_transport(a.transport, store, rank, n, tcp, a.verbs);
-      for (auto& [k, v] : transport->path_info()) path[k] = v;
-    } else if (n > 1) {
-      path = mpi_path_info();
-    } else {
-      path = {{"transport", "none (1 rank)"}};
+    std::unique_ptr<Communicator> comm;  // made at setup; outlives the trainer's reducer
+    json path = {{"transport", "none (1 rank)"}};
+    if (n > 1) {
+      NetArgs net_args;
+      net_args.addr = a.addr;
+      net_args.iface = a.iface;
+      net_args.sockets_per_peer = a.sockets_per_peer;
+      comm = comm_backend.make({store, rank, n, *world, timeout, net_args, "train"});
+      path = json::object();
+      for (auto& [k, v] : comm->path_info()) path[k] = v;
     }
-    // Host gradients: our ring or MPI_Allreduce on them. GPU gradients: NCCL on them, or the
-    // same host reducers on a pinned host mirror, staged (models/cuda/gpu_reducers.h).
-    const m::ReducerFactory host_reducer = [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
-      if (a.transport == "mpi") return std::make_unique<MpiReducer>(grads, count, 2 * timeout);
-      AllreduceOptions ao;
-      ao.ring.timeout = 2 * timeout;
-      return m::make_ring_reducer(*transport, grads, count, ao);
-    };
+    // Gradients where the backend reduces them, or device gradients staged through a pinned
+    // host mirror for a backend of host memory (models/cuda/gpu_reducers.h).
     m::Trainer trainer(*net, to, [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
-      if (!on_gpu) return host_reducer(grads, count);
-#if RINGBENCH_HAVE_NCCL
-      if (a.transport == "nccl") return m::make_nccl_reducer(*nccl, grads, count);
-#endif
+      if (!on_gpu || comm_backend.gpu_buffers) return comm->gradient_reducer(grads, count);
 #if RINGBENCH_HAVE_CUDA
-      return m::make_staged_reducer(grads, count, host_reducer, parse_bytes(a.stage_piece));
+      return m::make_staged_reducer(grads, count, [&](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c); },
+                                    parse_bytes(a.stage_piece));
 #else
       throw Error("--device cuda in a build without CUDA");
 #endif

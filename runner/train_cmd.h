@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "runner/ring_transport.h"
+#include "runner/backends/backend.h"
 #include "runner/vgpu_cmd.h"
 
 namespace ringbench {
 
 struct TrainArgs {
-  std::string model = "lenet", backend = "auto", transport = "tcp", data = "synthetic";
+  std::string model = "lenet", backend = "auto", transport = kBaselineBackend, data = "synthetic";
   std::string device = "auto";       // cpu | cuda | auto (cuda when built with it and a GPU is here)
   std::string stage_piece = "4M";    // --device cuda over tcp/verbs/mpi: staging pipeline piece
   std::string data_dir;
@@ -29,7 +29,6 @@ struct TrainArgs {
   std::string iface, addr;
   std::string secret_file;  // --secret-file: the job's secret, for ranks started by hand
   int sockets_per_peer = 2;
-  VerbsArgs verbs;  // --ib-dev, --ib-port, --gid-index, --mr-chunk
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
 };
 

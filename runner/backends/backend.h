@@ -1,0 +1,127 @@
+// A backend is one way for ranks to allreduce: our ring over one of our transports (tcp,
+// verbs, ...), MPI_Allreduce, or NCCL. Each is one file of this folder that describes itself
+// in a Backend and registers it at static initialization (RINGBENCH_REGISTER_BACKEND), as Google
+// Benchmark's BENCHMARK() does, so adding one touches no central file. Commands, sweeps and
+// reports find backends here by name; none of them spells a backend's name.
+//
+// Setup is kept apart from what is timed (Gloo's way): make() connects the ranks, allreduce()
+// registers the buffers, and only AllreducePlan::run() is timed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "collectives/allreduce.h"
+#include "collectives/dtype.h"
+#include "collectives/store.h"
+#include "models/trainer.h"
+
+namespace ringbench {
+
+struct World;
+
+// The network options every command shares (--addr, --iface, --sockets-per-peer, ...).
+struct NetArgs {
+  std::string addr, iface;
+  int sockets_per_peer = 2;
+  int socket_buffer_bytes = 0;  // 0: the kernel's autotuning
+  std::chrono::microseconds spin{200};
+};
+
+// What a backend gets to connect a command's ranks.
+struct BackendSetup {
+  Store& store;
+  int rank, size;
+  const World& world;                  // job id, secret, default address
+  std::chrono::milliseconds timeout;   // peer-silence limit; a single wait may take twice this
+  NetArgs net;
+  std::string key_prefix;              // the command's store namespace: "allreduce", "train"
+};
+
+// One allreduce of fixed buffers, set up once for the largest count.
+class AllreducePlan {
+ public:
+  virtual ~AllreducePlan() = default;
+  // Out-of-place reduces `in` into `out`; in-place reduces `out` into itself; elements
+  // [offset, offset + count). Returns the algorithm that ran ("ring", "direct", "mpi", ...).
+  virtual const char* run(size_t count, bool inplace, size_t offset = 0) = 0;
+  // Backends of device buffers (nccl) copy elements [0, count) of the host input (the host
+  // `out` when in place) to the device before a checked run, and the result back after it;
+  // the timed runs work on whatever the device holds. Host backends need neither.
+  virtual void load_input(size_t /*count*/, bool /*inplace*/) {}
+  virtual void fetch_result(size_t /*count*/) {}
+};
+
+// The ranks of one job, connected by one backend.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  // The path actually used, for `#` metadata and JSON (transport=tcp, addr=..., ...).
+  virtual std::map<std::string, std::string> path_info() const = 0;
+  // `ringbench allreduce`: buffers in host memory of `max_count` elements.
+  virtual std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype,
+                                                   ReduceOp op, const AllreduceOptions& ring) = 0;
+  // `ringbench train`: averages gradients in place, in host memory, or on the device for
+  // backends that reduce GPU buffers (Backend::gpu_buffers).
+  virtual std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) = 0;
+};
+
+struct Backend {
+  std::string name;         // the value of --transport, of --impl for a backend of its own, and of a point
+  int order = 0;            // where it sorts in help, tables and reports
+  bool ring = false;        // our ring over a Transport: `allreduce --impl ring --transport <name>`
+  bool needs_mpirun = false;  // only mpirun can start its ranks
+  bool gpu_buffers = false;   // reduces GPU buffers, one GPU per rank
+  bool float_only = false;    // reduces float32 only (MPI has no half types)
+  std::string title;        // `allreduce`'s header: "<title> over <over>"
+  std::string over;
+  std::string help;         // one phrase for --help
+  // "" when this build and host can run it, else why not (for a point: skipped, with this).
+  std::function<std::string()> unavailable;
+  // Its own options (or empty): added to every command that takes --transport; validated,
+  // and recorded in the metadata, whichever backend runs.
+  std::function<void(CLI::App&)> add_options;
+  std::function<void()> validate_options;
+  std::function<nlohmann::json()> options_json;  // merged into meta.options when it runs
+  std::function<std::string()> options_line;     // appended to the `# options:` line when it runs
+  std::function<std::unique_ptr<Communicator>(const BackendSetup&)> make;
+  // The environment a rank on an emulated cluster's node needs for the backend to see the node
+  // as a host of its own (`host_id`), talking over `iface`; or empty.
+  std::function<std::vector<std::string>(const std::string& host_id, const std::string& iface)> node_env;
+};
+
+// The backend the others are compared with (reports' "vs TCP"), and the default of --transport:
+// what every cluster has.
+inline const std::string kBaselineBackend = "tcp";
+
+bool register_backend(Backend b);
+#define RINGBENCH_REGISTER_BACKEND(ident, ...) \
+  [[maybe_unused]] static const bool ident##_registered = ::ringbench::register_backend(__VA_ARGS__)
+
+// Every registered backend, in `order`.
+const std::vector<const Backend*>& backends();
+const Backend* find_backend(const std::string& name);
+// The backend `name` given to `option` ("--transport"); an unknown name is an Error listing
+// the known ones that `accept` admits.
+const Backend& backend_for(const std::string& option, const std::string& name,
+                           const std::function<bool(const Backend&)>& accept);
+// "tcp, verbs or mpi": the names `accept` admits, in order.
+std::string backend_names(const std::function<bool(const Backend&)>& accept, const std::string& last = " or ");
+bool any_backend(const Backend&);
+bool ring_backend(const Backend&);
+
+// Every backend's own options on `cmd`, and their checks.
+void add_backend_options(CLI::App& cmd);
+void validate_backend_options();
+// Why a point's transport cannot run here, "<name>: <why>" ("" when it can; "none" is one rank
+// and needs no backend).
+std::string backend_unavailable(const std::string& name);
+
+}  // namespace ringbench

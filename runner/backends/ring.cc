@@ -1,0 +1,55 @@
+#include "runner/backends/ring.h"
+
+namespace ringbench {
+namespace {
+
+class RingPlan : public AllreducePlan {
+ public:
+  RingPlan(Transport& t, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
+           const AllreduceOptions& opts)
+      : out_of_place_(t, in, out, max_count, dtype, op, opts), in_place_(t, out, out, max_count, dtype, op, opts) {}
+  const char* run(size_t count, bool inplace, size_t offset) override {
+    return (inplace ? in_place_ : out_of_place_).run(count, offset);
+  }
+
+ private:
+  Allreduce out_of_place_, in_place_;
+};
+
+class RingCommunicator : public Communicator {
+ public:
+  RingCommunicator(std::unique_ptr<Transport> t, std::chrono::milliseconds wait_limit)
+      : transport_(std::move(t)), wait_limit_(wait_limit) {}
+  std::map<std::string, std::string> path_info() const override { return transport_->path_info(); }
+  std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
+                                           const AllreduceOptions& ring) override {
+    return std::make_unique<RingPlan>(*transport_, in, out, max_count, dtype, op, ring);
+  }
+  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) override {
+    AllreduceOptions ao;
+    ao.ring.timeout = wait_limit_;
+    return models::make_ring_reducer(*transport_, grads, count, ao);
+  }
+
+ private:
+  std::unique_ptr<Transport> transport_;
+  std::chrono::milliseconds wait_limit_;
+};
+
+}  // namespace
+
+Backend ring_backend(const std::string& name, int order, const std::string& help, TransportMaker connect) {
+  Backend b;
+  b.name = name;
+  b.order = order;
+  b.ring = true;
+  b.title = "ring (ours)";
+  b.over = name;
+  b.help = help;
+  b.make = [connect](const BackendSetup& s) -> std::unique_ptr<Communicator> {
+    return std::make_unique<RingCommunicator>(connect(s), 2 * s.timeout);
+  };
+  return b;
+}
+
+}  // namespace ringbench

@@ -1,0 +1,26 @@
+// Our ring over TCP: a full mesh of sockets, striped (collectives/tcp_transport.h).
+#include "collectives/tcp_transport.h"
+#include "runner/backends/ring.h"
+#include "runner/world.h"
+
+namespace ringbench {
+namespace {
+
+std::unique_ptr<Transport> connect_tcp(const BackendSetup& s) {
+  TcpOptions o;
+  o.addr = s.net.addr;
+  o.iface = s.net.iface;
+  o.default_addr = s.world.default_addr;
+  o.sockets_per_peer = s.net.sockets_per_peer;
+  o.socket_buffer_bytes = s.net.socket_buffer_bytes;
+  o.timeout = s.timeout;
+  o.spin = s.net.spin;
+  o.job_id = s.world.job_id;
+  o.secret = s.world.secret;
+  return make_tcp_transport(s.store, s.rank, s.size, o);
+}
+
+RINGBENCH_REGISTER_BACKEND(tcp, ring_backend("tcp", 10, "our ring over TCP", connect_tcp));
+
+}  // namespace
+}  // namespace ringbench
