@@ -17,12 +17,12 @@ std::string num(double v) {
 // The `ringbench train` options of a train or share point (without --json).
 std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
   const TrainSweep& t = c.train;
-  std::vector<std::string> a = {"--model", p.model.model, "--batch", std::to_string(p.model.batch),
+  std::vector<std::string> a = {"--model", p.model, "--batch", std::to_string(p.batch),
                                 "--steps", std::to_string(t.steps), "--warmup", std::to_string(t.warmup),
                                 "--transport", p.transport == "none" ? kBaselineBackend : p.transport,
                                 "--backend", t.backend, "--fusion-mb", num(t.fusion_mb),
                                 "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed)};
-  if (p.model.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.model.image_size)});
+  if (p.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.image_size)});
   if (!t.overlap) a.push_back("--no-overlap");
   if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
   return a;
@@ -32,7 +32,7 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
 
 std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path,
                                     const std::string& log_base) {
-  if (p.kind == "train") {
+  if (p.kind == PointKind::train) {
     std::vector<std::string> a = {"train"};
     for (auto& x : train_args(c, p)) a.push_back(x);
     if (p.profile != "none") a.insert(a.end(), {"--profile", p.profile});
@@ -40,7 +40,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     a.insert(a.end(), {"--json", json_path});
     return a;
   }
-  if (p.kind == "share") {  // the VMs' train options last, after --, where rank_args() append
+  if (p.kind == PointKind::share) {  // the VMs' train options last, after --, where rank_args() append
     // Ahead of the point's own deadline, so the VMs' timeout is what gets recorded.
     const double share_timeout = std::max(0.5 * c.timeout_s, c.timeout_s - 10);
     std::vector<std::string> a = {"vgpu"};

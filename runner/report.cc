@@ -26,6 +26,7 @@
 #include "base/errors.h"
 #include "runner/backends/backend.h"
 #include "runner/metadata.h"
+#include "runner/point.h"
 #include "runner/stats.h"
 #include "runner/subprocess.h"
 
@@ -85,10 +86,10 @@ std::string one_line(std::string s) {
 // ---------------------------------------------------------------------------------------------
 // raw.jsonl
 
-struct Record {
+struct Record : PointCoords {
   json j;
-  std::string point, kind, model, transport, profile, policy, status, error, started_at;
-  int repeat = 0, batch = 0, image_size = 0, nodes = 0, vms = 0;
+  std::string point, status, error, started_at;
+  int repeat = 0;
   std::pair<int, size_t> order;  // (seq, position in raw.jsonl): the order the sweep ran it
 };
 
@@ -145,34 +146,20 @@ Record to_record(const json& j, const std::string& where) {
   r.j = j;
   r.point = required_str(j, "point", where);
   r.repeat = required_int(j, "repeat", where);
-  r.kind = required_str(j, "kind", where);
-  r.nodes = required_int(j, "nodes", where);
+  static_cast<PointCoords&>(r) = PointCoords::read(j, where);
   r.status = required_str(j, "status", where);
   if (r.repeat < 1) throw Error(where + ": \"repeat\" must be >= 1");
-  if (r.kind != "train" && r.kind != "collectives" && r.kind != "share")
-    throw Error(where + ": kind \"" + r.kind + "\" is none of train, collectives, share");
   if (r.status != "ok" && r.status != "failed" && r.status != "skipped" &&
       r.status != "does_not_fit")
     throw Error(where + ": status \"" + r.status +
                 "\" is none of ok, failed, skipped, does_not_fit");
-  if (r.kind == "train" || r.kind == "share") {
-    r.model = required_str(j, "model", where);
-    r.batch = required_int(j, "batch", where);
-    r.image_size = int_or(j, "image_size", 0);
-  }
-  if (r.kind == "share") {
-    r.policy = str_or(j, "policy", "");
-    r.vms = int_or(j, "vms", 0);
-  }
-  r.transport = str_or(j, "transport", "none");
-  r.profile = str_or(j, "profile", "none");
   r.error = str_or(j, "error", "");
   r.started_at = str_or(j, "started_at", "");
-  if (r.status == "ok" && r.kind == "train" && !number_at(j, "/train/summary/total_img_s/mean"))
+  if (r.status == "ok" && r.kind == PointKind::train && !number_at(j, "/train/summary/total_img_s/mean"))
     throw Error(where + ": status ok but train.summary.total_img_s.mean is missing");
-  if (r.status == "ok" && r.kind == "share" && !number_at(j, "/share/summary/total_img_s/mean"))
+  if (r.status == "ok" && r.kind == PointKind::share && !number_at(j, "/share/summary/total_img_s/mean"))
     throw Error(where + ": status ok but share.summary.total_img_s.mean is missing");
-  if (r.status == "ok" && r.kind == "collectives" &&
+  if (r.status == "ok" && r.kind == PointKind::collectives &&
       !(find_at(j, "/collectives/rows") && j["collectives"]["rows"].is_array()))
     throw Error(where + ": status ok but collectives.rows is missing");
   return r;
@@ -245,9 +232,8 @@ struct WrongResult {
   bool inplace = false;
 };
 
-struct Point {
-  std::string id, kind, model, transport, profile, policy;
-  int batch = 0, image_size = 0, nodes = 0, vms = 0;
+struct Point : PointCoords {
+  std::string id;
   int profile_order = -1;       // the profile's place in the sweep's order ("none": -1)
   std::vector<Record> repeats;  // by repeat number
 
@@ -309,7 +295,7 @@ int policy_rank(const std::string& policy) {
 
 // Train, then share, then collectives; profiles in the sweep's order.
 auto order_key(const Point& p) {
-  return std::tuple(p.kind == "train" ? 0 : p.kind == "share" ? 1 : 2, p.kind, p.model, p.batch,
+  return std::tuple(p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : 2, p.kind, p.model, p.batch,
                     p.image_size, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
                     p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
 }
@@ -323,7 +309,7 @@ struct Run {
 
 // The rank 0 section ("train" or "collectives") of a record.
 const json* section(const Record& r) {
-  const auto it = r.j.find(r.kind);
+  const auto it = r.j.find(kind_name(r.kind));
   return it != r.j.end() && it->is_object() ? &*it : nullptr;
 }
 
@@ -442,7 +428,7 @@ const Point* find_peer(const std::vector<Point>& points, const Point& p, int nod
 
 void cross_point_stats(std::vector<Point>& points) {
   for (auto& p : points) {
-    if (p.kind != "train" || p.total.empty()) continue;
+    if (p.kind != PointKind::train || p.total.empty()) continue;
     const Point* base = find_peer(points, p, 1, "none");
     if (!base)
       p.efficiency_na = "n/a (no N=1 point)";
@@ -483,15 +469,7 @@ std::vector<Point> group_points(std::vector<Record> records) {
     Point& p = by_id[r.point];
     if (p.repeats.empty()) {
       p.id = r.point;
-      p.kind = r.kind;
-      p.model = r.model;
-      p.transport = r.transport;
-      p.profile = r.profile;
-      p.policy = r.policy;
-      p.batch = r.batch;
-      p.image_size = r.image_size;
-      p.nodes = r.nodes;
-      p.vms = r.vms;
+      static_cast<PointCoords&>(p) = r;
       if (r.profile != "none") p.profile_order = profiles.at(r.profile);
     }
     p.repeats.push_back(std::move(r));
@@ -513,8 +491,8 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
   for (auto& p : run.points) {
     for (const auto& r : p.repeats)
       if (!r.started_at.empty()) run.started.push_back(r.started_at);
-    if (p.kind == "train") train_stats(p, straggler_margin);
-    else if (p.kind == "share") share_stats(p);
+    if (p.kind == PointKind::train) train_stats(p, straggler_margin);
+    else if (p.kind == PointKind::share) share_stats(p);
     else collectives_stats(p);
   }
   std::sort(run.started.begin(), run.started.end());
@@ -545,27 +523,27 @@ std::string label(const Point& p, bool with_config) {
 std::set<std::string> multi_config_models(const Run& run) {
   std::map<std::string, std::set<std::pair<int, int>>> configs;
   for (const auto& p : run.points)
-    if (p.kind == "train") configs[p.model].insert({p.batch, p.image_size});
+    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size});
   std::set<std::string> out;
   for (const auto& [model, c] : configs)
     if (c.size() > 1) out.insert(model);
   return out;
 }
 
-std::vector<const Point*> points_of(const Run& run, const std::string& kind) {
+std::vector<const Point*> points_of(const Run& run, PointKind kind) {
   std::vector<const Point*> v;
   for (const auto& p : run.points)
     if (p.kind == kind) v.push_back(&p);
   return v;
 }
 
-bool has_share(const Run& run) { return !points_of(run, "share").empty(); }
+bool has_share(const Run& run) { return !points_of(run, PointKind::share).empty(); }
 
 // A run with a vGPU profile other than none or with share points. Only such a run gets the
 // vGPU columns, section and definitions: the report of a run without them reads as before.
 bool has_vgpu(const Run& run) {
   return std::any_of(run.points.begin(), run.points.end(), [](const Point& p) {
-    return p.profile != "none" || p.kind == "share";
+    return p.profile != "none" || p.kind == PointKind::share;
   });
 }
 
@@ -672,8 +650,8 @@ std::vector<std::string> vgpu_columns() {
 }
 
 std::vector<std::string> vgpu_cells(const Point& p) {
-  if (p.kind == "collectives") return std::vector<std::string>(vgpu_columns().size(), "");
-  const bool share = p.kind == "share";
+  if (p.kind == PointKind::collectives) return std::vector<std::string>(vgpu_columns().size(), "");
+  const bool share = p.kind == PointKind::share;
   const auto fb = framebuffer_of(p);
   const json* v = vgpu_of(p);
   return {p.policy,
@@ -708,9 +686,9 @@ std::string summary_csv(const Run& run) {
     csv += "," + csv_line(vgpu_columns());
   }
   for (const auto& p : run.points) {
-    const bool train = p.kind == "train", model = train || p.kind == "share";
+    const bool train = p.kind == PointKind::train, model = p.has_model();
     std::vector<std::string> cells = {
-        p.kind, p.id, p.model, model ? std::to_string(p.batch) : "",
+        kind_name(p.kind), p.id, p.model, model ? std::to_string(p.batch) : "",
         model ? std::to_string(p.image_size) : "", std::to_string(p.nodes), p.transport, p.profile,
         std::to_string(p.count("ok")), std::to_string(p.count("failed"))};
     const auto more = train ? train_cells(p)
@@ -899,7 +877,7 @@ std::vector<std::string> model_plots(const Run& run, const std::vector<const Poi
 
 bool busbw_plot(const Run& run, Plotter& plotter) {
   std::vector<Series> series;
-  for (const Point* p : points_of(run, "collectives")) {
+  for (const Point* p : points_of(run, PointKind::collectives)) {
     Series s{p->transport + " N=" + std::to_string(p->nodes) +
                  (p->profile != "none" ? " " + p->profile : ""), {}};
     for (const auto& [bytes, st] : p->sizes)
@@ -927,7 +905,7 @@ bool time_breakdown_plot(const Run& run, Plotter& plotter) {
          "'' using 4 title 'optimizer'",
          "# point compute_s exposed_s optimizer_s\n"};
   bool any = false;
-  for (const Point* pt : points_of(run, "train")) {
+  for (const Point* pt : points_of(run, PointKind::train)) {
     if (!pt->compute_s || !pt->exposed_s || !pt->optimizer_s) continue;
     std::string l = label(*pt, multi.count(pt->model) > 0);
     std::replace(l.begin(), l.end(), '"', '\'');
@@ -1293,7 +1271,7 @@ std::string md_model(const Run& run, const std::vector<const Point*>& pts, Plott
 
 std::string md_train(const Run& run, Plotter& plotter) {
   std::string md;
-  const auto train = points_of(run, "train");
+  const auto train = points_of(run, PointKind::train);
   for (size_t i = 0; i < train.size();) {
     std::vector<const Point*> model;
     for (const std::string& m = train[i]->model; i < train.size() && train[i]->model == m; ++i)
@@ -1306,7 +1284,7 @@ std::string md_train(const Run& run, Plotter& plotter) {
 std::string md_time(const Run& run, Plotter& plotter) {
   const auto multi = multi_config_models(run);
   std::vector<std::vector<std::string>> rows;
-  for (const Point* p : points_of(run, "train")) {
+  for (const Point* p : points_of(run, PointKind::train)) {
     if (!p->step_s || !p->compute_s || !p->exposed_s || !p->optimizer_s) continue;
     rows.push_back({label(*p, multi.count(p->model) > 0), fixed(*p->step_s, 4),
                     fixed(*p->compute_s, 4), fixed(*p->exposed_s, 4), fixed(*p->optimizer_s, 4),
@@ -1328,7 +1306,7 @@ std::string md_time(const Run& run, Plotter& plotter) {
 }
 
 std::string md_stragglers(const Run& run, const ReportOptions& opts) {
-  const auto train = points_of(run, "train");
+  const auto train = points_of(run, PointKind::train);
   if (train.empty()) return "";
   char margin[32];
   std::snprintf(margin, sizeof margin, "%g%%", 100 * opts.straggler_margin);
@@ -1485,7 +1463,7 @@ std::string md_memory(const Run& run) {
   std::map<std::string, std::optional<double>> profile_fb;
   for (const auto& info : profile_infos(run)) profile_fb[info.name] = info.framebuffer;
   std::vector<std::vector<std::string>> rows;
-  for (const Point* p : points_of(run, "train")) {
+  for (const Point* p : points_of(run, PointKind::train)) {
     if (p->profile == "none") continue;
     auto fb = framebuffer_of(*p);
     if (!fb) fb = profile_fb[p->profile];
@@ -1596,7 +1574,7 @@ std::string md_share_config(const std::vector<const Point*>& config) {
 std::string md_vgpu(const Run& run, Plotter& plotter) {
   if (!has_vgpu(run)) return "";
   std::string md = "## vGPU profiles\n\n" + md_profiles(run) + md_memory(run);
-  const auto share = points_of(run, "share");
+  const auto share = points_of(run, PointKind::share);
   if (share.empty()) return md;
   md += "How to read the sharing tables: each VM is an independent training job with the "
         "profile's framebuffer, and the VMs take turns on the one device in time slices. Under "
@@ -1639,7 +1617,7 @@ std::vector<std::string> size_row(uint64_t bytes, const SizeStats& s) {
 }
 
 std::string md_collectives(const Run& run, Plotter& plotter) {
-  const auto coll = points_of(run, "collectives");
+  const auto coll = points_of(run, PointKind::collectives);
   if (coll.empty()) return "";
   std::string md = "## Collectives (allreduce)\n\nOut-of-place rows, median over the ok repeats; "
                    "#wrong summed over them (any wrong element fails the run: see the top).\n\n";
@@ -1672,7 +1650,7 @@ std::string path_text(const json& path) {
 std::string md_paths(const Run& run) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : run.points) {
-    if (p.kind == "share") {  // k single-rank jobs on one device: nothing crosses a network
+    if (p.kind == PointKind::share) {  // k single-rank jobs on one device: nothing crosses a network
       rows.push_back(
           {p.id, "n/a", "n/a (" + vms_text(p.vms) + " sharing one device, no transport)"});
       continue;
@@ -1734,7 +1712,7 @@ Measure relative(const std::string& metric, const std::vector<double>& v) {
 // Train and share: median total img/s (share: summed over the VMs). Collectives: median busbw
 // at `bytes`.
 Measure measure(const Point& p, std::optional<uint64_t> bytes) {
-  if (p.kind == "train" || p.kind == "share") {
+  if (p.kind == PointKind::train || p.kind == PointKind::share) {
     std::vector<double> v;
     for (const auto& t : p.total) v.push_back(t.second);
     return relative("total img/s", v);
@@ -1761,11 +1739,11 @@ struct Verdict {
 Verdict judge(const Point* a, const Point* b, const CompareOptions& opts) {
   if (!b) return {a->id, "", "", "", "", "", "only in A"};
   if (!a) return {b->id, "", "", "", "", "", "only in B"};
-  const auto bytes = a->kind == "collectives" ? common_size(*a, *b) : std::nullopt;
-  if (a->kind == "collectives" && !bytes && !a->sizes.empty() && !b->sizes.empty())
+  const auto bytes = a->kind == PointKind::collectives ? common_size(*a, *b) : std::nullopt;
+  if (a->kind == PointKind::collectives && !bytes && !a->sizes.empty() && !b->sizes.empty())
     return {a->id, "busbw GB/s", "", "", "", "", "no common size"};
   const Measure ma = measure(*a, bytes), mb = measure(*b, bytes);
-  const int decimals = a->kind == "collectives" ? 3 : 1;
+  const int decimals = a->kind == PointKind::collectives ? 3 : 1;
   const bool skipped = a->status() == "skipped" && b->status() == "skipped";
   // Not fitting the profile's framebuffer is a result of B, not a regression.
   const bool misfit = !mb.value && b->status() == "does_not_fit";

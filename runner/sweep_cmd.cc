@@ -103,14 +103,14 @@ json vgpu_subset(const json& meta) {
 
 json result_subset(const SweepPoint& p, const json& doc) {
   const json& meta = doc["meta"];
-  if (p.kind == "share")
+  if (p.kind == PointKind::share)
     return {{"summary", doc["summary"]}, {"vms", doc["vms"]},
             {"meta", {{"backend", meta.value("backend", "")}, {"threads_per_rank", meta.value("threads_per_rank", 0)},
                       {"steps", meta.value("steps", 0)}, {"warmup", meta.value("warmup", 0)},
                       {"gpu", meta.value("gpu", "")}, {"framebuffer_mib", meta.value("framebuffer_mib", json(nullptr))},
                       {"max_instances", meta.value("max_instances", 1)}, {"slice_ms", meta.value("slice_ms", 0.0)},
                       {"vgpu", vgpu_subset(meta)}}}};
-  if (p.kind == "train")
+  if (p.kind == PointKind::train)
     return {{"summary", doc["summary"]}, {"per_rank", doc["per_rank"]}, {"ranks", doc["ranks"]},
             {"meta", {{"params", meta.value("params", 0)}, {"backend", meta.value("backend", "")},
                       {"threads_per_rank", meta.value("threads_per_rank", 0)},
@@ -252,13 +252,10 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
     const SweepPoint& p = points[i];
     if (raw.done(p)) continue;
     json rec = {{"schema", 1}, {"run_id", run.id}, {"sweep", c.name}, {"seq", i},
-                {"points_total", points.size()}, {"point", p.id}, {"repeat", p.repeat}, {"kind", p.kind},
-                {"nodes", p.nodes}, {"transport", p.transport}, {"profile", p.profile}, {"cluster", cluster},
+                {"points_total", points.size()}, {"point", p.id}, {"repeat", p.repeat}, {"cluster", cluster},
                 {"started_at", utc_now("%Y-%m-%dT%H:%M:%SZ")}};
-    if (p.kind == "train" || p.kind == "share")
-      rec.update({{"model", p.model.model}, {"batch", p.model.batch}, {"image_size", p.model.image_size}});
-    if (p.kind == "share")
-      rec.update({{"policy", p.policy}, {"vms", p.vms}, {"slice_ms", c.sharing.slice_ms}});
+    p.write(rec);
+    if (p.kind == PointKind::share) rec["slice_ms"] = c.sharing.slice_ms;
     char name[32];
     std::snprintf(name, sizeof name, "%04zu-", i);
     std::string log_name = name + p.id + "-r" + std::to_string(p.repeat);
@@ -266,7 +263,7 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
     const std::string log_base = run.dir + "/logs/" + log_name;
     std::string why = p.skip.empty() ? exec.unavailable(p) : p.skip;
     if (const Backend* b = find_backend(p.transport);
-        b && b->float_only && p.kind == "collectives" && c.collectives.dtype != "float")
+        b && b->float_only && p.kind == PointKind::collectives && c.collectives.dtype != "float")
       why = "the " + b->title + " baseline measures float only";
     if (!why.empty()) {
       rec.update({{"status", "skipped"}, {"error", why}, {"wall_s", 0}, {"command", json::array()}});
@@ -278,7 +275,7 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
     fs::remove(json_path);
     PointJob job{&p, i, point_args(c, p, json_path, log_base), log_base, Millis(static_cast<long>(c.timeout_s * 1000))};
     // A share point's VMs are train jobs on this node: they get its threads (after the --).
-    for (auto& x : exec.rank_args(p.kind == "share" ? "train" : p.kind)) job.args.push_back(x);
+    for (auto& x : exec.rank_args(p.kind == PointKind::share ? PointKind::train : p.kind)) job.args.push_back(x);
     const LaunchOutcome o = exec.run(job, &g_stop);
     if (o.interrupted) break;  // not done: --resume runs it again
     const json doc = fs::exists(json_path) ? json::parse(read_text(json_path), nullptr, false) : json();
@@ -289,7 +286,7 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
                 (doc.contains("summary") || doc.contains("rows")) && !doc.contains("does_not_fit");
     std::string bad_json;
     try {
-      if (have) rec[p.kind] = result_subset(p, doc);
+      if (have) rec[kind_name(p.kind)] = result_subset(p, doc);
     } catch (const std::exception& e) {
       have = false;
       bad_json = std::string("unexpected results JSON: ") + e.what();
@@ -308,10 +305,10 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
       ++failed;
     } else if (o.ok() && have) {
       rec.update({{"status", "ok"}, {"error", ""}});
-      if (p.kind == "share")
+      if (p.kind == PointKind::share)
         summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
                   " img/s over " + std::to_string(p.vms) + " VM(s)";
-      else if (p.kind == "train")
+      else if (p.kind == PointKind::train)
         summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
       else
         summary = "ok";

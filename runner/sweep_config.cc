@@ -410,8 +410,10 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
             const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
             for (const auto& t : ts) {
               SweepPoint p;
-              p.kind = "train";
-              p.model = m;
+              p.kind = PointKind::train;
+              p.model = m.model;
+              p.batch = m.batch;
+              p.image_size = m.image_size;
               p.nodes = n;
               p.transport = t;
               p.profile = profile;
@@ -429,7 +431,7 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
           if (n < 2) continue;
           for (const auto& t : c.transports) {
             SweepPoint p;
-            p.kind = "collectives";
+            p.kind = PointKind::collectives;
             p.nodes = n;
             p.transport = t;
             p.profile = "none";
@@ -446,8 +448,10 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
           for (const auto& policy : c.sharing.policies) {
             for (int vms : k == 1 ? std::vector<int>{1} : std::vector<int>{1, k}) {
               SweepPoint p;
-              p.kind = "share";
-              p.model = m;
+              p.kind = PointKind::share;
+              p.model = m.model;
+              p.batch = m.batch;
+              p.image_size = m.image_size;
               p.nodes = 1;
               p.transport = "none";
               p.profile = vp->name;

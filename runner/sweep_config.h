@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runner/backends/backend.h"
+#include "runner/point.h"
 
 namespace ringbench {
 
@@ -82,16 +83,9 @@ std::string config_hash(const SweepConfig& c);
 nlohmann::json to_json(const SweepConfig& c);
 
 // One measurement: a training run or an allreduce size sweep on `nodes` ranks.
-struct SweepPoint {
+struct SweepPoint : PointCoords {
   std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
                           // "share/lenet/b32/T4-4C/fixed_share/vms4"
-  std::string kind;       // train | collectives | share
-  SweepModel model;       // train and share
-  int nodes = 1;
-  std::string transport;  // "none" for one node: nothing to communicate
-  std::string profile;
-  std::string policy;     // share: the scheduler policy
-  int vms = 0;            // share: VMs on the device
   int repeat = 1;         // 1-based
   std::string skip;       // why the config itself rules this point out ("" when it can run)
 };

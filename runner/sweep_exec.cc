@@ -175,9 +175,9 @@ class LocalExecutor : public Executor {
     return d;
   }
 
-  std::vector<std::string> rank_args(const std::string& kind) const override {
+  std::vector<std::string> rank_args(PointKind kind) const override {
     std::vector<std::string> a;
-    if (kind == "train") a = {"--threads", std::to_string(cpus_per_node_)};
+    if (kind == PointKind::train) a = {"--threads", std::to_string(cpus_per_node_)};
     if (cluster_) a.insert(a.end(), {"--iface", cluster_->node_iface()});
     return a;
   }

@@ -41,7 +41,7 @@ class Executor {
   virtual nlohmann::json cluster_record() const = 0;
   virtual nlohmann::json describe() const = 0;
   // Arguments every rank of a point of this kind gets here (threads, interface).
-  virtual std::vector<std::string> rank_args(const std::string& kind) const {
+  virtual std::vector<std::string> rank_args(PointKind kind) const {
     (void)kind;
     return {};
   }

@@ -205,7 +205,7 @@ collectives: {}
   EXPECT_NE(skipped.skip.find("at most 1"), std::string::npos) << skipped.skip;
   EXPECT_EQ(points[4].vms, 2);
   EXPECT_EQ(points[4].policy, "best_effort");
-  EXPECT_EQ(points[4].kind, "share");
+  EXPECT_EQ(points[4].kind, PointKind::share);
   // A config round-trips through its as-run YAML with the sharing block.
   const SweepConfig again = parse_sweep_config(to_yaml(c), "as-run.yaml");
   EXPECT_EQ(to_json(again), to_json(c));

@@ -1,0 +1,33 @@
+// Where a sweep point sits: its kind and coordinates. The one typed description of a point: the
+// sweep expands configs into it, writes it to raw.jsonl with write(), and the report reads it
+// back with read(). A new sweep dimension is a field here, its config key, and the table that
+// shows it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ringbench {
+
+enum class PointKind { train, collectives, share };
+const char* kind_name(PointKind k);  // "train", "collectives", "share"
+
+struct PointCoords {
+  PointKind kind = PointKind::train;
+  std::string model;      // train and share
+  int batch = 0;          // train and share: images per rank (share: per VM) per step
+  int image_size = 0;     // train and share: 0 is the model's default
+  int nodes = 1;
+  std::string transport;  // a backend's name; "none" for one node: nothing to communicate
+  std::string profile;    // a vGPU profile, or "none"
+  std::string policy;     // share: the scheduler policy
+  int vms = 0;            // share: VMs on the device
+
+  bool has_model() const { return kind != PointKind::collectives; }
+  // The coordinates as raw.jsonl records them (a model only where the kind has one).
+  void write(nlohmann::json& record) const;
+  // Back from a record; a missing or mistyped field is an Error naming `where`.
+  static PointCoords read(const nlohmann::json& record, const std::string& where);
+};
+
+}  // namespace ringbench
