@@ -1,5 +1,5 @@
 // libFuzzer: the report's raw.jsonl reader and everything report derives from its records
-// (runner/report.cc). Any raw.jsonl gives a report or an Error naming the culprit.
+// (runner/report/report.cc). Any raw.jsonl gives a report or an Error naming the culprit.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runner/report.h"
+#include "runner/report/report.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer: the sweep config parser (runner/sweep_config.cc). Any input is either a config or
+// libFuzzer: the sweep config parser (runner/sweep/sweep_config.cc). Any input is either a config or
 // an Error naming what is wrong; a config expands to its points (bounded before expanding) and
 // survives its own round trip: to_yaml, parsed again, gives the same config.
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runner/sweep_config.h"
+#include "runner/sweep/sweep_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ringbench;

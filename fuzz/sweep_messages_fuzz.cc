@@ -1,11 +1,11 @@
-// libFuzzer: the messages sweep ranks read from the store under mpirun (runner/sweep_messages.cc):
+// libFuzzer: the messages sweep ranks read from the store under mpirun (runner/sweep/sweep_messages.cc):
 // a point result and a command from rank 0. Any bytes give a checked message or an Error.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/errors.h"
-#include "runner/sweep_messages.h"
+#include "runner/sweep/sweep_messages.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string raw(reinterpret_cast<const char*>(data), size);

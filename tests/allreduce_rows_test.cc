@@ -9,8 +9,8 @@
 
 #include "base/errors.h"
 #include "collectives/store.h"
-#include "runner/allreduce_rows.h"
-#include "runner/world.h"
+#include "runner/cli/allreduce_rows.h"
+#include "runner/cli/world.h"
 
 namespace ringbench {
 namespace {

@@ -2,7 +2,7 @@
 // Needs root; every test skips with the reason otherwise. The fixture removes whatever a test
 // may have left (this process's rb<pid>-* namespaces, its fake leftovers, the persistent
 // cluster when the test made it), so a failing test leaves nothing behind.
-#include "runner/cluster.h"
+#include "runner/cluster/cluster.h"
 
 #include <dirent.h>
 #include <net/if.h>

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include "runner/cpu_budget.h"
+#include "runner/cli/cpu_budget.h"
 
 namespace ringbench {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "base/errors.h"
 #include "ringbench/config.h"
-#include "runner/doctor.h"
-#include "runner/world.h"
+#include "runner/cli/doctor.h"
+#include "runner/cli/world.h"
 
 namespace ringbench {
 namespace {

@@ -1,6 +1,6 @@
 // `ringbench report` and `ringbench compare` on synthetic raw.jsonl files with known numbers:
 // scaling efficiency, transport ratios, stragglers, failures, determinism, and the exit code.
-#include "runner/report.h"
+#include "runner/report/report.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runner/sweep_config.h"
+#include "runner/sweep/sweep_config.h"
 
 namespace ringbench {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runner/sweep_messages.h"
+#include "runner/sweep/sweep_messages.h"
 
 namespace ringbench {
 namespace {

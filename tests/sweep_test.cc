@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "runner/cluster.h"
+#include "runner/cluster/cluster.h"
 #include "tests/run_command.h"
 
 namespace ringbench {

@@ -14,7 +14,7 @@
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "runner/backends/backend.h"
-#include "runner/subprocess.h"
+#include "base/subprocess.h"
 
 #if RINGBENCH_HAVE_MPI
 #include <mpi.h>

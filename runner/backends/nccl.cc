@@ -7,7 +7,7 @@
 #include "base/errors.h"
 #include "ringbench/config.h"
 #include "runner/backends/backend.h"
-#include "runner/gpu.h"
+#include "runner/cli/gpu.h"
 
 #if RINGBENCH_HAVE_NCCL
 #include "collectives/nccl_comm.h"

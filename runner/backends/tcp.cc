@@ -1,7 +1,7 @@
 // Our ring over TCP: a full mesh of sockets, striped (collectives/tcp_transport.h).
 #include "collectives/tcp_transport.h"
 #include "runner/backends/ring.h"
-#include "runner/world.h"
+#include "runner/cli/world.h"
 
 namespace ringbench {
 namespace {

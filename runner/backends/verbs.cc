@@ -5,8 +5,8 @@
 #include "base/errors.h"
 #include "ringbench/config.h"
 #include "runner/backends/ring.h"
-#include "runner/bytes.h"
-#include "runner/world.h"
+#include "base/bytes.h"
+#include "runner/cli/world.h"
 #if RINGBENCH_HAVE_VERBS
 #include "collectives/verbs_transport.h"
 #endif

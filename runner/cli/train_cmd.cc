@@ -1,0 +1,646 @@
+#include "runner/cli/train_cmd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "collectives/allreduce.h"
+#include "base/errors.h"
+#include "base/device_memory.h"
+#include "models/network.h"
+#include "models/trainer.h"
+#include "models/zoo.h"
+#include "ringbench/config.h"
+#include "runner/cli/allreduce_cmd.h"
+#include "runner/backends/backend.h"
+#include "base/bytes.h"
+#include "runner/cli/cpu_budget.h"
+#include "runner/cli/gpu.h"
+#include "runner/cli/metadata.h"
+#include "runner/report/stats.h"
+#include "runner/cli/world.h"
+
+#if RINGBENCH_HAVE_CUDA
+#include "models/cuda/gpu_reducers.h"
+#endif
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using Millis = std::chrono::milliseconds;
+namespace m = ringbench::models;
+
+json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
+
+int ranks_on_this_host(const World& w) {
+  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::max(1, std::atoi(s));
+  if (w.launcher == "local" || w.launcher == "env") return w.size;  // all on this machine
+  return 1;
+}
+
+void validate(const TrainArgs& a) {
+  if (a.batch < 1) throw Error("--batch must be >= 1");
+  if (a.steps < 1 && a.epochs < 1) throw Error("--steps must be >= 1");
+  if (a.warmup < 0) throw Error("--warmup must be >= 0");
+  if (a.layer_times < 0) throw Error("--layer-times must be >= 0");
+  if (a.epochs < 0) throw Error("--epochs must be >= 0");
+  if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
+  backend_for("--transport", a.transport, any_backend);
+  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
+    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto");
+  parse_bytes(a.stage_piece);
+  validate_backend_options();
+  if (a.data != "synthetic" && a.data != "fashion-mnist")
+    throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
+  if (a.epochs > 0 && a.data == "synthetic")
+    throw Error("--epochs needs a real dataset (--data fashion-mnist); synthetic data has no epochs");
+  if (!(a.timeout_s >= 0.1)) throw Error("--timeout must be at least 0.1 seconds");
+  if (!(a.lr > 0)) throw Error("--lr must be > 0");
+  if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
+  if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
+  if (a.threads < 0) throw Error("--threads must be >= 0 (0: auto)");
+  if (writes_results()) check_output_path(a.json, "--json");
+  check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
+}
+
+// A lower bound of what one rank's host memory must hold: every layer's output and its gradient
+// for the whole batch, and the parameters and their gradients. Refuses at once what this
+// machine cannot hold (`--image-size 100000`), naming the sizes, instead of failing later in
+// an allocation with a bare bad_alloc.
+void check_host_memory(const m::Graph& g, const TrainArgs& a) {
+  double activations = 0;  // floats per image
+  for (const m::Node& n : g.nodes) activations += double(n.out.numel());
+  const double gib = double(1 << 30);
+  const double act_gib = 2.0 * activations * double(a.batch) * 4.0 / gib;
+  const double param_gib = 2.0 * double(g.param_count) * 4.0 / gib;
+  const double have = physical_memory_gib();
+  if (act_gib + param_gib <= have) return;
+  auto fmt = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, x >= 10 ? "%.0f" : "%.1f", x);
+    return std::string(b);
+  };
+  throw Error("--model " + a.model + " --batch " + std::to_string(a.batch) + " at " +
+              std::to_string(g.nodes[0].out.h) + "x" + std::to_string(g.nodes[0].out.w) + " px needs at least " +
+              fmt(act_gib + param_gib) + " GiB per rank (layer outputs and their gradients " + fmt(act_gib) +
+              " GiB, parameters and gradients " + fmt(param_gib) + " GiB); this machine has " + fmt(have) +
+              " GiB: use a smaller --batch or --image-size");
+}
+
+// Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
+// and the backend. What cannot run here fails now, before any rank starts, saying why.
+struct Placement {
+  std::string device, backend;
+};
+Placement place(const TrainArgs& a, const Backend& comm) {
+  const bool gpu_backend = a.backend == "cudnn", cpu_backend = a.backend != "auto" && !gpu_backend;
+  if (comm.gpu_buffers && (a.device == "cpu" || cpu_backend))
+    throw Error("--transport " + comm.name + " reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
+  if (const std::string why = comm.unavailable ? comm.unavailable() : ""; !why.empty())
+    throw Error("--transport " + comm.name + " is not available: " + why);
+  std::string device = a.device;
+  if (device == "auto") {
+    if (gpu_backend || comm.gpu_buffers) device = "cuda";
+    else if (cpu_backend) device = "cpu";
+    else device = gpu_unavailable_reason().empty() ? "cuda" : "cpu";
+  }
+  if (device == "cuda") {
+    if (cpu_backend)
+      throw Error("--backend " + a.backend + " computes on the CPU: use --backend cudnn (or auto) with --device cuda");
+    if (const std::string why = gpu_unavailable_reason(); !why.empty())
+      throw Error((a.device == "cuda" ? "--device cuda: " : "--backend " + a.backend + " needs a GPU: ") + why);
+  } else if (gpu_backend) {
+    throw Error("--backend cudnn computes on the GPU: it needs --device cuda (or auto), not --device cpu");
+  }
+  if (a.backend != "auto") return {device, a.backend};
+  return {device, device == "cuda" ? "cudnn" : m::available_backends().front()};
+}
+
+// Per-rank figures of the measured steps, sent to rank 0 through the store.
+json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
+  json r = {{"rank", rank}};
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
+                        "device_wait_s", "loss", "img_s"})
+    r[k] = json::array();
+  for (const auto& s : steps) {
+    r["device_s"].push_back(s.device_s);
+    r["device_wait_s"].push_back(s.device_wait_s);
+    r["step_s"].push_back(s.step_s);
+    r["compute_s"].push_back(s.compute_s);
+    r["allreduce_s"].push_back(s.allreduce_s);
+    r["exposed_s"].push_back(s.exposed_s);
+    r["optimizer_s"].push_back(s.optimizer_s);
+    r["loss"].push_back(s.loss);
+    r["img_s"].push_back(batch / s.step_s);
+  }
+  return r;
+}
+
+// Rank `sender`'s measured steps as rank 0 read them from the store: every series must hold
+// `steps` finite numbers (the losses may be any finite value, the times must be >= 0).
+void check_rank_record(const json& r, const std::string& key, int sender, size_t steps) {
+  const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + "): ";
+  if (!r.contains("rank") || r["rank"] != sender) throw Error(from + "it is not rank " + std::to_string(sender) + "'s record");
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
+                        "device_wait_s", "loss", "img_s"}) {
+    if (!r.contains(k) || !r[k].is_array() || r[k].size() != steps)
+      throw Error(from + "\"" + k + "\" must be an array of " + std::to_string(steps) + " numbers");
+    for (const auto& v : r[k])
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || (std::string(k) != "loss" && v.get<double>() < 0))
+        throw Error(from + "\"" + k + "\" holds " + v.dump() + ", not a measurement");
+  }
+}
+
+// For a per-step series: its mean over steps of the mean over ranks, and of the max over ranks.
+json across_ranks(const std::vector<json>& ranks, const char* key) {
+  const size_t steps = ranks[0][key].size();
+  double mean_sum = 0, max_sum = 0;
+  for (size_t i = 0; i < steps; ++i) {
+    double sum = 0, mx = 0;
+    for (const auto& r : ranks) {
+      const double v = r[key][i].get<double>();
+      sum += v;
+      mx = std::max(mx, v);
+    }
+    mean_sum += sum / double(ranks.size());
+    max_sum += mx;
+  }
+  const double n = double(std::max<size_t>(steps, 1));
+  return {{"mean_over_ranks", mean_sum / n}, {"max_over_ranks", max_sum / n}};
+}
+
+std::string timeline_path(const std::string& base, int rank, int n) {
+  if (n == 1) return base;
+  const auto dot = base.rfind('.');
+  const auto slash = base.rfind('/');
+  const std::string suffix = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return base + suffix;
+  return base.substr(0, dot) + suffix + base.substr(dot);
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
+  cmd.add_option("--batch", a.batch, "Images per rank per step")->capture_default_str();
+  cmd.add_option("--steps", a.steps, "Measured steps (after the warmup)")->capture_default_str();
+  cmd.add_option("--warmup", a.warmup, "Steps run before measuring")->capture_default_str();
+  cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
+                 "(warmup included; replaces --steps)")->capture_default_str();
+  std::string transports = "Gradient allreduce:";
+  for (const Backend* b : backends())
+    transports += std::string(b == backends().front() ? " " : ", ") + b->name + " (" + b->help + ")";
+  cmd.add_option("--transport", a.transport, transports)->capture_default_str();
+  cmd.add_option("--device", a.device, "Where to compute: cpu, cuda (GPU local rank mod GPUs; "
+                 "NCCL needs one per rank) or auto (cuda when this build has it and a GPU is here)")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
+                 "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
+  cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
+                 "staged through host memory in pieces of this size, the copies overlapping the "
+                 "allreduce (0: whole buckets)")->capture_default_str();
+  cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
+                 "disables fusion")->capture_default_str();
+  cmd.add_option("--first-bucket-mb", a.first_bucket_mb, "Threshold of the first bucket in MiB, "
+                 "small so communication starts early")->capture_default_str();
+  cmd.add_flag("--no-overlap", a.no_overlap, "Allreduce only after backward has finished (to see "
+               "what overlap saves)");
+  cmd.add_option("--lr", a.lr, "Learning rate for one rank; scaled by the number of ranks")->capture_default_str();
+  cmd.add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
+  cmd.add_option("--weight-decay", a.weight_decay, "L2 weight decay on conv and fc weights")->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Seed of parameters, synthetic data, shuffling and dropout")->capture_default_str();
+  cmd.add_option("--data", a.data, "synthetic (random images, for throughput) or fashion-mnist")->capture_default_str();
+  cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
+                 "/usr/share/datasets/fashion-mnist)");
+  cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
+  cmd.add_option("--classes", a.classes, "Number of classes (0: the model's default)")->capture_default_str();
+  cmd.add_option("--image-size", a.image_size, "Input height and width (0: the model's default)")->capture_default_str();
+  cmd.add_flag("--aux-logits", a.aux_logits, "inception_v3: train with the auxiliary head");
+  cmd.add_option("--threads", a.threads, "Compute threads per rank (0: auto, the CPUs this rank may "
+                 "use (affinity, cgroup quota) that other work is not keeping busy, split between this "
+                 "machine's ranks)")->capture_default_str();
+  cmd.add_option("--log-every", a.log_every, "Print a line every this many steps (0: never)")->capture_default_str();
+  cmd.add_option("--json", a.json, "Write the results and settings as JSON to this file");
+  cmd.add_option("--timeline", a.timeline, "Write a Chrome trace (Perfetto) per rank to this file "
+                 "(rank r's as FILE.rank<r>.json when there are several)");
+  cmd.add_option("--timeline-steps", a.timeline_steps, "Measured steps recorded in the timeline")->capture_default_str();
+  cmd.add_option("--layer-times", a.layer_times, "After the measured steps, run this many more with every layer "
+                 "timed and print where a step's time goes, per kind of layer and the slowest layers (rank 0's; "
+                 "not counted in img/sec: a GPU backend waits for each layer in them)")->capture_default_str();
+  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
+  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
+  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
+                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
+  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  add_backend_options(cmd);
+  add_vgpu_train_options(cmd, a.vgpu);
+}
+
+int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
+  validate(a);
+  const Millis timeout(static_cast<long>(a.timeout_s * 1000));
+  // Check the model before starting any rank, so a typo fails once, at once.
+  m::ModelOptions mo{a.classes, a.image_size, a.aux_logits, -1};
+  m::Graph graph = [&] {
+    try {
+      return m::build_model(a.model, mo);
+    } catch (const std::invalid_argument& e) {
+      throw Error(e.what());
+    }
+  }();
+  const Backend& comm_backend = backend_for("--transport", a.transport, any_backend);
+  const Placement where = place(a, comm_backend);
+  const std::string& backend = where.backend;
+  const bool on_gpu = where.device == "cuda";
+  // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
+  // sweep's "does not fit" result rather than an error.
+  if (!on_gpu && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);
+  if (a.ranks < 1) throw Error("--ranks must be >= 1");
+  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
+    // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
+    // a descheduled worker stalls its team (and spinning starves the communication threads).
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    if (comm_backend.gpu_buffers && a.ranks > gpu_count())  // one GPU per rank
+      throw Error("--transport " + comm_backend.name + " with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of "
+                  "its own, and this machine has " + std::to_string(gpu_count()));
+    return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
+  }
+
+  WorldOptions wo;
+  wo.addr = a.addr;
+  wo.iface = a.iface;
+  wo.secret_file = a.secret_file;
+  wo.timeout = timeout;
+  wo.ranks = a.ranks;
+  auto world = make_command_world(wo, comm_backend.needs_mpirun);
+  const int rank = world->rank, n = world->size;
+  Store& store = *world->store;
+  const std::string tag = "[rank " + std::to_string(rank) + "] ";
+  json doc;
+  VgpuSetup vgpu;
+  auto write_json = [&](const std::string& error) {
+    if (rank != 0 || a.json.empty()) return;
+    if (!error.empty()) doc["error"] = error;
+    write_file_atomic(a.json, doc.dump(2) + "\n");
+  };
+
+  try {
+    // Every rank must train the same thing; compare the options that shape it with rank 0's.
+    const std::string shape = a.model + " batch " + std::to_string(a.batch) + " steps " +
+                              std::to_string(a.steps) + " warmup " + std::to_string(a.warmup) +
+                              " epochs " + std::to_string(a.epochs) + " transport " + a.transport +
+                              " fusion " + std::to_string(a.fusion_mb) + " first " +
+                              std::to_string(a.first_bucket_mb) + " data " + a.data +
+                              " classes " + std::to_string(graph.output_node().out.c) + " size " +
+                              to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) +
+                              " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) +
+                              " layer_times " + std::to_string(a.layer_times) +
+                              " device " + where.device;
+    check_same_options(store, "train/shape", shape, rank, n, timeout, "train the same model the same way");
+
+    // Measured after the ranks' last barrier, so that siblings starting up are not counted busy.
+    std::optional<CpuBudget> budget;
+    if (a.threads == 0) budget = measure_cpu_budget(ranks_on_this_host(*world));
+    const int threads = budget ? budget->threads : a.threads;
+    m::set_compute_threads(threads);
+    const int gpu = on_gpu ? use_local_gpu(*world) : -1;  // current from here on
+    vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : backend, a.timeout_s);
+    if (rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
+    auto net = m::make_network(backend, graph, a.batch);
+    if (net->on_device() != on_gpu)
+      throw Error("the " + net->backend() + " backend computes on the " + (net->on_device() ? "GPU" : "CPU") +
+                  ", not on --device " + where.device);
+
+    // Data: synthetic, or this rank's shard of Fashion-MNIST.
+    std::unique_ptr<m::BatchSource> source;
+    m::Dataset train_set, test_set;
+    int64_t total_steps = int64_t(a.warmup) + a.steps;
+    if (a.data == "synthetic") {
+      source = m::make_synthetic_source(graph.input_dims(), graph.output_node().out.c, a.batch,
+                                        a.seed, rank);
+    } else {
+      const std::string dir = a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir;
+      train_set = m::load_fashion_mnist(dir, true, rank, n);
+      if (!(train_set.dims == graph.input_dims()))
+        throw Error("Fashion-MNIST images are " + m::to_string(train_set.dims) + " but " + a.model +
+                    " takes " + m::to_string(graph.input_dims()) + ": use --model lenet");
+      source = m::make_dataset_source(train_set, a.batch, a.seed);
+      if (a.epochs > 0) {
+        const int64_t smallest_shard = 60000 / n;  // every rank must run the same number of steps
+        const int64_t per_epoch = std::min<int64_t>(smallest_shard, int64_t(train_set.size())) / a.batch;
+        total_steps = std::max<int64_t>(int64_t(a.epochs) * per_epoch, a.warmup + 1);
+      }
+      if (a.eval) test_set = m::load_fashion_mnist(dir, false, rank, n);
+    }
+    const int64_t measured_steps = total_steps - a.warmup;
+
+    m::TrainOptions to;
+    to.rank = rank;
+    to.world = n;
+    to.sgd = {float(a.lr * n), float(a.momentum), float(a.weight_decay)};
+    to.first_bucket_bytes = size_t(a.first_bucket_mb * (1 << 20));
+    to.fusion_bytes = size_t(a.fusion_mb * (1 << 20));
+    to.overlap = !a.no_overlap;
+    to.seed = a.seed;
+    to.timeout = 2 * timeout;
+    to.gate = vgpu.gate.get();
+    std::unique_ptr<m::Timeline> timeline;
+    if (!a.timeline.empty()) {
+      timeline = std::make_unique<m::Timeline>(rank);
+      to.timeline = timeline.get();
+    }
+    std::unique_ptr<Communicator> comm;  // made at setup; outlives the trainer's reducer
+    json path = {{"transport", "none (1 rank)"}};
+    if (n > 1) {
+      NetArgs net_args;
+      net_args.addr = a.addr;
+      net_args.iface = a.iface;
+      net_args.sockets_per_peer = a.sockets_per_peer;
+      comm = comm_backend.make({store, rank, n, *world, timeout, net_args, "train"});
+      path = json::object();
+      for (auto& [k, v] : comm->path_info()) path[k] = v;
+    }
+    // Gradients where the backend reduces them, or device gradients staged through a pinned
+    // host mirror for a backend of host memory (models/cuda/gpu_reducers.h).
+    m::Trainer trainer(*net, to, [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
+      if (!on_gpu || comm_backend.gpu_buffers) return comm->gradient_reducer(grads, count);
+#if RINGBENCH_HAVE_CUDA
+      return m::make_staged_reducer(grads, count, [&](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c); },
+                                    parse_bytes(a.stage_piece));
+#else
+      throw Error("--device cuda in a build without CUDA");
+#endif
+    });
+
+    // Deterministic initialisation must give every rank the same parameters: check it.
+    uint64_t h = 1469598103934665603ull;
+    for (float v : trainer.host_params()) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+    json self = host_info();
+    self["rank"] = rank;
+    self["path"] = path;
+    self["param_hash"] = h;
+    self["threads"] = threads;
+    self["threads_auto"] = budget ? budget->to_json() : json(nullptr);
+    self["gpu"] = gpu_json(gpu);  // the rank's device (-1: the current one, if any)
+    store.set("train/meta/" + std::to_string(rank), self.dump());
+    json hosts = json::array();
+    for (int r = 0; r < n; ++r) {
+      hosts.push_back(get_rank_json(store, "train/meta/" + std::to_string(r), r, timeout));
+      if (hosts.back()["param_hash"] != h)
+        throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
+                    std::to_string(rank) + " (different build or seed?)");
+    }
+
+    const auto& plan = trainer.plan();
+    json buckets = json::array();
+    for (const auto& b : plan.buckets)
+      buckets.push_back({{"offset", b.offset}, {"count", b.count}, {"bytes", b.count * 4},
+                         {"tensors", b.last - b.first + 1},
+                         {"first_tensor", graph.params[size_t(b.last)].name},
+                         {"last_tensor", graph.params[size_t(b.first)].name}});
+    auto b = build_info();
+    doc["meta"] = {{"command", argv}, {"model", a.model}, {"params", graph.param_count},
+                   {"param_tensors", graph.params.size()}, {"input", m::to_string(graph.input_dims())},
+                   {"classes", graph.output_node().out.c}, {"aux_logits", a.aux_logits},
+                   {"device", where.device}, {"backend", net->backend()}, {"backend_detail", net->describe()},
+                   {"threads_per_rank", threads},
+                   {"threads_auto", budget ? budget->to_json() : json(nullptr)},
+                   {"batch_per_rank", a.batch}, {"ranks", n},
+                   {"launcher", world->launcher}, {"job_id", world->job_id},
+                   {"transport", n > 1 ? a.transport : "none"}, {"allreduce", trainer.reducer()},
+                   {"path", path}, {"warmup", a.warmup}, {"steps", measured_steps},
+                   {"data", a.data}, {"overlap", !a.no_overlap},
+                   {"sgd", {{"lr_base", a.lr}, {"lr", a.lr * n}, {"momentum", a.momentum},
+                            {"weight_decay", a.weight_decay}}},
+                   {"seed", a.seed},
+                   {"buckets", {{"first_bucket_bytes", plan.first_bucket_bytes},
+                                {"fusion_bytes", plan.fusion_bytes}, {"list", buckets}}},
+                   {"build", b}, {"hosts", hosts}, {"vgpu", vgpu.to_json()}};
+    if (rank == 0) {
+      std::printf("# ringbench %s (%s) train: %s, %zu parameters in %zu tensors, input %s, %d classes\n",
+                  b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
+                  a.model.c_str(), graph.param_count, graph.params.size(),
+                  m::to_string(graph.input_dims()).c_str(), graph.output_node().out.c);
+      if (on_gpu)
+        std::printf("# backend %s on the GPU (--device cuda): %s\n", net->backend().c_str(), net->describe().c_str());
+      else
+        std::printf("# backend %s, threads per rank %s: %s\n", net->backend().c_str(),
+                    budget ? budget->describe().c_str() : (std::to_string(threads) + " (--threads)").c_str(),
+                    net->describe().c_str());
+      std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
+                  world->launcher.c_str(), a.batch, trainer.reducer().c_str(),
+                  a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
+      std::printf("# buckets (fusion %g MiB, first %g MiB): %s\n", a.fusion_mb, a.first_bucket_mb,
+                  m::describe(plan).c_str());
+      std::printf("# sgd lr %g (= %g x %d ranks) momentum %g weight decay %g, seed %llu, data %s\n",
+                  a.lr * n, a.lr, n, a.momentum, a.weight_decay, (unsigned long long)a.seed,
+                  source->describe().c_str());
+      for (auto& hj : hosts) {
+        std::printf("#  rank %2d  host %s  pid %d  cpu %s  threads %d  path:", hj["rank"].get<int>(),
+                    hj["host"].get<std::string>().c_str(), hj["pid"].get<int>(),
+                    hj["cpu"].get<std::string>().c_str(), hj["threads"].get<int>());
+        for (auto& [k, v] : hj["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
+        std::printf("\n");
+      }
+      print_gpu_lines(hosts);
+      std::fflush(stdout);
+    }
+
+    std::vector<m::StepRecord> measured;
+    int traced = 0;
+    std::chrono::steady_clock::time_point window_begin, window_end;  // the measured steps
+    for (int64_t s = 0; s < total_steps; ++s) {
+      const bool measuring = s >= a.warmup;
+      if (s == a.warmup) {
+        if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
+        window_begin = std::chrono::steady_clock::now();
+      }
+      const bool trace = timeline && measuring && traced < a.timeline_steps;
+      traced += trace;
+      m::StepRecord r = trainer.step(*source, trace);
+      if (!std::isfinite(r.loss))
+        throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) +
+                    ": lower --lr");
+      if (measuring) measured.push_back(r);
+      if (rank == 0 && a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps)) {
+        std::printf("step %5lld/%lld%s  loss %.4f  acc %5.1f%%  %.1f img/sec per rank  step %.3f s  "
+                    "compute %.3f s  allreduce %.3f s  exposed %.3f s\n",
+                    (long long)(s + 1), (long long)total_steps, measuring ? "" : " (warmup)", r.loss,
+                    100.0 * r.correct / a.batch, a.batch / r.step_s, r.step_s, r.compute_s,
+                    r.allreduce_s, r.exposed_s);
+        std::fflush(stdout);
+      }
+    }
+
+    window_end = std::chrono::steady_clock::now();
+    // Keep the shared device busy, unmeasured, until every VM sharing it has measured.
+    int64_t tail_steps = 0;
+    while (vgpu.gate && vgpu.gate->others_measuring()) {
+      if (std::chrono::steady_clock::now() - window_end > timeout)
+        throw Error("the other VMs sharing the device were still measuring " + std::to_string(a.timeout_s) +
+                    " s after this one finished");
+      trainer.step(*source, false);
+      ++tail_steps;
+    }
+    std::unique_ptr<m::LayerProfile> profile;  // extra steps, every rank (they allreduce)
+    if (a.layer_times > 0) {
+      profile = std::make_unique<m::LayerProfile>(graph, a.batch);
+      for (int s = 0; s < a.layer_times; ++s) trainer.step(*source, false, profile.get());
+    }
+    // Gather every rank's measured steps on rank 0.
+    store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, a.batch).dump());
+    std::vector<json> ranks;
+    for (int r = 0; r < n; ++r) {
+      const std::string key = "train/steps/" + std::to_string(r);
+      ranks.push_back(get_rank_json(store, key, r, 2 * timeout));
+      check_rank_record(ranks.back(), key, r, measured.size());
+    }
+
+    json eval;
+    if (!test_set.labels.empty()) {
+      m::Trainer::Eval e = trainer.evaluate(test_set);
+      store.set("train/eval/" + std::to_string(rank), json{e.correct, e.total, e.loss_sum}.dump());
+      int64_t correct = 0, total = 0;
+      double loss = 0;
+      for (int r = 0; r < n; ++r) {
+        const std::string key = "train/eval/" + std::to_string(r);
+        json v = get_rank_json(store, key, r, 2 * timeout, json::value_t::array);
+        if (v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number() ||
+            v[0].get<int64_t>() < 0 || v[1].get<int64_t>() < v[0].get<int64_t>() || !std::isfinite(v[2].get<double>()))
+          throw Error("store key " + key + " (from rank " + std::to_string(r) + "): " + v.dump() +
+                      " is not [correct, total, loss sum]");
+        correct += v[0].get<int64_t>();
+        total += v[1].get<int64_t>();
+        loss += v[2].get<double>();
+      }
+      eval = {{"test_accuracy", double(correct) / double(total)}, {"test_loss", loss / double(total)},
+              {"correct", correct}, {"samples", total}};
+    }
+
+    if (timeline)
+      write_file_atomic(timeline_path(a.timeline, rank, n), timeline->to_json());
+
+    if (rank == 0) {
+      std::vector<double> per_rank_means, totals(measured.size(), 0.0);
+      json per_rank = json::array();
+      for (const auto& r : ranks) {
+        std::vector<double> img;
+        for (const auto& v : r["img_s"]) img.push_back(v.get<double>());
+        for (size_t i = 0; i < img.size() && i < totals.size(); ++i) totals[i] += img[i];
+        MeanCi mc = mean_ci(img);
+        per_rank.push_back({{"rank", r["rank"]}, {"img_s", to_json(mc)}});
+        per_rank_means.insert(per_rank_means.end(), img.begin(), img.end());
+      }
+      const MeanCi per = mean_ci(per_rank_means), total = mean_ci(totals);
+      json summary = {{"img_s_per_rank", to_json(per)}, {"total_img_s", to_json(total)},
+                      {"step_s", across_ranks(ranks, "step_s")},
+                      {"compute_s", across_ranks(ranks, "compute_s")},
+                      {"allreduce_s", across_ranks(ranks, "allreduce_s")},
+                      {"exposed_s", across_ranks(ranks, "exposed_s")},
+                      {"optimizer_s", across_ranks(ranks, "optimizer_s")},
+                      {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
+      const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
+      summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
+      auto& mem = DeviceMemory::instance();
+      summary["device_memory"] = {{"peak_mib", double(mem.peak()) / (1 << 20)},
+                                  {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
+      if (vgpu.gate) {
+        // Rank 0's share of the time-sliced device over its measured steps (a sharing job is
+        // one rank); the window is CLOCK_MONOTONIC, comparable with the scheduler's intervals.
+        double held = 0, waited = 0, wall = 0;
+        for (const auto& r : measured) held += r.device_s, waited += r.device_wait_s, wall += r.step_s;
+        const double ns = double(measured.size() ? measured.size() : 1);
+        summary["device"] = {
+            {"held_s_per_step", held / ns}, {"wait_s_per_step", waited / ns},
+            {"utilization", wall > 0 ? held / wall : 0.0}, {"tail_steps", tail_steps},
+            {"window_ns", {std::chrono::duration_cast<std::chrono::nanoseconds>(window_begin.time_since_epoch()).count(),
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(window_end.time_since_epoch()).count()}}};
+      }
+      doc["summary"] = summary;
+      doc["per_rank"] = per_rank;
+      doc["ranks"] = ranks;
+      if (!eval.is_null()) doc["eval"] = eval;
+
+      std::printf("Img/sec per rank: %.1f +-%.1f (95%% CI over %zu steps x %d ranks)\n", per.mean,
+                  per.ci95, measured.size(), n);
+      std::printf("Total img/sec on %d rank(s): %.1f +-%.1f\n", n, total.mean, total.ci95);
+      std::printf("# per step (s):        mean over ranks   max over ranks\n");
+      for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
+        std::printf("#   %-18s %12.4f %16.4f\n", k, summary[k]["mean_over_ranks"].get<double>(),
+                    summary[k]["max_over_ranks"].get<double>());
+      if (ar > 0)
+        std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
+      if (vgpu.gate)
+        std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
+                    vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),
+                    summary["device"]["wait_s_per_step"].get<double>(),
+                    100 * summary["device"]["utilization"].get<double>());
+      std::printf("# device memory: peak %.1f MiB%s\n", summary["device_memory"]["peak_mib"].get<double>(),
+                  vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
+                                          vgpu.profile).c_str() : "");
+      if (profile) {
+        const char* method = on_gpu ? "the stream synchronised around each layer" : "wall clock around each layer";
+        doc["layer_times"] = profile->to_json();
+        doc["layer_times"]["method"] = method;
+        doc["layer_times"]["rank"] = rank;
+        std::printf("# where time goes (rank 0, median of %d profiled steps after the measured ones, %s):\n%s",
+                    profile->steps(), method, profile->to_text().c_str());
+      }
+      if (!eval.is_null())
+        std::printf("Test accuracy: %.2f%% (%lld of %lld), test loss %.4f\n",
+                    100 * eval["test_accuracy"].get<double>(), (long long)eval["correct"].get<int64_t>(),
+                    (long long)eval["samples"].get<int64_t>(), eval["test_loss"].get<double>());
+      std::fflush(stdout);
+      write_json("");
+    }
+  } catch (const DeviceOutOfMemory& e) {
+    // Like a real vGPU: the model and batch do not fit the profile's framebuffer. Not a
+    // failure of the run: a result, with the numbers.
+    std::fflush(stdout);
+    const double mib = 1 << 20;
+    std::cerr << tag + "ringbench train: does not fit: " + a.model + " batch " + std::to_string(a.batch) + " on " +
+                     vgpu.profile + ": " + e.what() + "\n"
+              << std::flush;  // one write per line: ranks share the terminal
+    if (rank == 0 && !a.json.empty()) {
+      doc["meta"] = {{"command", argv}, {"model", a.model}, {"batch_per_rank", a.batch}, {"ranks", n},
+                     {"backend", backend}, {"vgpu", vgpu.to_json()}};
+      doc["does_not_fit"] = {{"profile", vgpu.profile}, {"framebuffer_mib", double(e.cap) / mib},
+                             {"requested_mib", double(e.requested) / mib}, {"in_use_mib", double(e.in_use) / mib},
+                             {"needed_at_least_mib", double(e.in_use + e.requested) / mib},
+                             {"allocation", e.what_for}, {"message", e.what()}};
+      write_file_atomic(a.json, doc.dump(2) + "\n");
+    }
+    world->mpi = false;
+    return kDoesNotFitExit;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    std::cerr << tag + "ringbench train: error: " +
+                     (oom ? out_of_memory_text("use a smaller --batch or --image-size") : std::string(e.what())) +
+                     "\n"
+              << std::flush;  // one write per line: ranks share the terminal
+    try {
+      write_json(e.what());
+    } catch (const std::exception& e2) {
+      std::cerr << tag + "ringbench train: the error is not in the JSON either: " + e2.what() + "\n";
+    }
+    world->mpi = false;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ringbench

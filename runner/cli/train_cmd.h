@@ -1,0 +1,38 @@
+// `ringbench train`: data-parallel training of one model across the ranks, reporting Horovod's
+// figures (img/sec per rank with a 95% confidence interval, total img/sec summed over ranks)
+// and where each step's time goes: compute, allreduce, and the communication left exposed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "runner/backends/backend.h"
+#include "runner/cli/vgpu_cmd.h"
+
+namespace ringbench {
+
+struct TrainArgs {
+  std::string model = "lenet", backend = "auto", transport = kBaselineBackend, data = "synthetic";
+  std::string device = "auto";       // cpu | cuda | auto (cuda when built with it and a GPU is here)
+  std::string stage_piece = "4M";    // --device cuda over tcp/verbs/mpi: staging pipeline piece
+  std::string data_dir;
+  int batch = 32, steps = 20, warmup = 5, log_every = 10, epochs = 0;
+  int classes = 0, image_size = 0, threads = 0, timeline_steps = 3;
+  int layer_times = 0;  // extra steps after the measured ones, each layer timed
+  bool aux_logits = false, no_overlap = false, eval = false;
+  double lr = 0.01, momentum = 0.9, weight_decay = 4e-5, fusion_mb = 25, first_bucket_mb = 1;
+  uint64_t seed = 42;
+  std::string json, timeline;
+  double timeout_s = 60;
+  int ranks = 1;
+  std::string iface, addr;
+  std::string secret_file;  // --secret-file: the job's secret, for ranks started by hand
+  int sockets_per_peer = 2;
+  VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
+};
+
+void add_train_options(CLI::App& cmd, TrainArgs& a);
+int run_train(const TrainArgs& a, const std::vector<std::string>& argv);
+
+}  // namespace ringbench

@@ -1,0 +1,351 @@
+#include "runner/cli/vgpu_cmd.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/errors.h"
+#include "base/device_memory.h"
+#include "runner/sweep/launcher.h"
+#include "runner/cli/metadata.h"
+#include "vgpu/catalog.h"
+#include "vgpu/detect.h"
+#include "vgpu/scheduler.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using Millis = std::chrono::milliseconds;
+
+// The catalog named on the command line, or the built-in one (kept alive for the process).
+const vgpu::Catalog& catalog(const std::string& path) {
+  if (path.empty()) return vgpu::Catalog::builtin();
+  static std::vector<std::unique_ptr<vgpu::Catalog>> loaded;
+  try {
+    loaded.push_back(std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(path)));
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+  return *loaded.back();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::atomic<bool> g_share_stop{false};
+void on_share_signal(int) { g_share_stop = true; }
+
+}  // namespace
+
+void add_vgpu_train_options(CLI::App& cmd, VgpuTrainArgs& a) {
+  cmd.add_option("--profile", a.profile, "vGPU profile this job runs on (T4-4C, P40-8Q, passthrough, "
+                 "bare-metal; see `ringbench vgpu profiles`): checked against the GPU found here, and "
+                 "where emulated its framebuffer caps the backend's memory")->capture_default_str();
+  cmd.add_flag("--allow-profile-mismatch", a.allow_mismatch, "Run even when --profile is not the "
+               "vGPU this VM has (the result is marked as a mismatch)");
+  cmd.add_option("--vgpu-catalog", a.catalog, "vGPU profile catalog (YAML) instead of the built-in one");
+  cmd.add_option("--vgpu-scheduler", a.scheduler, "Socket of an emulated vGPU scheduler (started by "
+                 "`ringbench vgpu share`): this job's device work runs only in the slices it grants");
+}
+
+json VgpuSetup::to_json() const {
+  return {{"profile", profile}, {"mode", mode}, {"message", message},
+          {"framebuffer_mib", framebuffer_mib ? json(framebuffer_mib) : json(nullptr)},
+          {"profile_framebuffer_mib", profile_framebuffer_mib ? json(profile_framebuffer_mib) : json(nullptr)},
+          {"gpu", gpu}, {"max_instances", max_instances}, {"time_sliced", gate != nullptr},
+          {"detected", detection}};
+}
+
+VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double timeout_s) {
+  VgpuSetup s;
+  const vgpu::Catalog& cat = catalog(a.catalog);
+  const vgpu::Detection d = vgpu::detect_gpus(cat);
+  s.detection = vgpu::to_json(d);
+  if (a.profile != "none") {
+    const vgpu::Profile* p = cat.find(a.profile);
+    if (!p) throw Error("--profile: " + cat.unknown_profile_message(a.profile));
+    s.profile = p->name;
+    s.max_instances = p->max_instances;
+    s.gpu = p->gpu;
+    s.profile_framebuffer_mib = p->framebuffer_mib;
+    const vgpu::ProfileMatch m = vgpu::match_profile(p->name, d, cat);
+    s.mode = m.mode;
+    s.message = m.message;
+    if (m.mode == "mismatch" && !a.allow_mismatch) throw Error(m.message);
+    if (m.mode == "real" && backend != "cuda") {
+      // The profile is this machine's, but training does not run on its GPU.
+      s.mode = "emulated";
+      s.message = "this machine's GPU is " + p->name + ", but the " + backend +
+                  " backend computes on the CPU: the profile's framebuffer is emulated there";
+    }
+    if (s.mode != "real" && p->framebuffer_mib > 0) {
+      s.framebuffer_mib = p->framebuffer_mib;
+      DeviceMemory::instance().set_cap(size_t(p->framebuffer_mib) << 20);
+    }
+  }
+  if (!a.scheduler.empty()) {
+    try {
+      s.gate = vgpu::connect_gate(a.scheduler, Millis(static_cast<long>(timeout_s * 1000)));
+    } catch (const std::exception& e) {
+      throw Error(e.what());
+    }
+  }
+  return s;
+}
+
+void add_vgpu_commands(CLI::App& vgpu_cmd, VgpuArgs& a) {
+  vgpu_cmd.require_subcommand(1);
+  vgpu_cmd.add_option("--vgpu-catalog", a.catalog, "vGPU profile catalog (YAML) instead of the built-in one");
+  vgpu_cmd.add_subcommand("profiles", "List the vGPU profile catalog: GPU, profile, framebuffer, "
+                          "vGPUs per GPU, series, and where the numbers come from");
+  vgpu_cmd.add_subcommand("detect", "What GPU this machine has (NVML, else nvidia-smi -q) and which "
+                          "vGPU profile, as JSON");
+  auto* share = vgpu_cmd.add_subcommand(
+      "share",
+      "k emulated VMs of one vGPU profile time-sliced on this machine's device by a scheduler policy; "
+      "each VM is an independent `ringbench train` job (the arguments after --).\n"
+      "ringbench vgpu share --profile T4-4C --vms 4 --policy fixed_share -- --model mobilenet_v1 "
+      "--batch 8 --image-size 96");
+  share->add_option("--profile", a.profile, "vGPU profile of every VM (see `ringbench vgpu profiles`)")->required();
+  share->add_option("--vms", a.vms, "VMs sharing the device (at most the profile's vGPUs per GPU)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  share->add_option("--policy", a.policy, "best_effort, equal_share or fixed_share")->capture_default_str();
+  share->add_option("--slice-ms", a.slice_ms, "Time slice length in milliseconds")->capture_default_str();
+  share->add_option("--timeout", a.timeout_s, "Seconds after which the VMs are killed")->capture_default_str();
+  share->add_option("--json", a.json, "Write per-VM and device results as JSON to this file");
+  share->add_option("--log-dir", a.log_dir, "Where each VM's output goes (default: a temporary "
+                    "directory, removed when all went well)");
+  share->add_option("train_args", a.train_args, "`ringbench train` options of every VM, after --")->required();
+}
+
+namespace {
+
+int run_profiles(const vgpu::Catalog& cat) {
+  std::printf("# vGPU profile catalog (%s)\n", cat.origin().c_str());
+  std::istringstream src(cat.source());
+  for (std::string line; std::getline(src, line);)
+    if (!line.empty()) std::printf("# source: %s\n", line.c_str());
+  std::printf("%-12s %-14s %10s %8s  %-11s %s\n", "gpu", "profile", "fb MiB", "per GPU", "series", "time-sliced");
+  for (const auto& p : cat.profiles())
+    std::printf("%-12s %-14s %10s %8d  %-11s %s\n", p.gpu.empty() ? "any" : p.gpu.c_str(), p.name.c_str(),
+                p.framebuffer_mib ? std::to_string(p.framebuffer_mib).c_str() : "whole", p.max_instances,
+                p.series.c_str(), p.time_sliced ? "yes" : "no");
+  return 0;
+}
+
+int run_detect(const vgpu::Catalog& cat) {
+  const vgpu::Detection d = vgpu::detect_gpus(cat);
+  std::printf("%s\n", vgpu::to_json(d).dump(2).c_str());
+  return 0;
+}
+
+struct VmResult {
+  json doc;
+  int exit_code = -1;
+  std::string log;
+};
+
+int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
+  const vgpu::Catalog& cat = catalog(a.catalog);
+  const vgpu::Profile* p = cat.find(a.profile);
+  if (!p) throw Error("--profile: " + cat.unknown_profile_message(a.profile));
+  vgpu::Policy policy;
+  try {
+    policy = vgpu::parse_policy(a.policy);
+  } catch (const std::exception& e) {
+    throw Error(std::string("--policy: ") + e.what());
+  }
+  if (a.vms > p->max_instances)
+    throw Error("--vms " + std::to_string(a.vms) + ": " + p->name + " allows at most " +
+                std::to_string(p->max_instances) + " vGPU(s) per GPU");
+  if (a.vms > 1 && !p->time_sliced)
+    throw Error(p->name + " is not time-sliced (" + p->series + "): only time-sliced vGPU profiles share a device");
+  if (!(a.slice_ms >= 0.1 && a.slice_ms <= 1000)) throw Error("--slice-ms must be in [0.1, 1000]");
+  if (!(a.timeout_s > 0)) throw Error("--timeout must be > 0");
+  check_output_path(a.json, "--json");
+  for (const auto& x : a.train_args)
+    for (const char* owned : {"--json", "--profile", "--vgpu-scheduler", "--ranks", "--timeline", "--vgpu-catalog"})
+      if (x == owned || x.rfind(std::string(owned) + "=", 0) == 0)
+        throw Error(std::string("the train options after -- may not set ") + owned +
+                    ": `ringbench vgpu share` sets it for every VM");
+
+  // Stop the VMs (not just this process) on Ctrl-C or the sweep's SIGTERM.
+  struct sigaction sa {};
+  sa.sa_handler = on_share_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  // The scheduler's socket and the VMs' JSON files; their logs too without --log-dir, then
+  // kept when something went wrong.
+  struct TempDir {
+    std::string path;
+    bool keep = false;
+    ~TempDir() {
+      std::error_code ec;
+      if (!path.empty() && !keep) fs::remove_all(path, ec);
+    }
+  } tmpdir;
+  char tmpl[] = "/tmp/ringbench-share-XXXXXX";
+  if (!mkdtemp(tmpl)) throw Error("cannot create a temporary directory for the VMs");
+  tmpdir.path = tmpl;
+  const std::string tmp = tmpdir.path;
+  const std::string log_dir = a.log_dir.empty() ? tmp : a.log_dir;
+  fs::create_directories(log_dir);
+
+  vgpu::SchedulerOptions so;
+  so.policy = policy;
+  // MIG-backed and whole-GPU profiles have their engines to themselves: no slots to share.
+  so.max_instances = p->time_sliced ? p->max_instances : 1;
+  so.slice = std::chrono::microseconds(static_cast<long>(a.slice_ms * 1000));
+  vgpu::SchedulerServer server(tmp + "/scheduler.sock", so, a.vms);  // the VMs measure together
+
+  // Each VM is a job of its own: it must not join a world this process may be part of.
+  for (const char* v : {"RINGBENCH_RANK", "RINGBENCH_WORLD_SIZE", "RINGBENCH_STORE", "RINGBENCH_JOB_ID",
+                        "RINGBENCH_LAUNCHER", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_RANK"})
+    unsetenv(v);
+  std::vector<RankLaunch> vms;
+  for (int i = 0; i < a.vms; ++i) {
+    RankLaunch r;
+    r.argv = {self_exe(), "train"};
+    r.argv.insert(r.argv.end(), a.train_args.begin(), a.train_args.end());
+    r.argv.insert(r.argv.end(), {"--profile", p->name, "--vgpu-scheduler", server.path(), "--json",
+                                 tmp + "/vm" + std::to_string(i) + ".json"});
+    if (!a.catalog.empty()) r.argv.insert(r.argv.end(), {"--vgpu-catalog", a.catalog});
+    r.env = {"OMP_WAIT_POLICY=passive"};
+    r.log_path = log_dir + "/vm" + std::to_string(i) + ".log";
+    vms.push_back(std::move(r));
+  }
+  std::printf("# ringbench vgpu share: %d VM(s) of %s (%s MiB, %d per GPU) on one device, policy %s, "
+              "slice %g ms\n", a.vms, p->name.c_str(),
+              p->framebuffer_mib ? std::to_string(p->framebuffer_mib).c_str() : "whole", p->max_instances,
+              vgpu::policy_name(policy), a.slice_ms);
+  std::fflush(stdout);
+  const LaunchOutcome o = run_ranks(vms, Millis(static_cast<long>(a.timeout_s * 1000)), Millis(5000), &g_share_stop);
+
+  std::vector<VmResult> res(size_t(a.vms));
+  for (int i = 0; i < a.vms; ++i) {
+    VmResult& v = res[size_t(i)];
+    v.exit_code = o.exit_codes[size_t(i)];
+    v.log = vms[size_t(i)].log_path;
+    const std::string path = tmp + "/vm" + std::to_string(i) + ".json";
+    if (fs::exists(path)) v.doc = json::parse(read_text(path), nullptr, false);
+  }
+  json doc;
+  doc["meta"] = {{"command", argv}, {"profile", p->name}, {"gpu", p->gpu},
+                 {"framebuffer_mib", p->framebuffer_mib ? json(p->framebuffer_mib) : json(nullptr)},
+                 {"max_instances", p->max_instances}, {"policy", vgpu::policy_name(policy)},
+                 {"slice_ms", a.slice_ms}, {"vms", a.vms}, {"train_args", a.train_args}};
+  if (res[0].doc.is_object() && res[0].doc.contains("meta")) {
+    const json& m0 = res[0].doc["meta"];
+    for (const char* k : {"model", "batch_per_rank", "backend", "threads_per_rank", "input", "params", "steps",
+                          "warmup", "build", "vgpu"})
+      if (m0.contains(k)) doc["meta"][k] = m0[k];
+  }
+  auto write = [&] {
+    if (!a.json.empty()) write_file_atomic(a.json, doc.dump(2) + "\n");
+  };
+
+  // Does not fit: every VM runs the same model and batch, so one is enough to say so.
+  for (const auto& v : res)
+    if (v.exit_code == kDoesNotFitExit && v.doc.is_object() && v.doc.contains("does_not_fit")) {
+      doc["does_not_fit"] = v.doc["does_not_fit"];
+      write();
+      std::printf("does not fit: %s\n", v.doc["does_not_fit"].value("message", "").c_str());
+      return kDoesNotFitExit;
+    }
+  std::string errors;
+  for (int i = 0; i < a.vms; ++i) {
+    const VmResult& v = res[size_t(i)];
+    if (v.exit_code == 0 && v.doc.is_object() && v.doc.contains("summary")) continue;
+    errors += (errors.empty() ? "" : "; ") + std::string("VM ") + std::to_string(i) + " exited " +
+              std::to_string(v.exit_code) + ": " + error_lines(v.log, 2);
+  }
+  if (o.timed_out) errors = "timed out after " + std::to_string(a.timeout_s) + " s; " + errors;
+  if (o.interrupted) errors = "interrupted; " + errors;
+  if (!errors.empty()) {
+    doc["error"] = errors;
+    tmpdir.keep = a.log_dir.empty();  // the VMs' logs are there
+    write();
+    std::fprintf(stderr, "ringbench vgpu share: error: %s (logs in %s)\n", errors.c_str(), log_dir.c_str());
+    return 1;
+  }
+
+  // Per VM, and the device over the window where every VM was running. The VMs leave their
+  // warmup together (MeasureBarrier), then each measures and keeps stepping, unmeasured, until
+  // the last has measured: every VM runs from the earliest start to the latest end of the
+  // measured steps.
+  json per_vm = json::array();
+  double total = 0, total_var = 0, util_sum = 0, step_sum = 0;
+  int64_t from_ns = INT64_MAX, to_ns = 0;
+  std::vector<double> img;
+  for (int i = 0; i < a.vms; ++i) {
+    const json& s = res[size_t(i)].doc.at("summary");
+    const double m = s.at("total_img_s").at("mean"), ci = s.at("total_img_s").at("ci95");
+    const json dev = s.value("device", json::object());
+    const double util = dev.value("utilization", 0.0);
+    per_vm.push_back({{"vm", i}, {"img_s", {{"mean", m}, {"ci95", ci}}},
+                      {"step_s", s.at("step_s").at("mean_over_ranks")}, {"device_util", util},
+                      {"device_held_s_per_step", dev.value("held_s_per_step", 0.0)},
+                      {"device_wait_s_per_step", dev.value("wait_s_per_step", 0.0)},
+                      {"tail_steps", dev.value("tail_steps", 0)},
+                      {"device_memory_peak_mib", s.at("device_memory").at("peak_mib")}});
+    total += m;
+    total_var += ci * ci;
+    util_sum += util;
+    step_sum += s.at("step_s").at("mean_over_ranks").get<double>();
+    img.push_back(m);
+    if (dev.contains("window_ns")) {
+      const int64_t b = dev["window_ns"][0].get<int64_t>(), e = dev["window_ns"][1].get<int64_t>();
+      from_ns = std::min(from_ns, b);
+      to_ns = std::max(to_ns, e);
+    }
+  }
+  json device_total = nullptr;
+  double window_s = 0;
+  if (to_ns > from_ns) {
+    const vgpu::Clock::time_point from{std::chrono::nanoseconds(from_ns)}, to{std::chrono::nanoseconds(to_ns)};
+    window_s = double(to_ns - from_ns) / 1e9;
+    device_total = server.scheduler().busy_seconds(from, to) / window_s;
+  }
+  doc["vms"] = per_vm;
+  doc["summary"] = {{"total_img_s", {{"mean", total}, {"ci95", std::sqrt(total_var)}}},
+                    {"img_s_per_vm", {{"mean", total / a.vms}, {"min", *std::min_element(img.begin(), img.end())},
+                                      {"max", *std::max_element(img.begin(), img.end())}}},
+                    {"step_s", step_sum / a.vms}, {"device_util_per_vm", util_sum / a.vms},
+                    {"device_util_total", device_total}, {"common_window_s", window_s}};
+  write();
+  std::printf("#  vm        img/s   step (s)  device util\n");
+  for (const auto& v : per_vm)
+    std::printf("   %2d %8.2f +-%-5.2f %8.4f  %10.1f%%\n", v["vm"].get<int>(), v["img_s"]["mean"].get<double>(),
+                v["img_s"]["ci95"].get<double>(), v["step_s"].get<double>(), 100 * v["device_util"].get<double>());
+  std::printf("Total img/sec over %d VM(s): %.2f; device utilization %s over the %.2f s the VMs ran together\n",
+              a.vms, total,
+              device_total.is_null() ? "unknown" : (std::to_string(int(std::lround(100 * device_total.get<double>()))) + "%").c_str(),
+              window_s);
+  return 0;
+}
+
+}  // namespace
+
+int run_vgpu(CLI::App& vgpu_cmd, const VgpuArgs& a, const std::vector<std::string>& argv) {
+  if (vgpu_cmd.got_subcommand("profiles")) return run_profiles(catalog(a.catalog));
+  if (vgpu_cmd.got_subcommand("detect")) return run_detect(catalog(a.catalog));
+  if (vgpu_cmd.got_subcommand("share")) return run_share(a, argv);
+  return 2;
+}
+
+}  // namespace ringbench

@@ -1,0 +1,307 @@
+#include "runner/cli/world.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "collectives/auth.h"
+#include "base/errors.h"
+#include "collectives/net.h"
+#include "runner/cli/mpi_util.h"
+
+namespace ringbench {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(const char* name) {
+  const char* v = env(name);
+  char* end = nullptr;
+  long x = v ? std::strtol(v, &end, 10) : -1;
+  if (!v || *end || x < 0 || x > 1 << 20)
+    throw Error(std::string("environment variable ") + name + "='" + (v ? v : "") +
+                "' is not a valid number");
+  return static_cast<int>(x);
+}
+
+std::string random_job_id() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+// The address other nodes can reach this host on: --addr, --iface, the host name's IPv4
+// address when it is not loopback, else loopback (single-node runs).
+std::string reachable_address(const WorldOptions& o) {
+  if (!o.addr.empty()) return o.addr;
+  if (!o.iface.empty()) return net::iface_ipv4(o.iface);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  std::string ip = "127.0.0.1";
+  if (getaddrinfo(host, nullptr, &hints, &res) == 0) {
+    for (addrinfo* it = res; it; it = it->ai_next) {
+      char buf[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ai_addr)->sin_addr, buf, sizeof buf);
+      if (std::strncmp(buf, "127.", 4) != 0) {
+        ip = buf;
+        break;
+      }
+    }
+    freeaddrinfo(res);
+  }
+  return ip;
+}
+
+// Rank and size from MPI; rank 0 hosts the store and broadcasts its address and the job id.
+void setup_mpirun_world(World& w, const WorldOptions& o) {
+  w.launcher = "mpirun";
+  w.rank = mpi::rank();
+  w.size = mpi::size();
+  std::string rendezvous;
+  if (w.rank == 0) {
+    // The store listens only on the address the other ranks reach (never 0.0.0.0 unless
+    // --addr 0.0.0.0 asks for it), and serves only ranks that know the secret.
+    const std::string ip = reachable_address(o);
+    w.secret = auth::new_secret();
+    w.server = std::make_unique<TcpStoreServer>(ip, 0, w.secret);
+    rendezvous = ip + ":" + std::to_string(w.server->port()) + " " + random_job_id() + " " + auth::to_hex(w.secret);
+  }
+  mpi::broadcast(rendezvous, 0);  // MPI's own channel: the secret never crosses our sockets
+  std::istringstream in(rendezvous);
+  std::string address, secret_hex;
+  in >> address >> w.job_id >> secret_hex;
+  w.secret = auth::secret_from_hex(secret_hex, "the job's secret from rank 0");
+  auto [host, port] = parse_host_port(address);
+  auto store = std::make_unique<TcpStore>(host, port, o.timeout, w.secret);
+  w.default_addr = store->local_address();
+  w.store = std::move(store);
+}
+
+}  // namespace
+
+World::~World() {
+  store.reset();
+  if (server) server->linger(linger);
+  server.reset();
+  if (mpi) mpi::finalize();
+}
+
+bool launched_by_mpirun() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_RANK");
+}
+
+bool launched_by_env() { return env("RINGBENCH_RANK") != nullptr; }
+
+bool writes_results() {
+  for (const char* v : {"RINGBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = env(v)) return std::string(r) == "0";
+  return true;
+}
+
+std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
+  auto w = std::make_unique<World>();
+  w->linger = std::min(w->linger, o.timeout);
+  if (launched_by_mpirun() && !launched_by_env()) {
+    if (!mpi::built_with_mpi())
+      throw Error("launched by mpirun, but this ringbench was built without MPI: rebuild with "
+                  "-DRINGBENCH_WITH_MPI=ON, or run without mpirun using --ranks N");
+    mpi::init();
+    w->mpi = true;
+    try {
+      setup_mpirun_world(*w, o);
+    } catch (const std::exception& e) {
+      // The other ranks may sit in MPI_Bcast, which has no timeout: end the whole job.
+      std::cerr << "[rank " << w->rank << "] ringbench: " << e.what() << std::endl;
+      mpi::abort(1);
+    }
+    return w;
+  }
+  if (need_mpi)
+    throw Error("--impl mpi needs MPI: launch with mpirun (e.g. mpirun -np 4 ringbench "
+                "allreduce --impl mpi)");
+  if (launched_by_env()) {
+    w->launcher = env("RINGBENCH_LAUNCHER") ? env("RINGBENCH_LAUNCHER") : "env";
+    w->rank = env_int("RINGBENCH_RANK");
+    w->size = env_int("RINGBENCH_WORLD_SIZE");
+    if (w->rank >= w->size || w->size < 1)
+      throw Error("RINGBENCH_RANK=" + std::to_string(w->rank) + " is not below RINGBENCH_WORLD_SIZE=" +
+                  std::to_string(w->size));
+    const char* store_addr = env("RINGBENCH_STORE");
+    if (!store_addr) throw Error("RINGBENCH_RANK is set but RINGBENCH_STORE (host:port) is not");
+    auto [host, port] = parse_host_port(store_addr);
+    w->secret = auth::secret_from_env_or_file(o.secret_file);
+    if (w->secret.empty() && !net::is_loopback_host(host))
+      throw Error("the store " + std::string(store_addr) + " is not on loopback, and this rank has no secret: set "
+                  "RINGBENCH_SECRET (e.g. `openssl rand -hex 32`) or --secret-file, the same on every rank of the "
+                  "job; only ranks that are all on this machine's loopback may run without one");
+    // Ranks started by hand: rank 0 serves the store when asked to, on the store's address.
+    if (w->rank == 0 && env("RINGBENCH_STORE_SERVE"))
+      w->server = std::make_unique<TcpStoreServer>(host, port, w->secret);
+    // Without RINGBENCH_JOB_ID, the job is named after its secret, so two jobs never mix.
+    w->job_id = env("RINGBENCH_JOB_ID") ? env("RINGBENCH_JOB_ID")
+                                        : "job-" + auth::to_hex(auth::mac(w->secret, "job id", host, std::to_string(port))).substr(0, 16);
+    auto store = std::make_unique<TcpStore>(host, port, o.timeout, w->secret);
+    w->default_addr = store->local_address();
+    w->store = std::move(store);
+    return w;
+  }
+  w->launcher = "single";
+  w->job_id = random_job_id();
+  w->store = std::make_unique<InProcStore>();
+  return w;
+}
+
+int launch_local(int ranks, const std::vector<std::string>& args,
+                 std::chrono::milliseconds grace) {
+  // Each rank is a process with its own buffers and threads on this machine's cores: beyond a
+  // few hundred the launch itself fails, late and noisily.
+  constexpr int kMaxLocalRanks = 256;
+  if (ranks > kMaxLocalRanks)
+    throw Error("--ranks " + std::to_string(ranks) + ": at most " + std::to_string(kMaxLocalRanks) +
+                " ranks on one machine (this one has " + std::to_string(std::thread::hardware_concurrency()) +
+                " CPUs); use mpirun across hosts for more");
+  int port = 0;
+  int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
+  const std::string store = "127.0.0.1:" + std::to_string(port);
+  const std::string job = random_job_id();
+  const std::string secret = auth::new_secret(), secret_var = secret_env(secret);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<pid_t> pids;
+  const pid_t launcher = getpid();
+  auto kill_all = [&] {
+    for (pid_t p : pids)
+      if (p > 0) kill(p, SIGKILL);
+  };
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      kill_all();
+      check_errno(false, "fork");
+    }
+    if (pid == 0) {
+      // The ranks die with their launcher, however it ends (SIGKILL included); they stay in its
+      // process group, so Ctrl-C and `kill -- -PGID` reach them too.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(127);  // it died before prctl()
+      ::close(listen_fd);
+      setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
+      setenv("RINGBENCH_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      setenv("RINGBENCH_STORE", store.c_str(), 1);
+      setenv("RINGBENCH_JOB_ID", job.c_str(), 1);
+      setenv("RINGBENCH_LAUNCHER", "local", 1);
+      putenv(const_cast<char*>(secret_var.c_str()));  // prepared before fork: no allocation here
+      execv("/proc/self/exe", argv.data());
+      std::perror("ringbench: exec /proc/self/exe");
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::unique_ptr<TcpStoreServer> server;
+  try {
+    server = std::make_unique<TcpStoreServer>(listen_fd, secret);
+  } catch (...) {
+    kill_all();
+    throw;
+  }
+  int result = 0, alive = ranks;
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  while (alive > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR) {
+      std::cerr << "ringbench: lost track of the ranks (waitpid: " << std::strerror(errno) << ")\n";
+      kill_all();
+      return result ? result : 1;
+    }
+    if (pid > 0) {
+      --alive;
+      for (pid_t& p : pids)
+        if (p == pid) p = 0;  // reaped: never signal this pid again
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (code != 0 && result == 0) {
+        result = code;
+        kill_at = std::chrono::steady_clock::now() + grace;
+        if (WIFSIGNALED(status))
+          std::cerr << "ringbench: a rank (pid " << pid << ") was killed by signal "
+                    << WTERMSIG(status) << "\n";
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > kill_at) {
+      std::cerr << "ringbench: killing the ranks still running " << grace.count()
+                << " ms after the first failure\n";
+      kill_all();
+      kill_at = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return result;
+}
+
+std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mpi) {
+  auto world = make_world(opts, need_mpi);
+  if (opts.ranks > 1 && opts.ranks != world->size)
+    throw Error("--ranks " + std::to_string(opts.ranks) + " conflicts with the " + world->launcher +
+                " world of " + std::to_string(world->size) + " ranks: drop --ranks under mpirun");
+  return world;
+}
+
+Bytes get_from_rank(Store& store, const std::string& key, int sender, std::chrono::milliseconds timeout) {
+  try {
+    return store.get(key, timeout);
+  } catch (const TimeoutError& e) {
+    // Only the key's own wait blames the sender; a store that stopped answering is the store's
+    // (rank 0's) fault, and its message says so.
+    const std::string what = e.what();
+    if (what.rfind("timed out after ", 0) != 0 || what.find("the store did not answer") != std::string::npos) throw;
+    throw TimeoutError(sender, "rank " + std::to_string(sender) + " did not publish " + key +
+                                   ": it is stopped, dead, or has not got this far (" + what + ")");
+  }
+}
+
+void check_same_options(Store& store, const std::string& key, const std::string& options,
+                        int rank, int n, std::chrono::milliseconds timeout, const std::string& what) {
+  store.set(key + "/" + std::to_string(rank), options);
+  const std::string first = get_from_rank(store, key + "/0", 0, timeout);
+  for (int r = 1; r < n; ++r) {
+    const std::string other = get_from_rank(store, key + "/" + std::to_string(r), r, timeout);
+    if (other != first)
+      throw Error("rank " + std::to_string(r) + "'s options (" + other + ") differ from rank 0's (" +
+                  first + "): every rank must " + what);
+  }
+}
+
+nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
+                             std::chrono::milliseconds timeout, nlohmann::json::value_t type) {
+  const Bytes raw = get_from_rank(store, key, sender, timeout);
+  nlohmann::json v = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + ")";
+  if (v.is_discarded()) throw Error(from + " is not valid JSON (" + std::to_string(raw.size()) + " bytes)");
+  if (v.type() != type)
+    throw Error(from + " is a JSON " + v.type_name() + ", expected " + nlohmann::json(type).type_name());
+  return v;
+}
+
+std::string secret_env(const std::string& secret) { return "RINGBENCH_SECRET=" + auth::to_hex(secret); }
+
+}  // namespace ringbench

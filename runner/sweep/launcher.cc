@@ -1,0 +1,167 @@
+#include "runner/sweep/launcher.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "base/errors.h"
+
+namespace ringbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After fork, before exec: only async-signal-safe calls. Everything was prepared by the parent.
+[[noreturn]] void exec_child(char* const* argv, char* const* envp, int log_fd, int netns_fd,
+                             const cpu_set_t* cpus) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed sweep takes its ranks along
+  dup2(log_fd, STDOUT_FILENO);
+  dup2(log_fd, STDERR_FILENO);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) {
+    static const char msg[] = "ringbench: setns into the node's network namespace failed\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    _exit(126);
+  }
+  if (cpus) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
+  execve(argv[0], argv, envp);
+  static const char msg[] = "ringbench: exec of the rank failed\n";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  _exit(127);
+}
+
+void signal_group(pid_t pid, int sig) {
+  if (pid > 0) kill(-pid, sig);  // the child leads its own process group
+}
+
+}  // namespace
+
+bool LaunchOutcome::ok() const {
+  if (timed_out || interrupted) return false;
+  for (int c : exit_codes)
+    if (c != 0) return false;
+  return true;
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error(std::string("cannot resolve this executable (readlink /proc/self/exe): ") + std::strerror(errno));
+  return std::string(buf, size_t(n));
+}
+
+LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds grace, const std::atomic<bool>* stop) {
+  LaunchOutcome out;
+  out.exit_codes.assign(ranks.size(), -1);
+  const auto start = Clock::now();
+  std::vector<pid_t> pids(ranks.size(), 0), groups;
+  auto kill_all = [&](int sig) {
+    for (pid_t p : pids) signal_group(p, sig);
+  };
+
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankLaunch& rl = ranks[r];
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    for (const auto& prefix : rl.unset)
+      std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
+    for (const auto& kv : rl.env) {
+      const std::string name = kv.substr(0, kv.find('=') + 1);
+      std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(name, 0) == 0; });
+      env_strings.push_back(kv);
+    }
+    std::vector<char*> argv, envp;
+    for (const auto& a : rl.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : rl.cpus) CPU_SET(c, &set);
+    const int log_fd = open(rl.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      kill_all(SIGKILL);
+      throw Error("cannot create the log file " + rl.log_path + ": " + std::strerror(errno));
+    }
+    const pid_t pid = fork();
+    if (pid == 0) exec_child(argv.data(), envp.data(), log_fd, rl.netns_fd, rl.cpus.empty() ? nullptr : &set);
+    close(log_fd);
+    if (pid < 0) {
+      kill_all(SIGKILL);
+      throw Error(std::string("fork failed: ") + std::strerror(errno));
+    }
+    setpgid(pid, pid);  // also here, so signal_group() works before the child gets to it
+    pids[r] = pid;
+    groups.push_back(pid);
+  }
+
+  size_t alive = ranks.size();
+  auto kill_at = start + timeout;  // SIGTERM everything still running at this time
+  bool terminated = false;
+  Clock::time_point force_at = Clock::time_point::max();  // SIGKILL after a SIGTERM
+  while (alive > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (pids[r] != pid) continue;
+        pids[r] = 0;
+        --alive;
+        out.exit_codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (out.exit_codes[r] != 0) kill_at = std::min(kill_at, Clock::now() + grace);
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR && errno != ECHILD) break;
+    const auto now = Clock::now();
+    if (!terminated && stop && stop->load()) {
+      out.interrupted = true;
+      kill_at = now;
+    }
+    if (!terminated && now >= kill_at) {
+      if (now >= start + timeout && !out.interrupted) out.timed_out = true;
+      kill_all(SIGTERM);
+      terminated = true;
+      force_at = now + std::chrono::seconds(1);
+    }
+    if (now >= force_at) {
+      kill_all(SIGKILL);
+      force_at = Clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (pid_t g : groups) signal_group(g, SIGKILL);  // what a rank left behind (mpirun's daemons)
+  out.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+std::string error_lines(const std::string& path, size_t max_lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all, errors;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    all.push_back(line);
+    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos ||
+        line.find("ERROR") != std::string::npos)
+      errors.push_back(line);
+  }
+  const auto& pick = errors.empty() ? all : errors;
+  std::string s;
+  for (size_t i = pick.size() > max_lines ? pick.size() - max_lines : 0; i < pick.size(); ++i)
+    s += (s.empty() ? "" : " | ") + pick[i];
+  return s;
+}
+
+}  // namespace ringbench

@@ -1,0 +1,64 @@
+#include "runner/sweep/point_args.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "runner/backends/backend.h"
+
+namespace ringbench {
+namespace {
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// The `ringbench train` options of a train or share point (without --json).
+std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
+  const TrainSweep& t = c.train;
+  std::vector<std::string> a = {"--model", p.model, "--batch", std::to_string(p.batch),
+                                "--steps", std::to_string(t.steps), "--warmup", std::to_string(t.warmup),
+                                "--transport", p.transport == "none" ? kBaselineBackend : p.transport,
+                                "--backend", t.backend, "--fusion-mb", num(t.fusion_mb),
+                                "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed)};
+  if (p.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.image_size)});
+  if (!t.overlap) a.push_back("--no-overlap");
+  if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path,
+                                    const std::string& log_base) {
+  if (p.kind == PointKind::train) {
+    std::vector<std::string> a = {"train"};
+    for (auto& x : train_args(c, p)) a.push_back(x);
+    if (p.profile != "none") a.insert(a.end(), {"--profile", p.profile});
+    if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+    a.insert(a.end(), {"--json", json_path});
+    return a;
+  }
+  if (p.kind == PointKind::share) {  // the VMs' train options last, after --, where rank_args() append
+    // Ahead of the point's own deadline, so the VMs' timeout is what gets recorded.
+    const double share_timeout = std::max(0.5 * c.timeout_s, c.timeout_s - 10);
+    std::vector<std::string> a = {"vgpu"};
+    if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+    a.insert(a.end(), {"share", "--profile", p.profile, "--vms", std::to_string(p.vms), "--policy", p.policy,
+                       "--slice-ms", num(c.sharing.slice_ms), "--timeout", num(share_timeout), "--json", json_path,
+                       "--log-dir", log_base + ".vms", "--"});
+    for (auto& x : train_args(c, p)) a.push_back(x);
+    return a;
+  }
+  const CollectivesSweep& k = c.collectives;
+  std::vector<std::string> a = {"allreduce", "-b", k.min_bytes, "-e", k.max_bytes, "-f", num(k.step_factor),
+                                "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
+                                "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
+  const Backend* b = find_backend(p.transport);
+  if (b && !b->ring) a.insert(a.end(), {"--impl", b->name});
+  if (b && b->ring && b->name != kBaselineBackend) a.insert(a.end(), {"--transport", b->name});
+  return a;
+}
+
+}  // namespace ringbench

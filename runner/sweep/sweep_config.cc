@@ -1,0 +1,483 @@
+#include "runner/sweep/sweep_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "collectives/auth.h"
+#include "base/errors.h"
+#include "models/zoo.h"
+#include "runner/cli/allreduce_cmd.h"
+#include "runner/backends/backend.h"
+#include "base/bytes.h"
+#include "vgpu/catalog.h"
+#include "vgpu/scheduler.h"
+
+namespace ringbench {
+namespace {
+
+const std::vector<std::string> kClusterTypes{"local", "emulated", "mpirun"};
+const std::vector<std::string> kModels{"lenet", "mobilenet_v1", "inception_v3"};
+
+// tc's rate syntax as far as configs need it: digits, an optional fraction, [k|m|g]bit.
+bool is_tc_rate(const std::string& s) {
+  size_t i = 0, digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    size_t frac = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++frac;
+    if (frac == 0) return false;
+  }
+  if (digits == 0) return false;
+  std::string unit = s.substr(i);
+  return unit == "bit" || unit == "kbit" || unit == "mbit" || unit == "gbit";
+}
+
+// A name that can start a directory name: [A-Za-z0-9][A-Za-z0-9._-]*.
+bool is_safe_name(const std::string& s) {
+  if (s.empty() || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') return false;
+  return true;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Reads one YAML mapping, remembering where it is, so every error names its key.
+class Reader {
+ public:
+  Reader(const YAML::Node& node, std::string where, std::string origin)
+      : node_(node), where_(std::move(where)), origin_(std::move(origin)) {
+    if (!node_.IsMap()) fail(where_.empty() ? "the file" : where_, "must be a mapping of keys to values");
+    // yaml-cpp keeps every entry of a repeated key but node[key] finds only the first: a
+    // second value must not be silently ignored.
+    std::set<std::string> seen;
+    for (const auto& kv : node_) {
+      if (!kv.first.IsScalar())
+        fail(where_.empty() ? "the file" : where_,
+             "a key must be a plain name, not a list or mapping (line " +
+                 std::to_string(kv.first.Mark().line + 1) + ")");
+      const std::string k = kv.first.Scalar();
+      if (!seen.insert(k).second)
+        fail(key(k), "appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")");
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw Error(origin_ + ": " + key + ": " + what);
+  }
+  std::string key(const std::string& k) const { return where_.empty() ? k : where_ + "." + k; }
+  bool has(const std::string& k) const { return bool(node_[k]); }
+  YAML::Node at(const std::string& k) const { return node_[k]; }
+  const std::string& origin() const { return origin_; }
+
+  // Unknown keys are errors (a typo must not silently fall back to a default).
+  void only(const std::vector<std::string>& allowed) const {
+    for (const auto& kv : node_) {
+      const std::string& k = kv.first.Scalar();  // a scalar: checked by the constructor
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
+        fail(key(k), "unknown key; allowed here: " + join(allowed));
+    }
+  }
+
+  template <class T>
+  void get(const std::string& k, T& out, const char* type_name) const {
+    if (!has(k)) return;
+    const YAML::Node v = node_[k];
+    if (!v.IsScalar()) fail(key(k), std::string("must be ") + type_name);
+    try {
+      out = v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(key(k), std::string("must be ") + type_name + " (got '" + v.Scalar() + "')");
+    }
+  }
+  void get_int(const std::string& k, int& out, int min) const {
+    get(k, out, "an integer");
+    if (out < min) fail(key(k), "must be >= " + std::to_string(min) + " (got " + std::to_string(out) + ")");
+  }
+  void get_double(const std::string& k, double& out, double min) const {
+    get(k, out, "a number");
+    if (!(out >= min)) fail(key(k), "must be >= " + std::to_string(min));
+  }
+  void get_choice(const std::string& k, std::string& out, const std::vector<std::string>& allowed) const {
+    get(k, out, "a string");
+    if (std::find(allowed.begin(), allowed.end(), out) == allowed.end())
+      fail(key(k), "'" + out + "' is not one of: " + join(allowed));
+  }
+  template <class T>
+  std::vector<T> list(const std::string& k, const char* type_name) const {
+    const YAML::Node v = node_[k];
+    if (!v.IsSequence() || v.size() == 0) fail(key(k), std::string("must be a non-empty list of ") + type_name);
+    std::vector<T> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      try {
+        out.push_back(v[i].as<T>());
+      } catch (const YAML::Exception&) {
+        fail(key(k) + "[" + std::to_string(i) + "]", std::string("must be ") + type_name);
+      }
+      if (std::find(out.begin(), out.end() - 1, out.back()) != out.end() - 1)
+        fail(key(k), v[i].Scalar() + " is listed twice");  // every point would run twice
+    }
+    return out;
+  }
+
+ private:
+  YAML::Node node_;
+  std::string where_, origin_;
+};
+
+void check_bytes(const Reader& r, const std::string& k, const std::string& v) {
+  try {
+    parse_bytes(v);
+  } catch (const std::exception& e) {
+    r.fail(r.key(k), "'" + v + "' is not a byte count (e.g. 4K, 64M, 1G)");
+  }
+}
+
+TrainSweep parse_train(const Reader& r) {
+  TrainSweep t;
+  r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend"});
+  if (!r.has("models")) r.fail(r.key("models"), "missing; list the models to train, e.g. [{model: lenet, batch: 32}]");
+  const YAML::Node models = r.at("models");
+  if (!models.IsSequence() || models.size() == 0)
+    r.fail(r.key("models"), "must be a non-empty list of {model, batch, image_size}");
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string where = r.key("models") + "[" + std::to_string(i) + "]";
+    SweepModel m;
+    if (models[i].IsScalar()) {
+      m.model = models[i].as<std::string>();
+    } else {
+      Reader mr(models[i], where, r.origin());
+      mr.only({"model", "batch", "image_size"});
+      if (!mr.has("model")) mr.fail(where + ".model", "missing; one of: " + join(kModels));
+      mr.get("model", m.model, "a string");
+      mr.get_int("batch", m.batch, 1);
+      mr.get_int("image_size", m.image_size, 0);
+    }
+    if (std::find(kModels.begin(), kModels.end(), m.model) == kModels.end())
+      r.fail(where + ".model", "'" + m.model + "' is not one of: " + join(kModels));
+    try {
+      models::build_model(m.model, {0, m.image_size, false, -1});
+    } catch (const std::exception& e) {
+      r.fail(where + ".image_size", e.what());
+    }
+    for (const auto& o : t.models)
+      if (o.model == m.model && o.batch == m.batch && o.image_size == m.image_size)
+        r.fail(where, m.model + " with batch " + std::to_string(m.batch) + " and image_size " +
+                          std::to_string(m.image_size) + " is listed twice");
+    t.models.push_back(m);
+  }
+  r.get_int("warmup", t.warmup, 0);
+  r.get_int("steps", t.steps, 1);
+  r.get_double("fusion_mb", t.fusion_mb, 0);
+  r.get_double("first_bucket_mb", t.first_bucket_mb, 0);
+  r.get("overlap", t.overlap, "true or false");
+  r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
+  return t;
+}
+
+CollectivesSweep parse_collectives(const Reader& r) {
+  CollectivesSweep c;
+  r.only({"min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "dtype", "check"});
+  r.get("min_bytes", c.min_bytes, "a byte count (4K, 64M)");
+  r.get("max_bytes", c.max_bytes, "a byte count (4K, 64M)");
+  check_bytes(r, "min_bytes", c.min_bytes);
+  check_bytes(r, "max_bytes", c.max_bytes);
+  if (parse_bytes(c.max_bytes) < parse_bytes(c.min_bytes))
+    r.fail(r.key("max_bytes"), "must be >= min_bytes");
+  r.get_double("step_factor", c.step_factor, 1);
+  if (c.step_factor <= 1 && c.min_bytes != c.max_bytes)
+    r.fail(r.key("step_factor"), "must be > 1 to go from min_bytes to max_bytes");
+  r.get_int("iters", c.iters, 1);
+  r.get_int("warmup_iters", c.warmup_iters, 0);
+  r.get_choice("dtype", c.dtype, {"float", "half", "bfloat16"});
+  r.get("check", c.check, "true or false");
+  return c;
+}
+
+SharingConfig parse_sharing(const Reader& r) {
+  SharingConfig s;
+  r.only({"vms_per_gpu", "policy", "slice_ms"});
+  r.get_int("vms_per_gpu", s.vms_per_gpu, 1);
+  if (r.has("policy")) {
+    if (r.at("policy").IsScalar()) {
+      std::string one;
+      r.get("policy", one, "a policy name");
+      s.policies = {one};
+    } else {
+      s.policies = r.list<std::string>("policy", "policy names");
+    }
+  }
+  std::set<std::string> seen;
+  for (const auto& p : s.policies) {
+    try {
+      vgpu::parse_policy(p);
+    } catch (const std::exception& e) {
+      r.fail(r.key("policy"), e.what());
+    }
+    if (!seen.insert(p).second) r.fail(r.key("policy"), p + " is listed twice");
+  }
+  r.get_double("slice_ms", s.slice_ms, 0.1);
+  if (s.slice_ms > 1000) r.fail(r.key("slice_ms"), "must be <= 1000");
+  return s;
+}
+
+ClusterConfig parse_cluster(const Reader& r) {
+  ClusterConfig c;
+  r.only({"type", "link", "cpus_per_node", "hosts"});
+  if (!r.has("type")) r.fail(r.key("type"), "missing; one of: " + join(kClusterTypes));
+  r.get_choice("type", c.type, kClusterTypes);
+  if (r.has("link")) {
+    if (c.type != "emulated") r.fail(r.key("link"), "only an emulated cluster has a configurable link rate");
+    r.get("link", c.link, "a rate");
+    if (!is_tc_rate(c.link))
+      r.fail(r.key("link"), "'" + c.link + "' is not a tc rate: use e.g. 100mbit, 1gbit, 10gbit, 25gbit");
+  }
+  r.get_int("cpus_per_node", c.cpus_per_node, 0);
+  if (r.has("hosts")) {
+    if (c.type != "mpirun") r.fail(r.key("hosts"), "only a cluster of type mpirun has hosts");
+    c.hosts = r.list<std::string>("hosts", "host names");
+  }
+  return c;
+}
+
+SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
+  Reader r(root, "", origin);
+  r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
+          "repeats", "seed", "timeout", "cluster", "train", "collectives"});
+  SweepConfig c;
+  if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
+  r.get("name", c.name, "a string");
+  if (!is_safe_name(c.name))
+    r.fail("name", "'" + c.name + "' must be letters, digits, '.', '_' or '-' (it names a directory)");
+  if (r.has("nodes")) c.nodes = r.list<int>("nodes", "node counts");
+  std::set<int> seen_nodes;
+  for (int n : c.nodes) {
+    if (n < 1) r.fail("nodes", "node counts must be >= 1 (got " + std::to_string(n) + ")");
+    if (!seen_nodes.insert(n).second) r.fail("nodes", std::to_string(n) + " is listed twice");
+  }
+  if (r.has("transports")) c.transports = r.list<std::string>("transports", "transport names");
+  for (const auto& t : c.transports)
+    if (!find_backend(t)) r.fail("transports", "'" + t + "' is not one of: " + backend_names(any_backend, ", "));
+  if (r.has("profiles")) c.profiles = r.list<std::string>("profiles", "profile names");
+  r.get("allow_profile_mismatch", c.allow_profile_mismatch, "true or false");
+  r.get("vgpu_catalog", c.vgpu_catalog, "a file name");
+  std::unique_ptr<vgpu::Catalog> own;
+  if (!c.vgpu_catalog.empty()) {
+    try {
+      own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
+    } catch (const std::exception& e) {
+      r.fail("vgpu_catalog", e.what());
+    }
+  }
+  const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
+  std::set<std::string> seen_profiles;
+  for (auto& p : c.profiles) {
+    if (p != "none") {
+      const vgpu::Profile* known = catalog.find(p);
+      if (!known) r.fail("profiles", catalog.unknown_profile_message(p));
+      p = known->name;  // the catalog's spelling
+    }
+    if (!seen_profiles.insert(p).second) r.fail("profiles", p + " is listed twice");
+  }
+  r.get_int("repeats", c.repeats, 1);
+  r.get("seed", c.seed, "a non-negative integer");
+  r.get_double("timeout", c.timeout_s, 1);
+  if (!r.has("cluster")) r.fail("cluster", "missing; e.g. {type: emulated, link: 10gbit} or {type: local}");
+  c.cluster = parse_cluster(Reader(r.at("cluster"), "cluster", origin));
+  if (r.has("train")) {
+    c.has_train = true;
+    c.train = parse_train(Reader(r.at("train"), "train", origin));
+  }
+  if (r.has("collectives")) {
+    c.has_collectives = true;
+    c.collectives = parse_collectives(Reader(r.at("collectives"), "collectives", origin));
+  }
+  if (r.has("sharing")) {
+    c.has_sharing = true;
+    c.sharing = parse_sharing(Reader(r.at("sharing"), "sharing", origin));
+    if (!c.has_train) r.fail("sharing", "needs a train section: its models are what the VMs train");
+    bool sliced = false;
+    for (const auto& p : c.profiles)
+      if (p != "none" && catalog.find(p)->time_sliced) sliced = true;
+    if (!sliced)
+      r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
+  }
+  if (!c.has_train && !c.has_collectives)
+    r.fail("train", "the sweep measures nothing: add a train section, a collectives section, or both");
+  const int most_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
+  if (c.has_collectives && most_nodes < 2)
+    r.fail("nodes", "a collectives sweep needs a node count >= 2");
+  if (c.cluster.type != "mpirun" && most_nodes > kMaxLocalNodes)
+    r.fail("nodes", std::to_string(most_nodes) + " nodes: a " + c.cluster.type + " cluster on this machine has 1 to " +
+                        std::to_string(kMaxLocalNodes));
+  // Bounded before anything is expanded, so a typo cannot make the sweep (or --dry-run) fill memory.
+  SweepConfig one = c;
+  one.repeats = 1;
+  size_t per_repeat = 0;
+  for_each_point(one, [&](const SweepPoint&) { ++per_repeat; });
+  if (per_repeat * size_t(c.repeats) > kMaxPoints)
+    r.fail("repeats", std::to_string(c.repeats) + " repeats of " + std::to_string(per_repeat) + " points make more than " +
+                          std::to_string(kMaxPoints) + " points; a sweep is bounded to that many");
+  return c;
+}
+
+}  // namespace
+
+SweepConfig parse_sweep_config(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": not valid YAML: " + e.what());
+  }
+  // Every value is checked where it is read; a yaml-cpp exception that still escapes (a shape
+  // no check foresaw) is a clear error about the file too, never a crash.
+  try {
+    return parse_root(root, origin);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
+SweepConfig load_sweep_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the sweep config " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_sweep_config(ss.str(), path);
+}
+
+nlohmann::json to_json(const SweepConfig& c) {
+  nlohmann::json j = {{"name", c.name}, {"nodes", c.nodes}, {"transports", c.transports},
+                      {"profiles", c.profiles}, {"repeats", c.repeats}, {"seed", c.seed},
+                      {"timeout", c.timeout_s}};
+  if (c.allow_profile_mismatch) j["allow_profile_mismatch"] = true;
+  if (!c.vgpu_catalog.empty()) j["vgpu_catalog"] = c.vgpu_catalog;
+  if (c.has_sharing)
+    j["sharing"] = {{"vms_per_gpu", c.sharing.vms_per_gpu}, {"policy", c.sharing.policies},
+                    {"slice_ms", c.sharing.slice_ms}};
+  j["cluster"] = {{"type", c.cluster.type}, {"cpus_per_node", c.cluster.cpus_per_node}};
+  if (c.cluster.type == "emulated") j["cluster"]["link"] = c.cluster.link;
+  if (!c.cluster.hosts.empty()) j["cluster"]["hosts"] = c.cluster.hosts;
+  if (c.has_train) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& m : c.train.models)
+      models.push_back({{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}});
+    j["train"] = {{"models", models}, {"warmup", c.train.warmup}, {"steps", c.train.steps},
+                  {"fusion_mb", c.train.fusion_mb}, {"first_bucket_mb", c.train.first_bucket_mb},
+                  {"overlap", c.train.overlap}, {"backend", c.train.backend}};
+  }
+  if (c.has_collectives) {
+    const auto& k = c.collectives;
+    j["collectives"] = {{"min_bytes", k.min_bytes}, {"max_bytes", k.max_bytes},
+                        {"step_factor", k.step_factor}, {"iters", k.iters},
+                        {"warmup_iters", k.warmup_iters}, {"dtype", k.dtype}, {"check", k.check}};
+  }
+  return j;
+}
+
+std::string to_yaml(const SweepConfig& c) {
+  // JSON is YAML: emit it through yaml-cpp in block style so config.yaml reads like the input.
+  YAML::Node n = YAML::Load(to_json(c).dump());
+  YAML::Emitter out;
+  out << n;
+  return std::string("# The sweep as run, every default filled in (ringbench sweep --resume reads it)\n") +
+         out.c_str() + "\n";
+}
+
+void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit) {
+  std::unique_ptr<vgpu::Catalog> own;
+  if (c.has_sharing && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
+  const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
+  for (int rep = 1; rep <= c.repeats; ++rep) {
+    for (const auto& profile : c.profiles) {
+      if (c.has_train) {
+        for (const auto& m : c.train.models) {
+          for (int n : c.nodes) {
+            const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
+            for (const auto& t : ts) {
+              SweepPoint p;
+              p.kind = PointKind::train;
+              p.model = m.model;
+              p.batch = m.batch;
+              p.image_size = m.image_size;
+              p.nodes = n;
+              p.transport = t;
+              p.profile = profile;
+              p.repeat = rep;
+              p.id = "train/" + m.model + "/b" + std::to_string(m.batch) +
+                     (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/n" +
+                     std::to_string(n) + "/" + t + "/" + profile;
+              visit(p);
+            }
+          }
+        }
+      }
+      if (c.has_collectives && profile == c.profiles.front()) {
+        for (int n : c.nodes) {
+          if (n < 2) continue;
+          for (const auto& t : c.transports) {
+            SweepPoint p;
+            p.kind = PointKind::collectives;
+            p.nodes = n;
+            p.transport = t;
+            p.profile = "none";
+            p.repeat = rep;
+            p.id = "collectives/n" + std::to_string(n) + "/" + t + "/none";
+            visit(p);
+          }
+        }
+      }
+      const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);
+      if (c.has_sharing && vp && vp->time_sliced) {
+        const int k = c.sharing.vms_per_gpu;
+        for (const auto& m : c.train.models) {
+          for (const auto& policy : c.sharing.policies) {
+            for (int vms : k == 1 ? std::vector<int>{1} : std::vector<int>{1, k}) {
+              SweepPoint p;
+              p.kind = PointKind::share;
+              p.model = m.model;
+              p.batch = m.batch;
+              p.image_size = m.image_size;
+              p.nodes = 1;
+              p.transport = "none";
+              p.profile = vp->name;
+              p.policy = policy;
+              p.vms = vms;
+              p.repeat = rep;
+              p.id = "share/" + m.model + "/b" + std::to_string(m.batch) +
+                     (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/" + vp->name + "/" + policy +
+                     "/vms" + std::to_string(vms);
+              if (vms > vp->max_instances)
+                p.skip = vp->name + " hosts at most " + std::to_string(vp->max_instances) + " vGPU(s) per GPU";
+              visit(p);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<SweepPoint> expand_points(const SweepConfig& c) {
+  std::vector<SweepPoint> points;
+  for_each_point(c, [&](const SweepPoint& p) { points.push_back(p); });
+  return points;
+}
+
+std::string config_hash(const SweepConfig& c) { return auth::sha256_hex(to_yaml(c)).substr(0, 16); }
+
+}  // namespace ringbench

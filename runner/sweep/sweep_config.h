@@ -1,0 +1,101 @@
+// Sweep configs (YAML): what to run (models × node counts × transports × profiles × repeats,
+// and/or an allreduce size sweep) and on which cluster. load_sweep_config() validates the whole
+// file before anything runs: every error names the key and what is allowed.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runner/backends/backend.h"
+#include "runner/sweep/point.h"
+
+namespace ringbench {
+
+struct SweepModel {
+  std::string model;
+  int batch = 32;
+  int image_size = 0;  // 0: the model's default
+};
+
+struct TrainSweep {
+  std::vector<SweepModel> models;
+  int warmup = 5, steps = 20;
+  double fusion_mb = 25, first_bucket_mb = 1;
+  bool overlap = true;
+  std::string backend = "auto";
+};
+
+struct CollectivesSweep {
+  std::string min_bytes = "4K", max_bytes = "64M";
+  double step_factor = 4;
+  int iters = 20, warmup_iters = 5;
+  std::string dtype = "float";
+  bool check = true;
+};
+
+// k emulated VMs of one vGPU profile time-sliced on one device (`ringbench vgpu share`): for
+// every time-sliced profile, model and policy, points with 1 VM and with k VMs.
+struct SharingConfig {
+  int vms_per_gpu = 2;
+  std::vector<std::string> policies{"best_effort", "equal_share", "fixed_share"};
+  double slice_ms = 10;
+};
+
+struct ClusterConfig {
+  std::string type = "local";   // local | emulated | mpirun
+  std::string link = "10gbit";  // emulated: tc rate of every node's link
+  int cpus_per_node = 0;        // local/emulated: 0 = this machine's cores ÷ the largest node count
+  std::vector<std::string> hosts;  // mpirun: ringbench runs mpirun -H hosts itself when given
+};
+
+struct SweepConfig {
+  std::string name;
+  std::vector<int> nodes{1, 2, 4};
+  std::vector<std::string> transports{kBaselineBackend};
+  std::vector<std::string> profiles{"none"};  // vGPU profiles (the catalog's names) or "none"
+  bool allow_profile_mismatch = false;        // run profiles this VM's real vGPU is not
+  std::string vgpu_catalog;                   // "": the built-in catalog
+  int repeats = 3;
+  uint64_t seed = 42;
+  double timeout_s = 600;  // per point
+  ClusterConfig cluster;
+  bool has_train = false, has_collectives = false, has_sharing = false;
+  TrainSweep train;
+  SharingConfig sharing;
+  CollectivesSweep collectives;
+};
+
+// The most points a sweep may have (repeats included), and the most nodes a local or emulated
+// cluster on one machine may have (the emulated cluster's /24 holds 253 nodes and its switch).
+constexpr size_t kMaxPoints = 10000;
+constexpr int kMaxLocalNodes = 253;
+
+// Parses and validates; throws Error("<file>: <key>: <what is wrong>; <what is allowed>").
+// Repeated keys and repeated list entries are errors too.
+SweepConfig load_sweep_config(const std::string& path);
+SweepConfig parse_sweep_config(const std::string& yaml_text, const std::string& origin);
+// The config with every default filled in, as YAML (config.yaml "as run") and as JSON.
+std::string to_yaml(const SweepConfig& c);
+// What every host of a sweep must agree on: the first 16 hex digits of to_yaml's SHA-256.
+std::string config_hash(const SweepConfig& c);
+nlohmann::json to_json(const SweepConfig& c);
+
+// One measurement: a training run or an allreduce size sweep on `nodes` ranks.
+struct SweepPoint : PointCoords {
+  std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
+                          // "share/lenet/b32/T4-4C/fixed_share/vms4"
+  int repeat = 1;         // 1-based
+  std::string skip;       // why the config itself rules this point out ("" when it can run)
+};
+
+// Every point in the order run: repeats outermost, so each pass covers every configuration
+// and slow drift of a shared machine spreads over all of them; N = 1 runs once per model and
+// profile (transport "none"), not once per transport. Collectives do not depend on the vGPU
+// profile and run once per repeat (profile "none").
+std::vector<SweepPoint> expand_points(const SweepConfig& c);
+// The same points, one at a time, holding none of them (--dry-run streams them).
+void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit);
+
+}  // namespace ringbench
