@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -37,11 +38,13 @@ using testing::run_threads;
 // A job id of this test process, so that /dev/shm checks see only our segments.
 std::string job_id(const std::string& what) { return "shmtest-" + std::to_string(::getpid()) + "-" + what; }
 
-ShmOptions opts(const std::string& job = "t", size_t ring_bytes = 16 << 10, std::chrono::milliseconds timeout = 5000ms) {
+ShmOptions opts(const std::string& job = "t", size_t ring_bytes = 16 << 10, std::chrono::milliseconds timeout = 5000ms,
+               bool single_copy = true) {
   ShmOptions o;
   o.job_id = job_id(job);
   o.ring_bytes = ring_bytes;
   o.timeout = timeout;
+  o.single_copy_bytes = single_copy ? size_t{64} << 10 : 0;
   return o;
 }
 
@@ -75,6 +78,7 @@ TEST(ShmTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(p["ring_bytes"], std::to_string(16 << 10));
     EXPECT_EQ(p["wakeup"], "futex");
     EXPECT_EQ(p["spin_us"], "200");
+    EXPECT_EQ(p["single_copy"], "cma >= 65536 bytes");  // threads of one process may read each other
     int x = 0;
     EXPECT_THROW(t.register_buffer(&x, sizeof x, MemKind::cuda), Error);
   });
@@ -94,7 +98,9 @@ TEST(ShmTransport, BadOptionsAreErrors) {
 // Many messages of varied sizes (zero, and up to 12x the 16 KiB ring) in both directions arrive
 // in posting order, with the receives posted after the sends for half of the runs.
 TEST(ShmTransport, OrderedVariedSizesAndUnexpected) {
+  for (bool single_copy : {false, true})
   for (bool late_receives : {false, true}) {
+    SCOPED_TRACE(std::string(single_copy ? "single-copy" : "ring only") + (late_receives ? ", late receives" : ""));
     run_shm(2, [&](Transport& t) {
       const int peer = 1 - t.rank();
       const int msgs = 64;
@@ -124,13 +130,14 @@ TEST(ShmTransport, OrderedVariedSizesAndUnexpected) {
       const size_t total = ranges.back().first + ranges.back().second;
       for (size_t i = 0; i < total; ++i)
         ASSERT_EQ(dst[i], (static_cast<uint32_t>(peer) << 24) + i) << "element " << i;
-    });
+    }, opts("ordered", 16 << 10, 5000ms, single_copy));
   }
 }
 
 // Both ranks send 1 MiB through a 16 KiB ring before posting the receive, then wait for the
 // receive first: only a transport that moves every pending transfer in any wait completes.
 TEST(ShmTransport, ProgressDoesNotDependOnTheRequestWaitedOn) {
+  for (bool single_copy : {false, true})
   run_shm(2, [](Transport& t) {
     std::vector<char> out(1 << 20, static_cast<char>('a' + t.rank())), in(1 << 20, 0);
     auto ob = t.register_buffer(out.data(), out.size());
@@ -141,7 +148,7 @@ TEST(ShmTransport, ProgressDoesNotDependOnTheRequestWaitedOn) {
     s->wait(10s);
     EXPECT_EQ(in.front(), 'a' + 1 - t.rank());
     EXPECT_EQ(in.back(), 'a' + 1 - t.rank());
-  });
+  }, opts("progress", 16 << 10, 5000ms, single_copy));
 }
 
 // All pairs of 4 ranks at once, each message a different size.
@@ -338,9 +345,10 @@ struct FakePeer {
     to_real = theirs.control(ring_slot(1, 0));
     from_real = own.control(ring_slot(0, 1));
     to_real_data = theirs.ring(ring_slot(1, 0), 2, o.ring_bytes);
+    from_real->cma_ok.store(1);  // "we can read your memory": rank 0 sends large messages single-copy
   }
-  void send_header(uint32_t magic, uint32_t seq, uint64_t tag, uint64_t length) {
-    shm_layout::FrameHeader h{magic, seq, tag, length};
+  void send_header(uint32_t magic, uint32_t seq, uint64_t tag, uint64_t length, uint64_t addr = 0) {
+    shm_layout::FrameHeader h{magic, seq, tag, length, addr};
     std::memcpy(to_real_data, &h, sizeof h);
     to_real->head.store(sizeof h, std::memory_order_release);
   }
@@ -410,6 +418,25 @@ TEST(ShmTransportHostile, TailOutsideTheRing) {
   EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "corrupt")) << e;
 }
 
+TEST(ShmTransportHostile, SingleCopyFromAnUnmappedAddress) {
+  auto e = against_fake(receive8, [](FakePeer& f) { f.send_header(shm_layout::kFrameMagicCma, 0, 1, 8, 16); });
+  EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "process_vm_readv")) << e;
+}
+
+TEST(ShmTransportHostile, AcknowledgesWhatWasNeverSent) {
+  auto e = against_fake(
+      [](Transport& t) {
+        std::vector<char> buf(1 << 20);  // single-copy: the send waits for the receiver's ack
+        auto b = t.register_buffer(buf.data(), buf.size());
+        t.isend(1, *b, 0, buf.size(), 1)->wait(5s);
+      },
+      [](FakePeer& f) {
+        std::this_thread::sleep_for(100ms);
+        f.from_real->acked.store(5);  // rank 0 sees it within a heartbeat interval at most
+      });
+  EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "acknowledged 5")) << e;
+}
+
 TEST(ShmTransportHostile, BadSegmentNamesAndHeaders) {
   const std::vector<std::string> names = {"/etc/passwd", "/rb-../../x", "/rb-" + std::string(300, 'a'),
                                           "/rb-missing-1-00"};
@@ -445,6 +472,7 @@ class ShmRingThreads : public ::testing::TestWithParam<int> {};
 TEST_P(ShmRingThreads, ExactForUnevenCounts) {
   const int n = GetParam();
   for (size_t ring_bytes : {size_t{64} << 10, size_t{1} << 20}) {
+    const bool single_copy = ring_bytes > (64 << 10);  // the small ring streams every segment
     run_shm(n, [&](Transport& t) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 18) + 3})
         for (size_t seg : {size_t{16} << 10, size_t{1} << 20})
@@ -465,7 +493,7 @@ TEST_P(ShmRingThreads, ExactForUnevenCounts) {
                 EXPECT_EQ(out[count], 7.f) << "wrote past the end";
               }
             }
-    }, opts("ring" + std::to_string(n), ring_bytes, 30000ms));
+    }, opts("ring" + std::to_string(n), ring_bytes, 30000ms, single_copy));
   }
 }
 
@@ -490,6 +518,7 @@ TEST(ShmProcesses, RingExactResults) {
   ProcessRanks job;
   job.start(n, [&](int rank, int port, const Report& report) {
     return shm_rank(rank, n, port, report, o, [&](Transport& t) {
+      report("single_copy " + t.path_info()["single_copy"]);
       for (size_t count : {size_t{7}, (size_t{1} << 20) + 3}) {
         std::vector<float> in(count), out(count);
         fill_input(DType::f32, in.data(), count, rank, n);
@@ -502,6 +531,7 @@ TEST(ShmProcesses, RingExactResults) {
   });
   ASSERT_TRUE(job.pump_until(Clock::now() + 120s, [&] { return job.all_exited(); })) << job.describe();
   for (int r = 0; r < n; ++r) EXPECT_TRUE(job.proc(r).exited_ok() && job.proc(r).find("ok")) << job.describe();
+  if (const auto* l = job.proc(0).find("single_copy")) std::cerr << "[ info ] rank 0: " << l->text << "\n";
   EXPECT_EQ(leftovers(o.job_id), std::vector<std::string>{});
 }
 

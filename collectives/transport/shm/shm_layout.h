@@ -15,8 +15,9 @@
 namespace ringbench::shm_layout {
 
 inline constexpr char kMagic[8] = {'R', 'B', 'S', 'H', 'M', 'S', 'E', 'G'};
-inline constexpr uint32_t kVersion = 1;
-inline constexpr uint32_t kFrameMagic = 0x444d4853;  // "SHMD"
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kFrameMagic = 0x444d4853;     // "SHMD": the payload follows in the ring
+inline constexpr uint32_t kFrameMagicCma = 0x434d4853;  // "SHMC": the receiver reads it at `addr`
 inline constexpr size_t kJobIdBytes = 64;
 inline constexpr size_t kMaxAbortText = 4096;
 inline constexpr size_t kPage = 4096;
@@ -39,6 +40,7 @@ struct SegmentIdentity {
   char job_id[kJobIdBytes];
   int64_t pid;
   uint64_t pid_ns;  // inode of /proc/self/ns/pid: pids compare only within one namespace
+  uint64_t probe_addr;  // where this magic lies in the creator's memory, to probe CMA with
 };
 
 struct SegmentHeader {
@@ -55,17 +57,23 @@ struct SegmentHeader {
 
 // The indexes of one ring: bytes ever written (by the sender) and ever consumed (by the
 // receiver). head - tail is what is in the ring; the offset of a position is pos % ring_bytes.
+// `acked` counts the single-copy messages the receiver has read out of the sender's memory;
+// `cma_ok` is set by the receiver at setup when it can read the sender's memory.
 struct RingControl {
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint64_t> tail;
+  std::atomic<uint64_t> acked;
+  std::atomic<uint32_t> cma_ok;
 };
 
-// What precedes every message in a ring. `seq` counts the messages of the pair from 0.
+// What precedes every message in a ring. `seq` counts the messages of the pair from 0; `addr`
+// is where a single-copy (kFrameMagicCma) payload lies in the sender's memory.
 struct FrameHeader {
   uint32_t magic;
   uint32_t seq;
   uint64_t tag;
   uint64_t length;
+  uint64_t addr;
 };
 
 constexpr size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -71,6 +72,7 @@ void init_header(char* base, const std::string& job_id, int rank, int world_size
   std::strncpy(h->job_id, job_id.c_str(), sizeof h->job_id - 1);
   h->pid = ::getpid();
   h->pid_ns = pid_namespace();
+  h->probe_addr = reinterpret_cast<uintptr_t>(h->magic);
   for (int i = 0; i < world_size; ++i)
     new (base + controls_offset() + sizeof(RingControl) * static_cast<size_t>(i)) RingControl();
 }
@@ -169,7 +171,15 @@ PeerProcess validate_header(const Segment& seg, int peer, int world_size, size_t
   h.job_id[sizeof h.job_id - 1] = 0;
   if (job_id != h.job_id) throw bad("job id '" + std::string(h.job_id) + "', this job is '" + job_id + "'");
   if (h.pid <= 0) throw bad("pid " + std::to_string(h.pid));
-  return {h.pid, h.pid_ns};
+  return {h.pid, h.pid_ns, h.probe_addr};
+}
+
+bool can_read_memory_of(const PeerProcess& p) {
+  if (p.pid_ns == 0 || p.pid_ns != pid_namespace()) return false;
+  char got[sizeof kMagic] = {};
+  iovec local{got, sizeof got}, remote{reinterpret_cast<void*>(p.probe_addr), sizeof got};
+  return ::process_vm_readv(static_cast<pid_t>(p.pid), &local, 1, &remote, 1, 0) == ssize_t(sizeof got) &&
+         std::memcmp(got, kMagic, sizeof kMagic) == 0;
 }
 
 uint64_t pid_namespace() {

@@ -43,12 +43,17 @@ class Segment {
 struct PeerProcess {
   int64_t pid = 0;
   uint64_t pid_ns = 0;
+  uint64_t probe_addr = 0;
 };
 
 // Checks the header of rank `peer`'s segment against what this rank expects (magic, version,
 // world size, rank, ring and segment sizes, job id, pid). Throws IoError(peer) naming the field.
 PeerProcess validate_header(const Segment& seg, int peer, int world_size, size_t ring_bytes,
                             const std::string& job_id);
+
+// Whether this process may read `p`'s memory with process_vm_readv (same pid namespace, ptrace
+// permission: same uid, and no Yama or seccomp rule against it): it reads the probe.
+bool can_read_memory_of(const PeerProcess& p);
 
 // The inode of this process's pid namespace, 0 when unknown.
 uint64_t pid_namespace();

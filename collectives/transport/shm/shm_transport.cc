@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,9 @@ using transport_core::seconds;
 // Data is copied and published in pieces of at most this much, so that the reader can start on
 // a large message while the writer is still copying it in.
 constexpr size_t kPublishBytes = size_t{128} << 10;
+// A single-copy payload is read in pieces of at most this much, so other peers' transfers move
+// in between.
+constexpr size_t kCmaPieceBytes = size_t{1} << 20;
 constexpr size_t kFrameBytes = sizeof(FrameHeader);
 
 // ---- futex doorbell ------------------------------------------------------------------------
@@ -80,10 +84,18 @@ struct Peer {
   shm_segment::PeerProcess proc;
 
   shm_ring::RingWriter out;
+  RingControl* out_ctl = nullptr;
   std::deque<SendItem> sendq;
   uint32_t send_seq = 0;
+  bool cma_out = false;          // it reads our large messages out of our memory
+  std::deque<ReqPtr> unacked;    // single-copy sends whose header is out, not yet read
+  uint64_t cma_sent = 0, cma_done = 0;
 
   shm_ring::RingReader in;
+  RingControl* in_ctl = nullptr;
+  bool cma_in = false;  // we can read its memory (and told it so)
+  bool rx_cma = false;  // the current message is single-copy
+  uint64_t cma_read = 0;
   std::deque<ReqPtr> recvq;  // posted receives, matched in order
   // kAwaitingRecv: a header was read and waits for its receive to be posted.
   enum Rx { kHeader, kAwaitingRecv, kPayload } rx = kHeader;
@@ -119,6 +131,7 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
     return "rank " + std::to_string(peer) + " (shm pid " + std::to_string(peers_[peer].proc.pid) + ")";
   }
   SegmentHeader& own() const { return own_.header(); }
+  std::string single_copy_summary() const;
 
   // All below run with mu_ held.
   bool progress();
@@ -126,6 +139,9 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   bool pump_in(Peer& p);
   bool read_header(Peer& p);
   bool match(Peer& p);
+  size_t read_payload(Peer& p, ReqState& r);
+  void ack(Peer& p);
+  bool collect_acks(Peer& p);
   void check_flags(Peer& p);
   void check_left(Peer& p);
   void check_alive(Peer& p, Clock::time_point now);
@@ -169,6 +185,7 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, const ShmOptions& o
            {"ring_bytes", std::to_string(opts.ring_bytes)},
            {"wakeup", "futex"},
            {"spin_us", std::to_string(opts.spin.count())},
+           {"single_copy", single_copy_summary()},
            {"heartbeat_ms", std::to_string(heartbeat_.count())},
            {"segment_mib", std::to_string(segment_bytes(size, opts.ring_bytes) >> 20)}};
   housekeeper_ = std::thread([this] { housekeeping(); });
@@ -195,17 +212,24 @@ void ShmTransport::connect(Store& store) {
       throw IoError(r, me() + ": rank " + std::to_string(r) + ": " + e.what());
     }
     attach_rings(p);
+    // Tell it whether we can read its memory; it learns it after the barrier.
+    p.cma_in = opts_.single_copy_bytes > 0 && shm_segment::can_read_memory_of(p.proc);
+    p.in_ctl->cma_ok.store(p.cma_in ? 1 : 0, std::memory_order_release);
   }
   store_barrier(store, opts_.key_prefix + "/mapped", size_, opts_.timeout);
   own_.unlink();
+  for (auto& p : peers_)
+    if (p.hdr) p.cma_out = opts_.single_copy_bytes > 0 && p.out_ctl->cma_ok.load(std::memory_order_acquire) == 1;
 }
 
 void ShmTransport::attach_rings(Peer& p) {
   const size_t rb = opts_.ring_bytes;
   p.hdr = &p.seg.header();
   const size_t out_slot = ring_slot(rank_, p.rank), in_slot = ring_slot(p.rank, rank_);
-  p.out.attach(p.seg.control(out_slot), p.seg.ring(out_slot, size_, rb), rb);
-  p.in.attach(own_.control(in_slot), own_.ring(in_slot, size_, rb), rb);
+  p.out_ctl = p.seg.control(out_slot);
+  p.in_ctl = own_.control(in_slot);
+  p.out.attach(p.out_ctl, p.seg.ring(out_slot, size_, rb), rb);
+  p.in.attach(p.in_ctl, own_.ring(in_slot, size_, rb), rb);
   p.beat_at = Clock::now();
   p.last_beat = p.hdr->heartbeat.load(std::memory_order_acquire);
 }
@@ -224,6 +248,20 @@ ShmTransport::~ShmTransport() {
   for (auto& p : peers_)
     if (p.hdr) ring_bell(*p.hdr, true);
   housekeeper_.join();
+}
+
+// "cma >= 65536 bytes" when every peer reads our large messages out of our memory (and we
+// theirs), "off" when none does, "cma with k of n pairs" in between.
+std::string ShmTransport::single_copy_summary() const {
+  int pairs = 0, cma = 0;
+  for (auto& p : peers_)
+    if (p.hdr) {
+      pairs += 2;
+      cma += int{p.cma_in} + int{p.cma_out};
+    }
+  const std::string min = " >= " + std::to_string(opts_.single_copy_bytes) + " bytes";
+  if (cma == 0) return "off";
+  return cma == pairs ? "cma" + min : "cma" + min + " on " + std::to_string(cma) + " of " + std::to_string(pairs) + " directed pairs";
 }
 
 // ---- posting -------------------------------------------------------------------------------
@@ -249,7 +287,9 @@ std::unique_ptr<Request> ShmTransport::isend(int peer, const Buffer& buf, size_t
   if (p.said_bye) throw IoError(peer, me() + ": cannot send to " + who(peer) + ": it has left the job");
   SendItem item;
   item.req = r;
-  item.hdr = {kFrameMagic, p.send_seq++, tag, length};
+  const bool single_copy = p.cma_out && length >= opts_.single_copy_bytes;
+  item.hdr = {single_copy ? kFrameMagicCma : kFrameMagic, p.send_seq++, tag, length,
+              single_copy ? reinterpret_cast<uintptr_t>(r->data) : 0};
   p.sendq.push_back(std::move(item));
   if (p.sendq.size() == 1) pump_out(p);  // at once: most messages fit, and then nobody waits
   return make_request(r);
@@ -298,6 +338,7 @@ bool ShmTransport::progress() {
     if (!p.hdr) continue;
     check_flags(p);  // before the rings: data a peer wrote before its goodbye is seen below
     if (!fatal_ && !p.sendq.empty()) moved |= pump_out(p);
+    if (!fatal_ && !p.unacked.empty()) moved |= collect_acks(p);
     if (!fatal_) moved |= pump_in(p);
     if (!fatal_ && p.said_bye) check_left(p);
   }
@@ -308,7 +349,8 @@ bool ShmTransport::pump_out(Peer& p) {
   bool moved = false;
   while (!p.sendq.empty() && !fatal_) {
     SendItem& it = p.sendq.front();
-    const size_t total = kFrameBytes + it.req->length;
+    const bool single_copy = it.hdr.magic == kFrameMagicCma;
+    const size_t total = kFrameBytes + (single_copy ? 0 : it.req->length);
     while (it.sent < total) {
       const size_t n = it.sent < kFrameBytes
                            ? p.out.write(reinterpret_cast<const char*>(&it.hdr) + it.sent, kFrameBytes - it.sent)
@@ -328,7 +370,12 @@ bool ShmTransport::pump_out(Peer& p) {
       }
     }
     if (it.sent < total) break;
-    complete(it.req);
+    if (single_copy) {
+      p.unacked.push_back(std::move(it.req));
+      ++p.cma_sent;
+    } else {
+      complete(it.req);
+    }
     p.sendq.pop_front();
   }
   if (p.out.unpublished() > 0) {
@@ -355,11 +402,8 @@ bool ShmTransport::pump_in(Peer& p) {
       continue;
     }
     ReqState& r = *p.cur;  // kPayload
-    const size_t n = p.in.read(r.data + p.got, std::min(r.length - p.got, kPublishBytes));
-    if (n == kCorrupt) {
-      corrupt(p, "its ring's head is outside the ring");
-      return moved;
-    }
+    const size_t n = read_payload(p, r);
+    if (n == kCorrupt) return moved;  // failed
     if (n == 0) break;
     moved = true;
     p.got += n;
@@ -369,6 +413,7 @@ bool ShmTransport::pump_in(Peer& p) {
       ring_bell(*p.hdr);  // the writer may be waiting for room
     }
     if (p.got == r.length) {
+      if (p.rx_cma) ack(p);
       complete(p.cur);
       p.cur.reset();
       p.rx = Peer::kHeader;
@@ -391,7 +436,8 @@ bool ShmTransport::read_header(Peer& p) {
   }
   p.got += n;
   if (p.got < kFrameBytes) return false;
-  if (p.rx_hdr.magic != kFrameMagic || p.rx_hdr.seq != p.recv_seq) {
+  p.rx_cma = p.rx_hdr.magic == kFrameMagicCma;
+  if ((p.rx_hdr.magic != kFrameMagic && !(p.rx_cma && p.cma_in)) || p.rx_hdr.seq != p.recv_seq) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "message %u has magic %08x and number %u", p.recv_seq, p.rx_hdr.magic,
                   p.rx_hdr.seq);
@@ -420,6 +466,7 @@ bool ShmTransport::match(Peer& p) {
   p.recvq.pop_front();
   p.got = 0;
   if (r->length == 0) {
+    if (p.rx_cma) ack(p);
     complete(r);
     p.rx = Peer::kHeader;
   } else {
@@ -427,6 +474,45 @@ bool ShmTransport::match(Peer& p) {
     p.rx = Peer::kPayload;
   }
   return true;
+}
+
+// The next piece of the current payload: from the ring, or (single-copy) from the sender's
+// memory. Returns the bytes read, or kCorrupt once the transport failed.
+size_t ShmTransport::read_payload(Peer& p, ReqState& r) {
+  if (!p.rx_cma) {
+    const size_t n = p.in.read(r.data + p.got, std::min(r.length - p.got, kPublishBytes));
+    if (n == kCorrupt) corrupt(p, "its ring's head is outside the ring");
+    return n;
+  }
+  const size_t want = std::min(r.length - p.got, kCmaPieceBytes);
+  iovec local{r.data + p.got, want};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(p.rx_hdr.addr + p.got)), want};
+  const ssize_t n = ::process_vm_readv(static_cast<pid_t>(p.proc.pid), &local, 1, &remote, 1, 0);
+  if (n > 0) return static_cast<size_t>(n);
+  fail(std::make_exception_ptr(IoError(p.rank, me() + ": cannot read a message out of the memory of " + who(p.rank) +
+                                                   " (process_vm_readv: " + std::strerror(errno) + ")")));
+  return kCorrupt;
+}
+
+// Tells the sender its single-copy message has been read: its send completes, its buffer is free.
+void ShmTransport::ack(Peer& p) {
+  p.in_ctl->acked.store(++p.cma_read, std::memory_order_release);
+  ring_bell(*p.hdr);
+}
+
+// Completes the single-copy sends the receiver has read; true when any completed.
+bool ShmTransport::collect_acks(Peer& p) {
+  const uint64_t acked = p.out_ctl->acked.load(std::memory_order_acquire);
+  if (acked > p.cma_sent || acked < p.cma_done) {
+    corrupt(p, "it acknowledged " + std::to_string(acked) + " single-copy messages of " + std::to_string(p.cma_sent));
+    return false;
+  }
+  const bool moved = acked > p.cma_done;
+  for (; p.cma_done < acked; ++p.cma_done) {
+    complete(p.unacked.front());
+    p.unacked.pop_front();
+  }
+  return moved;
 }
 
 void ShmTransport::corrupt(Peer& p, const std::string& what) {
@@ -453,7 +539,7 @@ void ShmTransport::check_flags(Peer& p) {
 // from it beyond what its ring still holds, can never complete.
 void ShmTransport::check_left(Peer& p) {
   const bool stuck_recv = (!p.recvq.empty() || p.cur) && p.in.available() == 0;
-  if (!p.sendq.empty() || stuck_recv)
+  if (!p.sendq.empty() || !p.unacked.empty() || stuck_recv)
     fail(std::make_exception_ptr(IoError(
         p.rank, me() + ": " + who(p.rank) + " left the job while a transfer with it was pending")));
 }
@@ -506,9 +592,11 @@ void ShmTransport::fail(std::exception_ptr e) {
   };
   for (auto& p : peers_) {
     for (auto& item : p.sendq) fail_req(item.req);
+    for (auto& r : p.unacked) fail_req(r);
     for (auto& r : p.recvq) fail_req(r);
     fail_req(p.cur);
     p.sendq.clear();
+    p.unacked.clear();
     p.recvq.clear();
     p.cur.reset();
   }
@@ -518,7 +606,7 @@ void ShmTransport::fail(std::exception_ptr e) {
 
 bool ShmTransport::has_pending() const {
   for (auto& p : peers_)
-    if (!p.sendq.empty() || !p.recvq.empty() || p.cur) return true;
+    if (!p.sendq.empty() || !p.unacked.empty() || !p.recvq.empty() || p.cur) return true;
   return false;
 }
 

@@ -3,7 +3,8 @@
 // through the (authenticated) store, maps every peer's, and unlinks its own as soon as every rank
 // has mapped it, so nothing stays in /dev/shm. A segment holds one lock-free single-producer/
 // single-consumer byte ring per peer that sends to its rank; messages (a header with tag and
-// length, then the payload) stream through it, in pieces when larger than the ring.
+// length, then the payload) stream through it, in pieces when larger than the ring. Large
+// messages can take one copy instead of two where the kernel allows it (single_copy_bytes).
 // Progress: every wait() and test() moves all pending transfers of the transport, so waiting on
 // one request never starves another. A waiter spins for `spin` (yielding the core), then sleeps
 // on a futex in its own segment (the doorbell), which a peer rings after it published data or
@@ -32,6 +33,13 @@ struct ShmOptions {
   // Bytes of each ring (one per directed pair of ranks); a power of two, 4 KiB .. 1 GiB. Every
   // rank must use the same. A rank's segment holds (size - 1) rings.
   size_t ring_bytes = size_t{1} << 20;
+  // Messages of at least this many bytes go in one copy: the ring carries only their header, and
+  // the receiver reads the payload straight out of the sender's buffer with process_vm_readv
+  // (cross-memory attach), where the kernel lets it (probed per pair at setup; else the ring).
+  // Such a send completes once the receiver has read it. 0 (the default): always the ring, which
+  // measured faster on our 2-core VM (bench/shm_vs_tcp.cc --single-copy-bytes 65536): the
+  // syscall, the page pinning and the acknowledgement cost more than the copy they save.
+  size_t single_copy_bytes = 0;
   std::string key_prefix = "shm";  // store namespace, for several transports on one store
 };
 
