@@ -13,7 +13,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -52,11 +54,11 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, Clock::duration 
 }
 
 // Wakes the rank whose header is `h` if one of its threads sleeps (or always, when `force`).
-// Pairs with ShmTransport::sleep(): the fence orders what we published before the check of
-// `sleepers`, as the sleeper's fence orders its announcement before its last look at the rings.
+// Pairs with ShmTransport::sleep(). `sleepers` is read with a read-modify-write (no fences: TSan
+// does not model them): either it comes after the sleeper's increment and sees it, or before,
+// and then the sleeper's increment reads from it and sees what we published before it.
 void ring_bell(SegmentHeader& h, bool force = false) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!force && h.sleepers.load(std::memory_order_relaxed) == 0) return;
+  if (!force && h.sleepers.fetch_add(0, std::memory_order_acq_rel) == 0) return;
   h.bell.fetch_add(1, std::memory_order_seq_cst);
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h.bell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
@@ -150,7 +152,7 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   void complete(const ReqPtr& r) { r->status = ReqState::kDone; }
   void fail(std::exception_ptr e) override;
   bool has_pending() const;
-  void sleep(std::unique_lock<std::mutex>& lk, Clock::time_point until);
+  void sleep(std::unique_lock<std::mutex>& lk, const ReqState& r, Clock::time_point until);
   void housekeeping();
 
   ShmOptions opts_;
@@ -158,7 +160,10 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   Segment own_;
   std::vector<Peer> peers_;
   uint64_t pid_ns_ = 0;
-  bool stop_ = false;
+  // The housekeeper sleeps on its own lock, so that its heartbeat never waits for mu_.
+  std::mutex hk_mu_;
+  std::condition_variable hk_cv_;
+  bool hk_stop_ = false;
   std::thread housekeeper_;
 };
 
@@ -242,11 +247,14 @@ ShmTransport::~ShmTransport() {
       fail(std::make_exception_ptr(IoError(-1, me() + ": the transport was closed with transfers still pending")));
     // What we sent is in the receivers' segments already: nothing to flush, only to say goodbye.
     own().flags.fetch_or(kBye, std::memory_order_release);
-    stop_ = true;
-    cv_.notify_all();
   }
   for (auto& p : peers_)
     if (p.hdr) ring_bell(*p.hdr, true);
+  {
+    std::lock_guard hk(hk_mu_);
+    hk_stop_ = true;
+  }
+  hk_cv_.notify_all();
   housekeeper_.join();
 }
 
@@ -390,6 +398,7 @@ bool ShmTransport::pump_in(Peer& p) {
   while (!fatal_) {
     if (p.rx == Peer::kAwaitingRecv) {
       if (p.recvq.empty() || !match(p)) break;
+      moved = true;
       continue;
     }
     if (p.rx == Peer::kHeader) {
@@ -569,15 +578,15 @@ void ShmTransport::check_alive(Peer& p, Clock::time_point now) {
 // Beats our heartbeat, watches the peers, and moves transfers nobody waits on (the caller may
 // be computing while a large send still streams out).
 void ShmTransport::housekeeping() {
-  std::unique_lock lk(mu_);
-  while (!stop_) {
+  std::unique_lock hk(hk_mu_);
+  do {
     own().heartbeat.fetch_add(1, std::memory_order_release);
+    std::lock_guard lk(mu_);
     const auto now = Clock::now();
     for (auto& p : peers_)
       if (p.hdr && !fatal_) check_alive(p, now);
     progress();
-    cv_.wait_for(lk, heartbeat_);
-  }
+  } while (!hk_cv_.wait_for(hk, heartbeat_, [&] { return hk_stop_; }));
 }
 
 // The first failure wins; every pending request fails with it, and from then on the transport
@@ -633,7 +642,7 @@ void ShmTransport::wait(const ReqPtr& r, milliseconds timeout) {
       sched_yield();
       lk.lock();
     } else {
-      sleep(lk, std::min(deadline, now + heartbeat_));
+      sleep(lk, *r, std::min(deadline, now + heartbeat_));
     }
   }
   if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
@@ -647,17 +656,16 @@ void ShmTransport::wait(const ReqPtr& r, milliseconds timeout) {
 // Sleeps on our doorbell until a peer rings it, `until`, or a failure. We announce ourselves in
 // `sleepers`, then look at the rings once more: a peer that published before our announcement
 // is seen by that look, one that published after it sees us and rings (see ring_bell()).
-void ShmTransport::sleep(std::unique_lock<std::mutex>& lk, Clock::time_point until) {
+void ShmTransport::sleep(std::unique_lock<std::mutex>& lk, const ReqState& r, Clock::time_point until) {
   SegmentHeader& h = own();
-  h.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  h.sleepers.fetch_add(1, std::memory_order_acq_rel);
   const uint32_t bell = h.bell.load(std::memory_order_acquire);
-  if (!progress() && !fatal_) {
+  if (!progress() && !fatal_ && r.status == ReqState::kPending) {
     lk.unlock();
     futex_wait(&h.bell, bell, until - Clock::now());
     lk.lock();
   }
-  h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  h.sleepers.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 }  // namespace
