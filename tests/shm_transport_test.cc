@@ -340,12 +340,12 @@ struct FakePeer {
     own = shm_segment::Segment::create(o.job_id, 1, 2, o.ring_bytes);
     store.set("shm/segment/1", own.name());
     theirs = shm_segment::Segment::open(store.get("shm/segment/0", 5s), segment_bytes(2, o.ring_bytes), 0);
-    store_barrier(store, "shm/mapped", 2, 5s);
-    own.unlink();
     to_real = theirs.control(ring_slot(1, 0));
     from_real = own.control(ring_slot(0, 1));
     to_real_data = theirs.ring(ring_slot(1, 0), 2, o.ring_bytes);
     from_real->cma_ok.store(1);  // "we can read your memory": rank 0 sends large messages single-copy
+    store_barrier(store, "shm/mapped", 2, 5s);
+    own.unlink();
   }
   void send_header(uint32_t magic, uint32_t seq, uint64_t tag, uint64_t length, uint64_t addr = 0) {
     shm_layout::FrameHeader h{magic, seq, tag, length, addr};
