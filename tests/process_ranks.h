@@ -249,15 +249,16 @@ class ProcessRanks {
 // In a child: connects rank `rank` of `n`, then runs `work` and reports "ready" (transport
 // set up), then "ok" or "fail <kind>: <what>", then "closed" once the transport is torn down.
 // The failure is reported while the transport still exists, so its time is the time of the
-// failure, not of the teardown after it.
-inline int run_rank(int rank, int n, int store_port, const Report& report,
-                    const TcpOptions& opts, const std::function<void(Transport&)>& work) {
+// failure, not of the teardown after it. `make` builds the transport over the rank's store.
+using MakeTransport = std::function<std::unique_ptr<Transport>(Store&)>;
+inline int run_rank(int store_port, const Report& report, const MakeTransport& make,
+                    const std::function<void(Transport&)>& work) {
   std::unique_ptr<TcpStore> store;
   std::unique_ptr<Transport> t;
   int rc = 0;
   try {
     store = std::make_unique<TcpStore>("127.0.0.1", store_port, std::chrono::seconds(30), kTestSecret);
-    t = make_tcp_transport(*store, rank, n, opts);
+    t = make(*store);
     report("ready");
     work(*t);
     report("ok");
@@ -268,6 +269,12 @@ inline int run_rank(int rank, int n, int store_port, const Report& report,
   t.reset();
   report("closed");
   return rc;
+}
+
+// The same over the TCP transport.
+inline int run_rank(int rank, int n, int store_port, const Report& report,
+                    const TcpOptions& opts, const std::function<void(Transport&)>& work) {
+  return run_rank(store_port, report, [&](Store& s) { return make_tcp_transport(s, rank, n, opts); }, work);
 }
 
 }  // namespace ringbench::testing

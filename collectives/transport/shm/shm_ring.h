@@ -1,0 +1,93 @@
+// The two ends of a single-producer/single-consumer byte ring in shared memory (the layout is in
+// shm_layout.h). Each end keeps its own position privately and only publishes it (release); the
+// other end's position is read (acquire) and checked, since the peer may be malicious or broken:
+// a ring that claims to hold more than its capacity, or less than nothing, is corrupt. Offsets
+// are positions masked by the capacity (a power of two), so no value read from shared memory
+// ever reaches an address. Internal to the shm transport.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "collectives/transport/shm/shm_layout.h"
+
+namespace ringbench::shm_ring {
+
+inline constexpr size_t kCorrupt = SIZE_MAX;
+
+class RingEnd {
+ public:
+  void attach(shm_layout::RingControl* ctl, char* data, uint64_t capacity) {
+    ctl_ = ctl;
+    data_ = data;
+    cap_ = capacity;
+  }
+  uint64_t capacity() const { return cap_; }
+  uint64_t unpublished() const { return pos_ - published_; }
+
+ protected:
+  // Bytes between the writer's position `head` and the reader's `tail`, or kCorrupt.
+  size_t used(uint64_t head, uint64_t tail) const {
+    const uint64_t u = head - tail;  // modular: a tail past the head wraps to a huge value
+    return u > cap_ ? kCorrupt : static_cast<size_t>(u);
+  }
+  size_t offset(uint64_t pos) const { return static_cast<size_t>(pos & (cap_ - 1)); }
+
+  shm_layout::RingControl* ctl_ = nullptr;
+  char* data_ = nullptr;
+  uint64_t cap_ = 0;
+  uint64_t pos_ = 0;        // private: this end's position
+  uint64_t published_ = 0;  // what the other end has been told
+};
+
+class RingWriter : public RingEnd {
+ public:
+  // Free bytes, or kCorrupt.
+  size_t room() const {
+    const size_t u = used(pos_, ctl_->tail.load(std::memory_order_acquire));
+    return u == kCorrupt ? kCorrupt : static_cast<size_t>(cap_) - u;
+  }
+  // Copies up to `n` bytes in (unpublished); returns how many fit, or kCorrupt.
+  size_t write(const char* src, size_t n) {
+    const size_t free = room();
+    if (free == kCorrupt) return kCorrupt;
+    n = std::min(n, free);
+    if (n == 0) return 0;
+    const size_t off = offset(pos_), first = std::min<size_t>(n, static_cast<size_t>(cap_) - off);
+    std::memcpy(data_ + off, src, first);
+    std::memcpy(data_, src + first, n - first);
+    pos_ += n;
+    return n;
+  }
+  void publish() {
+    ctl_->head.store(pos_, std::memory_order_release);
+    published_ = pos_;
+  }
+};
+
+class RingReader : public RingEnd {
+ public:
+  // Readable bytes, or kCorrupt.
+  size_t available() const { return used(ctl_->head.load(std::memory_order_acquire), pos_); }
+  // Copies up to `n` bytes out (unpublished); returns how many there were, or kCorrupt.
+  size_t read(char* dst, size_t n) {
+    const size_t have = available();
+    if (have == kCorrupt) return kCorrupt;
+    n = std::min(n, have);
+    if (n == 0) return 0;
+    const size_t off = offset(pos_), first = std::min<size_t>(n, static_cast<size_t>(cap_) - off);
+    std::memcpy(dst, data_ + off, first);
+    std::memcpy(dst + first, data_, n - first);
+    pos_ += n;
+    return n;
+  }
+  void publish() {
+    ctl_->tail.store(pos_, std::memory_order_release);
+    published_ = pos_;
+  }
+};
+
+}  // namespace ringbench::shm_ring
