@@ -96,6 +96,19 @@ TEST(Cli, LocalRanksWriteTableAndJson) {
   EXPECT_EQ(doc["rows"].back()["bytes"], 65536);
 }
 
+// --transport shm: our ring over shared memory, exact, and the path says so on every rank.
+TEST(Cli, ShmTransportIsExactAndSaysSo) {
+  const std::string json = temp_path("ar_shm.json");
+  auto r = run_command(kBin + " allreduce --ranks 3 --transport shm -b 0 -e 1M -f 16 -n 2 -w 1 --timeout 10 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ring (ours) over shm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+  auto doc = read_json(json);
+  EXPECT_EQ(doc["meta"]["transport"], "shm");
+  for (auto& h : doc["meta"]["hosts"]) EXPECT_EQ(h["path"]["transport"], "shm");
+  for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
+}
+
 TEST(Cli, HalfAverageWithTwoRanks) {
   auto r = run_command(kBin + " allreduce --ranks 2 -b 1K -e 1M -f 32 -n 2 -w 0 -d half -o avg --segment 4K");
   ASSERT_EQ(r.exit_code, 0) << r.output;

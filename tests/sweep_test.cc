@@ -127,6 +127,22 @@ TEST_F(SweepTest, TwoPointsOnLoopbackEndToEnd) {
   EXPECT_EQ(cmp.exit_code, 0) << cmp.output;
 }
 
+// A transport added by one backend file (shm) is a sweep transport like any other: its points
+// run over it, and the report compares it with tcp at the same N.
+TEST_F(SweepTest, ShmPointsRunAndAreComparedWithTcp) {
+  const std::string cfg = write_config("name: shm\nnodes: [2]\ntransports: [tcp, shm]\nrepeats: 1\n"
+                                       "cluster: {type: local}\n" + kLenet);
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 2u);
+  EXPECT_EQ(raw[1]["point"], "train/lenet/b8/n2/shm/none");
+  ASSERT_EQ(raw[1]["status"], "ok") << raw[1].dump();
+  for (const auto& h : raw[1]["train"]["meta"]["hosts"]) EXPECT_EQ(h["path"]["transport"], "shm");
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_NE(report.find("### shm vs tcp"), std::string::npos) << report;
+}
+
 // Profiles: a model over the framebuffer is recorded as "does not fit" (with the numbers) and
 // the sweep goes on; sharing points run k VMs through `ringbench vgpu share`; the k-VM point of
 // a profile that hosts fewer is skipped with the reason; the report has the vGPU section.

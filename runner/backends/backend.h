@@ -80,6 +80,7 @@ struct Backend {
   bool needs_mpirun = false;  // only mpirun can start its ranks
   bool gpu_buffers = false;   // reduces GPU buffers, one GPU per rank
   bool float_only = false;    // reduces float32 only (MPI has no half types)
+  bool one_host = false;      // connects only ranks of one host (shared memory)
   std::string title;        // `allreduce`'s header: "<title> over <over>"
   std::string over;
   std::string help;         // one phrase for --help

@@ -113,6 +113,9 @@ class LocalExecutor : public Executor {
     if (const Backend* b = find_backend(p.transport); why.empty() && b && b->gpu_buffers && p.nodes > gpu_count())
       why = b->name + ": " + std::to_string(p.nodes) + " ranks on this machine need a GPU each (" + b->title +
             " runs one rank per GPU); it has " + std::to_string(gpu_count());
+    if (const Backend* b = find_backend(p.transport); why.empty() && b && b->one_host && cluster_)
+      why = b->name + ": the emulated cluster's nodes are hosts of their own, and shared memory between them "
+            "would bypass their links";
     return why;
   }
 
@@ -286,6 +289,9 @@ class MpiWorkerExecutor : public Executor {
   std::string unavailable(const SweepPoint& p) const override {
     if (p.nodes > w_.size)
       return "needs " + std::to_string(p.nodes) + " nodes; mpirun started " + std::to_string(w_.size) + " rank(s)";
+    if (const Backend* b = find_backend(p.transport); b && b->one_host && p.nodes > 1)
+      return b->name + ": the point's ranks run on the cluster's hosts, and shared memory connects only the ranks "
+             "of one host";
     return backend_unavailable(p.transport);
   }
 
