@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Ranks of one host: our ring over shared memory (--transport shm) vs our ring over loopback TCP
+# vs Open MPI's MPI_Allreduce over its shared-memory BTL (vader), N = 2 and 4, 1 MiB to 64 MiB.
+# All three run under the same mpirun, with the same binary, alternating REPEATS times so that
+# machine noise hits them alike; table.md gives median busbw, the spread (min-max) over repeats,
+# and the shm / tcp and shm / vader ratios. Every run checks its results exactly (-c 1).
+#
+#   bench/shm_vs_tcp_vs_vader.sh [OUTDIR]      (default results/shm-vs-tcp-vs-vader-<date>)
+# Environment: REPEATS (5), ITERS (5), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN:-$root/build/runner/ringbench}
+out=${1:-$root/results/shm-vs-tcp-vs-vader-$(date +%Y%m%d)}
+repeats=${REPEATS:-5}
+iters=${ITERS:-5}
+warmup=${WARMUP:-2}
+nprocs=${NPROCS:-"2 4"}
+maxbytes=${MAXBYTES:-64M}
+[ -x "$bin" ] || { echo "shm_vs_tcp_vs_vader: no $bin (build first: scripts/build.sh, or BIN=...)" >&2; exit 1; }
+command -v mpirun >/dev/null || { echo "shm_vs_tcp_vs_vader: needs mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
+mkdir -p "$out/raw"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+for rep in $(seq 1 "$repeats"); do
+  for n in $nprocs; do
+    for cond in shm tcp vader; do
+      case $cond in
+        shm|tcp) what=(--transport "$cond") mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
+        vader) what=(--impl mpi) mca=(--mca pml ob1 --mca btl vader,self) ;;
+      esac
+      f=$out/raw/$cond-n$n-r$rep.json
+      echo "== repeat $rep/$repeats: N=$n $cond" >&2
+      mpirun --oversubscribe --bind-to none -np "$n" "${mca[@]}" "$bin" allreduce "${what[@]}" \
+        -b 1M -e "$maxbytes" -f 4 -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
+    done
+  done
+done
+python3 "$root/bench/summarize_shm.py" "$out" | tee "$out/table.md"

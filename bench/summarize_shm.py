@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Summarizes bench/shm_vs_tcp_vs_vader.sh: median busbw over repeats, spread, and ratios."""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+CONDS = ("shm", "tcp", "vader")
+
+
+def load(outdir):
+    busbw = defaultdict(list)  # (cond, n, bytes) -> out-of-place busbw per repeat
+    meta = None
+    for path in sorted(glob.glob(os.path.join(outdir, "raw", "*.json"))):
+        m = re.match(r"(shm|tcp|vader)-n(\d+)-r(\d+)\.json", os.path.basename(path))
+        if not m:
+            continue
+        doc = json.load(open(path))
+        if "error" in doc:
+            sys.exit(f"{path}: run failed: {doc['error']}")
+        meta = meta or doc["meta"]
+        for r in doc["rows"]:
+            if r["wrong"]:
+                sys.exit(f"{path}: {r['wrong']} wrong elements at {r['bytes']} B")
+            if not r["inplace"]:
+                busbw[(m[1], int(m[2]), r["bytes"])].append(r["busbw_gbps"])
+    return busbw, meta
+
+
+def main(outdir):
+    busbw, meta = load(outdir)
+    print("# ranks of one host: ring (ours) over shm vs ring (ours) over loopback TCP vs Open MPI "
+          "MPI_Allreduce over btl vader,self; out-of-place, float sum, checked exactly")
+    if meta:
+        h = meta["hosts"][0]
+        print(f"# host {h['host']}, {h['cores']} cores, {h['cpu']}, {h['kernel']}; "
+              f"{meta['build']['mpi']}; ringbench {meta['build']['commit']}")
+    print("# busbw in GB/s (1e9 bytes): median over repeats (min-max); ratios of the medians\n")
+    print("| N | size | shm | tcp | vader | shm / tcp | shm / vader |")
+    print("|---|---|---|---|---|---|---|")
+    for n, size in sorted({(k[1], k[2]) for k in busbw}):
+        cells, med = [], {}
+        for c in CONDS:
+            v = busbw.get((c, n, size), [])
+            med[c] = statistics.median(v) if v else None
+            cells.append(f"{med[c]:.3f} ({min(v):.3f}-{max(v):.3f}) x{len(v)}" if v else "n/a")
+        ratio = lambda a, b: f"{med[a] / med[b]:.2f}" if med[a] and med[b] else "n/a"
+        print(f"| {n} | {size >> 20} MiB | " + " | ".join(cells) + f" | {ratio('shm', 'tcp')} | {ratio('shm', 'vader')} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")
