@@ -133,21 +133,9 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   validate(a, minb, maxb);
   const Backend& backend = chosen_backend(a);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
-  if (a.ranks < 1) throw Error("--ranks must be >= 1");
-  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
-    if (backend.gpu_buffers && a.ranks > gpu_count())
-      throw Error("--impl " + backend.name + " with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of its "
-                  "own, and this machine has " + std::to_string(gpu_count()));
-    return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
-  }
-
-  WorldOptions wo;
-  wo.addr = a.addr;
-  wo.iface = a.iface;
-  wo.secret_file = a.secret_file;
-  wo.timeout = timeout;
-  wo.ranks = a.ranks;
-  auto world = make_command_world(wo, backend.needs_mpirun);
+  if (auto code = launch_ranks_here(a.ranks, backend.gpu_buffers ? "--impl " + backend.name : "", argv, timeout))
+    return *code;
+  auto world = make_command_world({a.ranks, a.addr, a.iface, a.secret_file, timeout}, backend.needs_mpirun);
   const int rank = world->rank, n = world->size;
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";

@@ -264,24 +264,13 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
   // sweep's "does not fit" result rather than an error.
   if (!on_gpu && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);
-  if (a.ranks < 1) throw Error("--ranks must be >= 1");
-  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) {
-    // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or
-    // a descheduled worker stalls its team (and spinning starves the communication threads).
-    setenv("OMP_WAIT_POLICY", "passive", 0);
-    if (comm_backend.gpu_buffers && a.ranks > gpu_count())  // one GPU per rank
-      throw Error("--transport " + comm_backend.name + " with --ranks " + std::to_string(a.ranks) + ": every rank needs a GPU of "
-                  "its own, and this machine has " + std::to_string(gpu_count()));
-    return launch_local(a.ranks, argv, 2 * timeout + Millis(2000));
-  }
-
-  WorldOptions wo;
-  wo.addr = a.addr;
-  wo.iface = a.iface;
-  wo.secret_file = a.secret_file;
-  wo.timeout = timeout;
-  wo.ranks = a.ranks;
-  auto world = make_command_world(wo, comm_backend.needs_mpirun);
+  // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or a
+  // descheduled worker stalls its team (and spinning starves the communication threads).
+  if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) setenv("OMP_WAIT_POLICY", "passive", 0);
+  if (auto code = launch_ranks_here(a.ranks, comm_backend.gpu_buffers ? "--transport " + comm_backend.name : "",
+                                    argv, timeout))
+    return *code;
+  auto world = make_command_world({a.ranks, a.addr, a.iface, a.secret_file, timeout}, comm_backend.needs_mpirun);
   const int rank = world->rank, n = world->size;
   Store& store = *world->store;
   const std::string tag = "[rank " + std::to_string(rank) + "] ";

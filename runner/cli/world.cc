@@ -19,6 +19,7 @@
 #include "collectives/auth.h"
 #include "base/errors.h"
 #include "collectives/net.h"
+#include "runner/cli/gpu.h"
 #include "runner/cli/mpi_util.h"
 
 namespace ringbench {
@@ -300,6 +301,16 @@ nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
   if (v.type() != type)
     throw Error(from + " is a JSON " + v.type_name() + ", expected " + nlohmann::json(type).type_name());
   return v;
+}
+
+std::optional<int> launch_ranks_here(int ranks, const std::string& gpu_per_rank,
+                                     const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  if (ranks < 1) throw Error("--ranks must be >= 1");
+  if (ranks == 1 || launched_by_mpirun() || launched_by_env()) return std::nullopt;
+  if (!gpu_per_rank.empty() && ranks > gpu_count())
+    throw Error(gpu_per_rank + " with --ranks " + std::to_string(ranks) + ": every rank needs a GPU of its own, "
+                "and this machine has " + std::to_string(gpu_count()));
+  return launch_local(ranks, argv, 2 * timeout + std::chrono::milliseconds(2000));
 }
 
 std::string secret_env(const std::string& secret) { return "RINGBENCH_SECRET=" + auth::to_hex(secret); }

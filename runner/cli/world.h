@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,14 @@ bool writes_results();
 
 // True in a child started by launch_local (or any env-launched rank).
 bool launched_by_env();
+
+// A command's `--ranks N` before its ranks exist: outside mpirun and a launch, N > 1 ranks are
+// started here (launch_local, each waited for at most twice `timeout` after a failure) and the
+// job's exit code is returned; otherwise nothing, and this process goes on as a rank.
+// `gpu_per_rank` ("--impl nccl", or "" when not) names the option whose backend needs a GPU per
+// rank: more ranks than this machine has GPUs is an Error.
+std::optional<int> launch_ranks_here(int ranks, const std::string& gpu_per_rank,
+                                     const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
 
 // make_world() for a subcommand given `--ranks ranks`: rejects a --ranks that disagrees with
 // the world mpirun (or the environment) made.

@@ -1,30 +1,12 @@
 #include "runner/sweep/point.h"
 
 #include "base/errors.h"
+#include "runner/sweep/json_fields.h"
 
 namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-
-std::string str_or(const json& j, const char* key, const std::string& def) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
-}
-
-int int_or(const json& j, const char* key, int def) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int>() : def;
-}
-
-const json& required(const json& j, const char* key, bool ok(const json&), const char* what, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || !ok(*it)) throw Error(where + ": \"" + key + "\" is missing or not " + what);
-  return *it;
-}
-
-bool is_string(const json& v) { return v.is_string(); }
-bool is_int(const json& v) { return v.is_number_integer(); }
 
 PointKind parse_kind(const std::string& s, const std::string& where) {
   for (PointKind k : {PointKind::train, PointKind::collectives, PointKind::share})
@@ -51,11 +33,11 @@ void PointCoords::write(json& r) const {
 
 PointCoords PointCoords::read(const json& r, const std::string& where) {
   PointCoords c;
-  c.kind = parse_kind(required(r, "kind", is_string, "a string", where).get<std::string>(), where);
-  c.nodes = required(r, "nodes", is_int, "an integer", where).get<int>();
+  c.kind = parse_kind(required_str(r, "kind", where), where);
+  c.nodes = required_int(r, "nodes", where);
   if (c.has_model()) {
-    c.model = required(r, "model", is_string, "a string", where).get<std::string>();
-    c.batch = required(r, "batch", is_int, "an integer", where).get<int>();
+    c.model = required_str(r, "model", where);
+    c.batch = required_int(r, "batch", where);
     c.image_size = int_or(r, "image_size", 0);
   }
   if (c.kind == PointKind::share) {
