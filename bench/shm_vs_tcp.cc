@@ -19,7 +19,7 @@
 
 #include "collectives/ring_allreduce.h"
 #include "collectives/store.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "collectives/verify.h"
 

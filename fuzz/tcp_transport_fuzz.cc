@@ -1,5 +1,5 @@
-// libFuzzer: the TCP transport (collectives/tcp_transport.cc) as rank 0 of 2, with this harness
-// as rank 1 speaking collectives/tcp_wire.h.
+// libFuzzer: the TCP transport (collectives/transport/tcp/tcp_transport.cc) as rank 0 of 2, with this harness
+// as rank 1 speaking collectives/transport/tcp/tcp_wire.h.
 // Input: byte 0, bit 0 set = the Hello's MAC is wrong (the unauthenticated path); then the
 // Hello's fields after its magic (version, ranks, world size, socket index, job id, nonce), as
 // many as the input holds over a valid Hello; the rest is the frames sent once connected.
@@ -20,8 +20,8 @@
 #include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
-#include "collectives/tcp_transport.h"
-#include "collectives/tcp_wire.h"
+#include "collectives/transport/tcp/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_wire.h"
 
 namespace {
 

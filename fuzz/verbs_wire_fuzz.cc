@@ -1,4 +1,4 @@
-// libFuzzer: the address a verbs peer publishes through the store (collectives/verbs_wire.cc),
+// libFuzzer: the address a verbs peer publishes through the store (collectives/transport/verbs/verbs_wire.cc),
 // read as rank 0 of 2..5 ranks on RoCE and on InfiniBand (byte 0 chooses). Any bytes give a
 // checked address or an IoError; an accepted one must hold the fields that were read.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "collectives/verbs_wire.h"
+#include "collectives/transport/verbs/verbs_wire.h"
 
 namespace vw = ringbench::verbs_wire;
 

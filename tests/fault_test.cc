@@ -36,7 +36,7 @@
 #include "collectives/net.h"
 #include "collectives/ring_allreduce.h"
 #include "collectives/store.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "collectives/verify.h"
 #include "tests/process_ranks.h"
 

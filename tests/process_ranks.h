@@ -29,7 +29,7 @@
 #include "base/errors.h"
 #include "collectives/net.h"
 #include "collectives/store.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 
 namespace ringbench::testing {
 

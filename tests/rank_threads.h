@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "collectives/store.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 
 namespace ringbench::testing {
 

@@ -12,7 +12,7 @@
 #include "collectives/dtype.h"
 #include "base/errors.h"
 #include "collectives/ring_allreduce.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "collectives/verify.h"
 #include "tests/process_ranks.h"
 

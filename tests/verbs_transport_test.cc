@@ -14,7 +14,7 @@
 #include "collectives/allreduce.h"
 #include "base/errors.h"
 #include "collectives/store.h"
-#include "collectives/verbs_transport.h"
+#include "collectives/transport/verbs/verbs_transport.h"
 #include "collectives/verify.h"
 #include "tests/rank_threads.h"
 

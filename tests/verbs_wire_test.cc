@@ -1,4 +1,4 @@
-// The verbs transport's address exchange (collectives/verbs_wire.h): a peer's published
+// The verbs transport's address exchange (collectives/transport/verbs/verbs_wire.h): a peer's published
 // address reaches ibv_modify_qp only when every field checks out, and a bad one is an IoError
 // that names the peer and the field. No RDMA device needed.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "base/errors.h"
-#include "collectives/verbs_wire.h"
+#include "collectives/transport/verbs/verbs_wire.h"
 
 namespace vw = ringbench::verbs_wire;
 

@@ -1,5 +1,5 @@
-// Our ring over TCP: a full mesh of sockets, striped (collectives/tcp_transport.h).
-#include "collectives/tcp_transport.h"
+// Our ring over TCP: a full mesh of sockets, striped (collectives/transport/tcp/tcp_transport.h).
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "runner/backends/ring.h"
 #include "runner/cli/world.h"
 

@@ -1,4 +1,4 @@
-// Our ring over RDMA verbs (collectives/verbs_transport.h): RoCE, PVRDMA, Soft-RoCE. Its own
+// Our ring over RDMA verbs (collectives/transport/verbs/verbs_transport.h): RoCE, PVRDMA, Soft-RoCE. Its own
 // options (--ib-dev, --ib-port, --gid-index, --mr-chunk) are registered here.
 #include <filesystem>
 
@@ -8,7 +8,7 @@
 #include "base/bytes.h"
 #include "runner/cli/world.h"
 #if RINGBENCH_HAVE_VERBS
-#include "collectives/verbs_transport.h"
+#include "collectives/transport/verbs/verbs_transport.h"
 #endif
 
 namespace ringbench {

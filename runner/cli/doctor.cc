@@ -23,7 +23,7 @@
 #include "runner/sweep/sweep_config.h"
 #include "vgpu/detect.h"
 #if RINGBENCH_HAVE_VERBS
-#include "collectives/verbs_transport.h"
+#include "collectives/transport/verbs/verbs_transport.h"
 #endif
 
 namespace ringbench {

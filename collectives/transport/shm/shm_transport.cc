@@ -23,7 +23,7 @@
 #include "collectives/transport/shm/shm_layout.h"
 #include "collectives/transport/shm/shm_ring.h"
 #include "collectives/transport/shm/shm_segment.h"
-#include "collectives/transport_core.h"
+#include "collectives/transport/core/transport_core.h"
 
 namespace ringbench {
 namespace {

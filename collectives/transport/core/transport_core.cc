@@ -1,4 +1,4 @@
-#include "collectives/transport_core.h"
+#include "collectives/transport/core/transport_core.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "collectives/verbs_transport.h"
+#include "collectives/transport/verbs/verbs_transport.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,8 +23,8 @@
 #include <thread>
 
 #include "base/errors.h"
-#include "collectives/transport_core.h"
-#include "collectives/verbs_wire.h"
+#include "collectives/transport/core/transport_core.h"
+#include "collectives/transport/verbs/verbs_wire.h"
 
 namespace ringbench {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/verbs_wire.h"
+#include "collectives/transport/verbs/verbs_wire.h"
 
 #include <arpa/inet.h>
 

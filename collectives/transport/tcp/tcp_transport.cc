@@ -1,4 +1,4 @@
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -25,8 +25,8 @@
 #include "collectives/auth.h"
 #include "base/errors.h"
 #include "collectives/net.h"
-#include "collectives/tcp_wire.h"
-#include "collectives/transport_core.h"
+#include "collectives/transport/tcp/tcp_wire.h"
+#include "collectives/transport/core/transport_core.h"
 
 namespace ringbench {
 namespace {
