@@ -30,6 +30,7 @@
 #include "collectives/verify.h"
 #include "tests/process_ranks.h"
 #include "tests/rank_threads.h"
+#include "tests/transport_contract.h"
 
 namespace ringbench {
 namespace {
@@ -179,62 +180,11 @@ TEST(ShmTransport, AllPairsOfFourRanks) {
   });
 }
 
-TEST(ShmTransport, TestPollsToCompletion) {
-  run_shm(2, [](Transport& t) {
-    std::vector<char> buf(1 << 20, static_cast<char>(t.rank()));
-    auto b = t.register_buffer(buf.data(), buf.size());
-    auto r = t.rank() == 0 ? t.isend(1, *b, 0, buf.size(), 7) : t.irecv(0, *b, 0, buf.size(), 7);
-    auto deadline = Clock::now() + 10s;
-    while (!r->test()) ASSERT_LT(Clock::now(), deadline);
-    if (t.rank() == 1) {
-      EXPECT_EQ(buf.front(), 0);
-      EXPECT_EQ(buf.back(), 0);
-    }
-  });
-}
+void shm_ranks(int n, const std::function<void(Transport&)>& body) { run_shm(n, body); }
 
-TEST(ShmTransport, OutOfBoundsAndBadPeerAreErrors) {
-  run_shm(2, [](Transport& t) {
-    std::vector<char> buf(100);
-    auto b = t.register_buffer(buf.data(), buf.size());
-    EXPECT_THROW(t.isend(1 - t.rank(), *b, 50, 51, 0), Error);
-    EXPECT_THROW(t.irecv(1 - t.rank(), *b, 101, 0, 0), Error);
-    EXPECT_THROW(t.isend(t.rank(), *b, 0, 1, 0), Error);
-    EXPECT_THROW(t.isend(2, *b, 0, 1, 0), Error);
-    EXPECT_THROW(t.irecv(-1, *b, 0, 1, 0), Error);
-  });
-}
-
-// A message whose length or tag differs from the posted receive fails the receiver with an
-// IoError naming the sender; the receiver's abort then fails the sender too.
-TEST(ShmTransport, MismatchFailsBothSides) {
-  for (bool tag_differs : {false, true}) {
-    std::vector<std::string> errors(2);
-    std::vector<int> peers(2, -2);
-    run_shm(2, [&](Transport& t) {
-      std::vector<char> buf(64);
-      auto b = t.register_buffer(buf.data(), buf.size());
-      try {
-        if (t.rank() == 0) {
-          t.isend(1, *b, 0, 32, 1)->wait(5s);
-          t.irecv(1, *b, 0, 8, 2)->wait(5s);  // never comes: rank 1 aborts
-        } else {
-          t.irecv(0, *b, 0, tag_differs ? 32 : 16, tag_differs ? 9 : 1)->wait(5s);
-        }
-      } catch (const IoError& e) {
-        errors[t.rank()] = e.what();
-        peers[t.rank()] = e.peer();
-        if (t.rank() == 1) t.abort(e.what());
-      }
-    });
-    EXPECT_TRUE(contains(errors[1], "disagree")) << errors[1];
-    EXPECT_TRUE(contains(errors[1], "rank 0")) << errors[1];
-    EXPECT_EQ(peers[1], 0);
-    EXPECT_TRUE(contains(errors[0], "rank 1")) << errors[0];
-    EXPECT_TRUE(contains(errors[0], "aborted")) << errors[0];
-    EXPECT_EQ(peers[0], 1);
-  }
-}
+TEST(ShmTransport, TestPollsToCompletion) { testing::contract::test_polls_to_completion(shm_ranks); }
+TEST(ShmTransport, OutOfBoundsAndBadPeerAreErrors) { testing::contract::out_of_bounds_and_bad_peer_are_errors(shm_ranks); }
+TEST(ShmTransport, MismatchFailsBothSides) { testing::contract::mismatch_fails_both_sides(shm_ranks); }
 
 // An abort reaches a peer asleep in a wait at once (the doorbell), long before any timeout.
 TEST(ShmTransport, AbortReachesSleepingPeerQuickly) {
