@@ -36,6 +36,7 @@ namespace {
 
 using json = nlohmann::json;
 using Millis = std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
 namespace m = ringbench::models;
 
 json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
@@ -186,6 +187,131 @@ std::string timeline_path(const std::string& base, int rank, int n) {
   return base.substr(0, dot) + suffix + base.substr(dot);
 }
 
+
+// Every rank's host facts (`self`), as rank 0 lists them; deterministic initialisation must
+// give every rank the same parameters, so each checks every rank's hash against its own.
+json exchange_hosts(Store& store, int rank, int n, json self, const std::vector<float>& params, Millis timeout) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the parameters' bits
+  for (float v : params) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  self["param_hash"] = h;
+  store.set("train/meta/" + std::to_string(rank), self.dump());
+  json hosts = json::array();
+  for (int r = 0; r < n; ++r) {
+    hosts.push_back(get_rank_json(store, "train/meta/" + std::to_string(r), r, timeout));
+    if (hosts.back()["param_hash"] != h)
+      throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
+                  std::to_string(rank) + " (different build or seed?)");
+  }
+  return hosts;
+}
+
+// Every rank's test-set result, summed over the ranks (every rank calls it: each publishes its own).
+json gather_eval(m::Trainer& trainer, const m::Dataset& test_set, Store& store, int rank, int n, Millis timeout) {
+  m::Trainer::Eval e = trainer.evaluate(test_set);
+  store.set("train/eval/" + std::to_string(rank), json{e.correct, e.total, e.loss_sum}.dump());
+  int64_t correct = 0, total = 0;
+  double loss = 0;
+  for (int r = 0; r < n; ++r) {
+    const std::string key = "train/eval/" + std::to_string(r);
+    json v = get_rank_json(store, key, r, timeout, json::value_t::array);
+    if (v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number() ||
+        v[0].get<int64_t>() < 0 || v[1].get<int64_t>() < v[0].get<int64_t>() || !std::isfinite(v[2].get<double>()))
+      throw Error("store key " + key + " (from rank " + std::to_string(r) + "): " + v.dump() +
+                  " is not [correct, total, loss sum]");
+    correct += v[0].get<int64_t>();
+    total += v[1].get<int64_t>();
+    loss += v[2].get<double>();
+  }
+  return {{"test_accuracy", double(correct) / double(total)}, {"test_loss", loss / double(total)},
+          {"correct", correct}, {"samples", total}};
+}
+
+// Every rank's measured steps, checked, as rank 0 reads them (every rank publishes its own).
+std::vector<json> gather_steps(Store& store, int rank, int n, const std::vector<m::StepRecord>& measured, int batch,
+                               Millis timeout) {
+  store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, batch).dump());
+  std::vector<json> ranks;
+  for (int r = 0; r < n; ++r) {
+    const std::string key = "train/steps/" + std::to_string(r);
+    ranks.push_back(get_rank_json(store, key, r, timeout));
+    check_rank_record(ranks.back(), key, r, measured.size());
+  }
+  return ranks;
+}
+
+// img/s of every step of every rank; and per step, summed over the ranks.
+std::vector<double> img_s_of(const json& rank) {
+  std::vector<double> img;
+  for (const auto& v : rank["img_s"]) img.push_back(v.get<double>());
+  return img;
+}
+
+json per_rank_img_s(const std::vector<json>& ranks) {
+  json per_rank = json::array();
+  for (const auto& r : ranks) per_rank.push_back({{"rank", r["rank"]}, {"img_s", to_json(mean_ci(img_s_of(r)))}});
+  return per_rank;
+}
+
+// The run's summary (rank 0): Horovod's img/sec per rank and in total, where a step's time goes,
+// device memory, and the time-sliced device's share over the measured `window`.
+json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>& measured, const VgpuSetup& vgpu,
+               int64_t tail_steps, std::pair<Clock::time_point, Clock::time_point> window) {
+  std::vector<double> per_rank_means, totals(measured.size(), 0.0);
+  for (const auto& r : ranks) {
+    const std::vector<double> img = img_s_of(r);
+    for (size_t i = 0; i < img.size() && i < totals.size(); ++i) totals[i] += img[i];
+    per_rank_means.insert(per_rank_means.end(), img.begin(), img.end());
+  }
+  json summary = {{"img_s_per_rank", to_json(mean_ci(per_rank_means))}, {"total_img_s", to_json(mean_ci(totals))},
+                  {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
+    summary[k] = across_ranks(ranks, k);
+  const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
+  summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
+  auto& mem = DeviceMemory::instance();
+  summary["device_memory"] = {{"peak_mib", double(mem.peak()) / (1 << 20)},
+                              {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
+  if (vgpu.gate) {
+    // Rank 0's share of the time-sliced device over its measured steps (a sharing job is one
+    // rank); the window is CLOCK_MONOTONIC, comparable with the scheduler's intervals.
+    double held = 0, waited = 0, wall = 0;
+    for (const auto& r : measured) held += r.device_s, waited += r.device_wait_s, wall += r.step_s;
+    const double ns = double(measured.size() ? measured.size() : 1);
+    auto since_epoch = [](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    summary["device"] = {{"held_s_per_step", held / ns}, {"wait_s_per_step", waited / ns},
+                         {"utilization", wall > 0 ? held / wall : 0.0}, {"tail_steps", tail_steps},
+                         {"window_ns", {since_epoch(window.first), since_epoch(window.second)}}};
+  }
+  return summary;
+}
+
+// The Horovod-style result lines and where a step's time goes.
+void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vgpu) {
+  const json& per = summary["img_s_per_rank"];
+  const json& total = summary["total_img_s"];
+  std::printf("Img/sec per rank: %.1f +-%.1f (95%% CI over %zu steps x %d ranks)\n", per["mean"].get<double>(),
+              per["ci95"].get<double>(), steps, n);
+  std::printf("Total img/sec on %d rank(s): %.1f +-%.1f\n", n, total["mean"].get<double>(), total["ci95"].get<double>());
+  std::printf("# per step (s):        mean over ranks   max over ranks\n");
+  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
+    std::printf("#   %-18s %12.4f %16.4f\n", k, summary[k]["mean_over_ranks"].get<double>(),
+                summary[k]["max_over_ranks"].get<double>());
+  if (!summary["hidden_fraction"].is_null())
+    std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
+  if (vgpu.gate)
+    std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
+                vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),
+                summary["device"]["wait_s_per_step"].get<double>(), 100 * summary["device"]["utilization"].get<double>());
+  std::printf("# device memory: peak %.1f MiB%s\n", summary["device_memory"]["peak_mib"].get<double>(),
+              vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
+                                      vgpu.profile).c_str() : "");
+}
 }  // namespace
 
 void add_train_options(CLI::App& cmd, TrainArgs& a) {
@@ -370,28 +496,13 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
 #endif
     });
 
-    // Deterministic initialisation must give every rank the same parameters: check it.
-    uint64_t h = 1469598103934665603ull;
-    for (float v : trainer.host_params()) {
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      h = (h ^ bits) * 1099511628211ull;
-    }
     json self = host_info();
     self["rank"] = rank;
     self["path"] = path;
-    self["param_hash"] = h;
     self["threads"] = threads;
     self["threads_auto"] = budget ? budget->to_json() : json(nullptr);
     self["gpu"] = gpu_json(gpu);  // the rank's device (-1: the current one, if any)
-    store.set("train/meta/" + std::to_string(rank), self.dump());
-    json hosts = json::array();
-    for (int r = 0; r < n; ++r) {
-      hosts.push_back(get_rank_json(store, "train/meta/" + std::to_string(r), r, timeout));
-      if (hosts.back()["param_hash"] != h)
-        throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
-                    std::to_string(rank) + " (different build or seed?)");
-    }
+    const json hosts = exchange_hosts(store, rank, n, self, trainer.host_params(), timeout);
 
     const auto& plan = trainer.plan();
     json buckets = json::array();
@@ -489,97 +600,21 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       profile = std::make_unique<m::LayerProfile>(graph, a.batch);
       for (int s = 0; s < a.layer_times; ++s) trainer.step(*source, false, profile.get());
     }
-    // Gather every rank's measured steps on rank 0.
-    store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, a.batch).dump());
-    std::vector<json> ranks;
-    for (int r = 0; r < n; ++r) {
-      const std::string key = "train/steps/" + std::to_string(r);
-      ranks.push_back(get_rank_json(store, key, r, 2 * timeout));
-      check_rank_record(ranks.back(), key, r, measured.size());
-    }
+    const std::vector<json> ranks = gather_steps(store, rank, n, measured, a.batch, 2 * timeout);
 
-    json eval;
-    if (!test_set.labels.empty()) {
-      m::Trainer::Eval e = trainer.evaluate(test_set);
-      store.set("train/eval/" + std::to_string(rank), json{e.correct, e.total, e.loss_sum}.dump());
-      int64_t correct = 0, total = 0;
-      double loss = 0;
-      for (int r = 0; r < n; ++r) {
-        const std::string key = "train/eval/" + std::to_string(r);
-        json v = get_rank_json(store, key, r, 2 * timeout, json::value_t::array);
-        if (v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number() ||
-            v[0].get<int64_t>() < 0 || v[1].get<int64_t>() < v[0].get<int64_t>() || !std::isfinite(v[2].get<double>()))
-          throw Error("store key " + key + " (from rank " + std::to_string(r) + "): " + v.dump() +
-                      " is not [correct, total, loss sum]");
-        correct += v[0].get<int64_t>();
-        total += v[1].get<int64_t>();
-        loss += v[2].get<double>();
-      }
-      eval = {{"test_accuracy", double(correct) / double(total)}, {"test_loss", loss / double(total)},
-              {"correct", correct}, {"samples", total}};
-    }
+    const json eval = test_set.labels.empty() ? json() : gather_eval(trainer, test_set, store, rank, n, 2 * timeout);
 
     if (timeline)
       write_file_atomic(timeline_path(a.timeline, rank, n), timeline->to_json());
 
     if (rank == 0) {
-      std::vector<double> per_rank_means, totals(measured.size(), 0.0);
-      json per_rank = json::array();
-      for (const auto& r : ranks) {
-        std::vector<double> img;
-        for (const auto& v : r["img_s"]) img.push_back(v.get<double>());
-        for (size_t i = 0; i < img.size() && i < totals.size(); ++i) totals[i] += img[i];
-        MeanCi mc = mean_ci(img);
-        per_rank.push_back({{"rank", r["rank"]}, {"img_s", to_json(mc)}});
-        per_rank_means.insert(per_rank_means.end(), img.begin(), img.end());
-      }
-      const MeanCi per = mean_ci(per_rank_means), total = mean_ci(totals);
-      json summary = {{"img_s_per_rank", to_json(per)}, {"total_img_s", to_json(total)},
-                      {"step_s", across_ranks(ranks, "step_s")},
-                      {"compute_s", across_ranks(ranks, "compute_s")},
-                      {"allreduce_s", across_ranks(ranks, "allreduce_s")},
-                      {"exposed_s", across_ranks(ranks, "exposed_s")},
-                      {"optimizer_s", across_ranks(ranks, "optimizer_s")},
-                      {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
-      const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
-      summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
-      auto& mem = DeviceMemory::instance();
-      summary["device_memory"] = {{"peak_mib", double(mem.peak()) / (1 << 20)},
-                                  {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
-      if (vgpu.gate) {
-        // Rank 0's share of the time-sliced device over its measured steps (a sharing job is
-        // one rank); the window is CLOCK_MONOTONIC, comparable with the scheduler's intervals.
-        double held = 0, waited = 0, wall = 0;
-        for (const auto& r : measured) held += r.device_s, waited += r.device_wait_s, wall += r.step_s;
-        const double ns = double(measured.size() ? measured.size() : 1);
-        summary["device"] = {
-            {"held_s_per_step", held / ns}, {"wait_s_per_step", waited / ns},
-            {"utilization", wall > 0 ? held / wall : 0.0}, {"tail_steps", tail_steps},
-            {"window_ns", {std::chrono::duration_cast<std::chrono::nanoseconds>(window_begin.time_since_epoch()).count(),
-                           std::chrono::duration_cast<std::chrono::nanoseconds>(window_end.time_since_epoch()).count()}}};
-      }
+      const json summary = summarize(ranks, measured, vgpu, tail_steps, {window_begin, window_end});
       doc["summary"] = summary;
-      doc["per_rank"] = per_rank;
+      doc["per_rank"] = per_rank_img_s(ranks);
       doc["ranks"] = ranks;
       if (!eval.is_null()) doc["eval"] = eval;
 
-      std::printf("Img/sec per rank: %.1f +-%.1f (95%% CI over %zu steps x %d ranks)\n", per.mean,
-                  per.ci95, measured.size(), n);
-      std::printf("Total img/sec on %d rank(s): %.1f +-%.1f\n", n, total.mean, total.ci95);
-      std::printf("# per step (s):        mean over ranks   max over ranks\n");
-      for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
-        std::printf("#   %-18s %12.4f %16.4f\n", k, summary[k]["mean_over_ranks"].get<double>(),
-                    summary[k]["max_over_ranks"].get<double>());
-      if (ar > 0)
-        std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
-      if (vgpu.gate)
-        std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
-                    vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),
-                    summary["device"]["wait_s_per_step"].get<double>(),
-                    100 * summary["device"]["utilization"].get<double>());
-      std::printf("# device memory: peak %.1f MiB%s\n", summary["device_memory"]["peak_mib"].get<double>(),
-                  vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
-                                          vgpu.profile).c_str() : "");
+      print_summary(summary, measured.size(), n, vgpu);
       if (profile) {
         const char* method = on_gpu ? "the stream synchronised around each layer" : "wall clock around each layer";
         doc["layer_times"] = profile->to_json();
