@@ -14,15 +14,19 @@ std::vector<Backend>& registry() {
   return r;
 }
 
+bool frozen = false;  // once backends() has handed out pointers into the registry
+
 }  // namespace
 
 bool register_backend(Backend b) {
+  if (frozen) throw Error("backend " + b.name + " registered after the registry was in use");
   registry().push_back(std::move(b));
   return true;
 }
 
 const std::vector<const Backend*>& backends() {
   static const std::vector<const Backend*> sorted = [] {
+    frozen = true;
     std::vector<const Backend*> v;
     for (const Backend& b : registry()) v.push_back(&b);
     std::stable_sort(v.begin(), v.end(), [](const Backend* a, const Backend* b) { return a->order < b->order; });

@@ -59,7 +59,8 @@ class AllreducePlan {
   virtual void fetch_result(size_t /*count*/) {}
 };
 
-// The ranks of one job, connected by one backend.
+// The ranks of one job, connected by one backend. Its plans and gradient reducers refer to it:
+// they must be destroyed before it.
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -14,6 +14,7 @@
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "runner/backends/backend.h"
+#include "runner/cli/world.h"
 #include "base/subprocess.h"
 
 #if RINGBENCH_HAVE_MPI
@@ -25,7 +26,8 @@ namespace {
 
 std::string unavailable() {
   if (!RINGBENCH_HAVE_MPI) return "this ringbench was built without MPI (RINGBENCH_WITH_MPI=OFF)";
-  if (!on_path("mpirun")) return "mpirun is not on PATH (apt-get install openmpi-bin)";
+  // Ranks already started (by mpirun, srun, ...) need no mpirun of their own.
+  if (!launched_by_mpirun() && !on_path("mpirun")) return "mpirun is not on PATH (apt-get install openmpi-bin)";
   return "";
 }
 

@@ -4,6 +4,9 @@
 // bypass the network the run is meant to measure.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "base/errors.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "runner/backends/ring.h"
@@ -13,11 +16,20 @@
 namespace ringbench {
 namespace {
 
-// This host and network namespace: the kernel's boot id and the namespace's inode.
+std::string inode_of(const char* path) {
+  struct stat st {};
+  if (::stat(path, &st) != 0) throw Error("--transport shm: cannot stat " + std::string(path) + ": " + std::strerror(errno));
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+// Where this rank runs, as far as shared memory cares: the kernel (its boot id), the network
+// namespace (an emulated cluster's nodes differ only there), and the /dev/shm and IPC namespace
+// that segments live in (containers of one host may have private ones).
 std::string host_identity() {
-  struct stat ns {};
-  const std::string net = ::stat("/proc/self/ns/net", &ns) == 0 ? std::to_string(ns.st_ino) : "?";
-  return "boot " + read_first_line("/proc/sys/kernel/random/boot_id") + " netns " + net;
+  const std::string boot = read_first_line("/proc/sys/kernel/random/boot_id");
+  if (boot.empty()) throw Error("--transport shm: cannot read /proc/sys/kernel/random/boot_id to tell this host");
+  return "boot " + boot + " netns " + inode_of("/proc/self/ns/net") + " ipcns " + inode_of("/proc/self/ns/ipc") +
+         " /dev/shm " + inode_of("/dev/shm");
 }
 
 std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {

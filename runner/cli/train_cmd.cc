@@ -105,7 +105,10 @@ Placement place(const TrainArgs& a, const Backend& comm) {
   const bool gpu_backend = a.backend == "cudnn", cpu_backend = a.backend != "auto" && !gpu_backend;
   if (comm.gpu_buffers && (a.device == "cpu" || cpu_backend))
     throw Error("--transport " + comm.name + " reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
-  if (const std::string why = comm.unavailable ? comm.unavailable() : ""; !why.empty())
+  // One rank communicates with no one: only a backend that also decides the device must be here.
+  const bool communicates = a.ranks > 1 || launched_by_mpirun() || launched_by_env();
+  if (const std::string why = comm.unavailable && (communicates || comm.gpu_buffers) ? comm.unavailable() : "";
+      !why.empty())
     throw Error("--transport " + comm.name + " is not available: " + why);
   std::string device = a.device;
   if (device == "auto") {

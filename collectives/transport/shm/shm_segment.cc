@@ -79,14 +79,13 @@ void init_header(char* base, const std::string& job_id, int rank, int world_size
 
 }  // namespace
 
+// Swaps, so that `o`'s destructor releases what this held (running our own destructor here
+// would end name_'s lifetime before assigning to it).
 Segment& Segment::operator=(Segment&& o) noexcept {
-  if (this != &o) {
-    this->~Segment();
-    base_ = std::exchange(o.base_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    name_ = std::move(o.name_);
-    linked_ = std::exchange(o.linked_, false);
-  }
+  std::swap(base_, o.base_);
+  std::swap(bytes_, o.bytes_);
+  std::swap(name_, o.name_);
+  std::swap(linked_, o.linked_);
   return *this;
 }
 

@@ -223,6 +223,11 @@ void ShmTransport::connect(Store& store) {
   }
   store_barrier(store, opts_.key_prefix + "/mapped", size_, opts_.timeout);
   own_.unlink();
+  // Silence counts from the end of setup: a slow rank's setup is not a peer's silence, and no
+  // housekeeper beat before now.
+  const auto now = Clock::now();
+  for (auto& p : peers_)
+    if (p.hdr) p.beat_at = now, p.last_beat = p.hdr->heartbeat.load(std::memory_order_acquire);
   for (auto& p : peers_)
     if (p.hdr) p.cma_out = opts_.single_copy_bytes > 0 && p.out_ctl->cma_ok.load(std::memory_order_acquire) == 1;
 }
@@ -582,10 +587,14 @@ void ShmTransport::housekeeping() {
   do {
     own().heartbeat.fetch_add(1, std::memory_order_release);
     std::lock_guard lk(mu_);
-    const auto now = Clock::now();
-    for (auto& p : peers_)
-      if (p.hdr && !fatal_) check_alive(p, now);
-    progress();
+    try {
+      const auto now = Clock::now();
+      for (auto& p : peers_)
+        if (p.hdr && !fatal_) check_alive(p, now);
+      progress();
+    } catch (...) {  // an exception leaving this thread would end the process: fail the transport
+      if (!fatal_) fail(std::current_exception());
+    }
   } while (!hk_cv_.wait_for(hk, heartbeat_, [&] { return hk_stop_; }));
 }
 
