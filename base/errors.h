@@ -30,6 +30,13 @@ class TimeoutError : public IoError {
   using IoError::IoError;
 };
 
+// A store's wait for a key that nobody set in time: the store answered, so the fault is with the
+// rank that should have set it, not with the store.
+class KeyTimeoutError : public TimeoutError {
+ public:
+  using TimeoutError::TimeoutError;
+};
+
 // Throws Error with `msg` plus strerror(errno) when `ok` is false.
 void check_errno(bool ok, const std::string& msg);
 

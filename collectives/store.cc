@@ -57,7 +57,7 @@ Bytes InProcStore::get(const std::string& key, Millis timeout) {
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       it = kv_.find(key);
       if (it != kv_.end()) return it->second;
-      throw TimeoutError(-1, store_detail::key_timeout_text(key, timeout, describe()));
+      throw KeyTimeoutError(-1, store_detail::key_timeout_text(key, timeout, describe()));
     }
   }
 }

@@ -26,7 +26,8 @@ class Store {
  public:
   virtual ~Store() = default;
   virtual void set(const std::string& key, const Bytes& value) = 0;
-  // Waits until `key` is set; throws TimeoutError naming the key after `timeout`.
+  // Waits until `key` is set; throws KeyTimeoutError naming the key after `timeout` (the store
+  // answered: nobody set it in time), or another error when the store itself fails.
   virtual Bytes get(const std::string& key, Millis timeout) = 0;
   // Adds `delta` to the integer counter `key` (created at 0) and returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;

@@ -912,9 +912,7 @@ Bytes TcpStore::request(char op, const std::string& key, const Bytes& value, Mil
   r = recv_all(fd_, payload.data(), payload.size(), deadline, err);
   if (r != IoResult::ok) fail(r, err, "reading the reply");
 
-  if (status == kTimedOut) {
-    throw TimeoutError(-1, key_timeout_text(key, timeout, describe()));
-  }
+  if (status == kTimedOut) throw KeyTimeoutError(-1, key_timeout_text(key, timeout, describe()));
   if (status == kFailed) throw Error("store " + describe() + ": " + payload);
   return payload;
 }

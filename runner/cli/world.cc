@@ -270,13 +270,11 @@ std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mp
 Bytes get_from_rank(Store& store, const std::string& key, int sender, std::chrono::milliseconds timeout) {
   try {
     return store.get(key, timeout);
-  } catch (const TimeoutError& e) {
+  } catch (const KeyTimeoutError& e) {
     // Only the key's own wait blames the sender; a store that stopped answering is the store's
-    // (rank 0's) fault, and its message says so.
-    const std::string what = e.what();
-    if (what.rfind("timed out after ", 0) != 0 || what.find("the store did not answer") != std::string::npos) throw;
+    // (rank 0's) fault, and is thrown as it is.
     throw TimeoutError(sender, "rank " + std::to_string(sender) + " did not publish " + key +
-                                   ": it is stopped, dead, or has not got this far (" + what + ")");
+                                   ": it is stopped, dead, or has not got this far (" + e.what() + ")");
   }
 }
 
