@@ -279,6 +279,34 @@ TEST(ShmTransport, NothingLeftInDevShm) {
   EXPECT_EQ(leftovers(lonely.job_id), std::vector<std::string>{});
 }
 
+// A rank killed during setup (before its segment's name is removed) leaves the segment behind;
+// the next job's setup removes it, and only it: a live process's segment stays.
+TEST(ShmTransport, SegmentsOfKilledRanksAreRemovedByTheNextJob) {
+  const ShmOptions o = opts("killed");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto seg = shm_segment::Segment::create(o.job_id, 0, 2, o.ring_bytes);
+    const std::string name = seg.name();
+    (void)!::write(fds[1], name.data(), name.size());
+    ::_exit(0);  // as SIGKILL would: no destructor removes the name
+  }
+  ::close(fds[1]);
+  char buf[256] = {};
+  const ssize_t got = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_GT(got, 0);
+  ASSERT_EQ(leftovers(o.job_id).size(), 1u) << "the killed rank's segment should be there: " << buf;
+  auto live = shm_segment::Segment::create(opts("alive").job_id, 0, 2, o.ring_bytes);  // cleans up first
+  EXPECT_EQ(leftovers(o.job_id), std::vector<std::string>{});
+  EXPECT_EQ(leftovers(opts("alive").job_id).size(), 1u) << "a live process's segment was removed";
+  shm_segment::remove_stale_segments();
+  EXPECT_EQ(leftovers(opts("alive").job_id).size(), 1u) << "a live process's segment was removed";
+}
+
 // ---- a malicious or broken peer ------------------------------------------------------------
 
 // Plays rank 1 of 2 against a real rank 0 with the segment code itself, then misbehaves.

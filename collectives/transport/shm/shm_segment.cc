@@ -1,12 +1,15 @@
 #include "collectives/transport/shm/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -77,7 +80,37 @@ void init_header(char* base, const std::string& job_id, int rank, int world_size
     new (base + controls_offset() + sizeof(RingControl) * static_cast<size_t>(i)) RingControl();
 }
 
+// Whether the segment `name` (in /dev/shm) is ours and its creator, of our pid namespace, is
+// gone: a rank killed between creating its segment and the end of setup leaves its name behind.
+bool left_by_a_dead_process(const std::string& name) {
+  const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  if (fd < 0) return false;
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+      static_cast<size_t>(st.st_size) >= sizeof(SegmentIdentity))
+    p = ::mmap(nullptr, sizeof(SegmentIdentity), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return false;
+  SegmentIdentity id;
+  std::memcpy(&id, p, sizeof id);  // one read of memory another process may change
+  ::munmap(p, sizeof(SegmentIdentity));
+  if (std::memcmp(id.magic, kMagic, sizeof kMagic) != 0 || id.pid_ns == 0 || id.pid_ns != pid_namespace()) return false;
+  if (id.pid <= 0 || id.pid > INT32_MAX || id.pid == ::getpid()) return false;
+  return ::kill(static_cast<pid_t>(id.pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
+
+void remove_stale_segments() noexcept {
+  DIR* d = ::opendir("/dev/shm");
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = std::string("/") + e->d_name;
+    if (plausible_name(name) && left_by_a_dead_process(name)) ::shm_unlink(name.c_str());
+  }
+  ::closedir(d);
+}
 
 // Swaps, so that `o`'s destructor releases what this held (running our own destructor here
 // would end name_'s lifetime before assigning to it).
@@ -101,6 +134,7 @@ void Segment::unlink() noexcept {
 }
 
 Segment Segment::create(const std::string& job_id, int rank, int world_size, size_t ring_bytes) {
+  remove_stale_segments();
   Segment s;
   s.name_ = new_name(job_id, rank);
   s.bytes_ = segment_bytes(world_size, ring_bytes);

@@ -55,6 +55,11 @@ PeerProcess validate_header(const Segment& seg, int peer, int world_size, size_t
 // permission: same uid, and no Yama or seccomp rule against it): it reads the probe.
 bool can_read_memory_of(const PeerProcess& p);
 
+// Removes the segments in /dev/shm that are ours (this uid, our magic) and whose creator, in
+// our pid namespace, no longer exists: a rank killed during setup, before the name is removed,
+// leaves its segment behind. Every create() calls it first, so the next job cleans up.
+void remove_stale_segments() noexcept;
+
 // The inode of this process's pid namespace, 0 when unknown.
 uint64_t pid_namespace();
 
