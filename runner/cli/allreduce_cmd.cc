@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
-#include "collectives/verify.h"
 #include "runner/backends/backend.h"
+#include "runner/cli/collective.h"
 #include "runner/cli/allreduce_rows.h"
 #include "base/bytes.h"
 #include "runner/cli/gpu.h"
@@ -132,6 +132,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
   const ReduceOp op = parse_op(a.op);
   validate(a, minb, maxb);
   const Backend& backend = chosen_backend(a);
+  const Collective& coll = allreduce_collective();
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
   if (auto code = launch_ranks_here(a.ranks, backend.gpu_buffers ? "--impl " + backend.name : "", argv, timeout))
     return *code;
@@ -175,7 +176,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     ao.ring.timeout = 2 * timeout;
     ao.algo = parse_algo(a.algo);
     ao.direct_max_bytes = parse_bytes(a.direct_max);
-    const std::unique_ptr<AllreducePlan> impl = comm->allreduce(in.data, out.data, max_count, dtype, op, ao);
+    const std::unique_ptr<AllreducePlan> impl = coll.plan(*comm, in.data, out.data, max_count, dtype, op, ao);
     json self = host_info();
     self["rank"] = rank;
     self["path"] = path;
@@ -187,7 +188,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
       for (int r = 0; r < n; ++r)
         hosts.push_back(get_rank_json(store, "allreduce/meta/" + std::to_string(r), r, timeout));
       meta = {{"command", argv},
-              {"collective", "allreduce"},
+              {"collective", coll.name},
               {"impl", a.impl},
               {"transport", backend.name},
               {"launcher", world->launcher},
@@ -261,12 +262,12 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
         char* result = out.data;
         const char* algo = "";
         Measured m;
-        fill_input(dtype, inplace ? out.data : in.data, count, rank, n);
+        coll.fill(dtype, inplace ? out.data : in.data, count, rank, n);
         impl->load_input(count, inplace);  // device implementations: to the GPU
         if (a.check) {
           algo = impl->run(count, inplace);
           impl->fetch_result(count);
-          m.wrong = count_wrong(dtype, result, count, n, op);
+          m.wrong = coll.check(dtype, result, count, n, op);
         }
         for (int i = 0; i < a.warmup; ++i) impl->run(count, inplace);
         for (int i = 0; i < a.iters; ++i) {
@@ -282,7 +283,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
             const std::string rank_key = key + std::to_string(r);
             all.push_back(unpack(get_from_rank(store, rank_key, r, 2 * timeout), rank_key, r, a.iters, count));
           }
-          results[ip] = summarize(all, count * es, n);
+          results[ip] = summarize(all, count * es, coll.busbw_factor(n));
           total_wrong += results[ip].wrong;
           rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(dtype)},
                           {"op", op_name(op)}, {"inplace", inplace}, {"algo", algo},

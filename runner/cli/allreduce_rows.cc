@@ -44,7 +44,7 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
-Row summarize(const std::vector<Measured>& ranks, size_t bytes, int n) {
+Row summarize(const std::vector<Measured>& ranks, size_t bytes, double busbw_factor) {
   Row row{};
   std::vector<double> slowest(ranks[0].us.size(), 0);
   for (auto& m : ranks) {
@@ -60,7 +60,7 @@ Row summarize(const std::vector<Measured>& ranks, size_t bytes, int n) {
   row.p50_us = percentile(slowest, 50);
   row.p99_us = percentile(slowest, 99);
   row.algbw = row.time_us > 0 ? static_cast<double>(bytes) / row.time_us / 1e3 : 0;  // GB/s
-  row.busbw = row.algbw * 2.0 * (n - 1) / n;
+  row.busbw = row.algbw * busbw_factor;
   return row;
 }
 

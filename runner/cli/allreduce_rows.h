@@ -27,7 +27,8 @@ struct Row {
 };
 
 // Time is the slowest rank's: the largest per-rank mean; p50/p99 are over iterations of the
-// per-iteration maximum across ranks. Every rank has the same number of timings (unpack).
-Row summarize(const std::vector<Measured>& ranks, size_t bytes, int n);
+// per-iteration maximum across ranks; busbw is algbw × `busbw_factor` (the collective's). Every
+// rank has the same number of timings (unpack).
+Row summarize(const std::vector<Measured>& ranks, size_t bytes, double busbw_factor);
 
 }  // namespace ringbench
