@@ -9,12 +9,12 @@ import sys
 from collections import defaultdict
 
 
-def main(outdir):
-    # (impl, n, bytes, inplace) -> [row, ...] over repeats
-    rows = defaultdict(list)
-    meta = None
+def checked_rows(outdir, pattern):
+    """(match, row) for every row of every raw/*.json whose name matches `pattern`, and the first
+    run's metadata; a failed run or a wrong element ends the summary with the file that has it."""
+    out, meta = [], None
     for path in sorted(glob.glob(os.path.join(outdir, "raw", "*.json"))):
-        m = re.match(r"(ring|mpi)-n(\d+)-(bw|lat)-r(\d+)\.json", os.path.basename(path))
+        m = re.match(pattern, os.path.basename(path))
         if not m:
             continue
         doc = json.load(open(path))
@@ -24,7 +24,16 @@ def main(outdir):
         for r in doc["rows"]:
             if r["wrong"]:
                 sys.exit(f"{path}: {r['wrong']} wrong elements at {r['bytes']} B")
-            rows[(m[1], int(m[2]), r["bytes"], r["inplace"])].append(r)
+            out.append((m, r))
+    return out, meta
+
+
+def main(outdir):
+    # (impl, n, bytes, inplace) -> [row, ...] over repeats
+    rows = defaultdict(list)
+    found, meta = checked_rows(outdir, r"(ring|mpi)-n(\d+)-(bw|lat)-r(\d+)\.json")
+    for m, r in found:
+        rows[(m[1], int(m[2]), r["bytes"], r["inplace"])].append(r)
 
     def stat(impl, n, b, key):
         v = [r[key] for r in rows[(impl, n, b, False)]]

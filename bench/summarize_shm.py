@@ -1,32 +1,20 @@
 #!/usr/bin/env python3
 """Summarizes bench/shm_vs_tcp_vs_vader.sh: median busbw over repeats, spread, and ratios."""
-import glob
-import json
-import os
-import re
 import statistics
 import sys
 from collections import defaultdict
+
+from summarize_compare import checked_rows  # same directory
 
 CONDS = ("shm", "tcp", "vader")
 
 
 def load(outdir):
     busbw = defaultdict(list)  # (cond, n, bytes) -> out-of-place busbw per repeat
-    meta = None
-    for path in sorted(glob.glob(os.path.join(outdir, "raw", "*.json"))):
-        m = re.match(r"(shm|tcp|vader)-n(\d+)-r(\d+)\.json", os.path.basename(path))
-        if not m:
-            continue
-        doc = json.load(open(path))
-        if "error" in doc:
-            sys.exit(f"{path}: run failed: {doc['error']}")
-        meta = meta or doc["meta"]
-        for r in doc["rows"]:
-            if r["wrong"]:
-                sys.exit(f"{path}: {r['wrong']} wrong elements at {r['bytes']} B")
-            if not r["inplace"]:
-                busbw[(m[1], int(m[2]), r["bytes"])].append(r["busbw_gbps"])
+    found, meta = checked_rows(outdir, r"(shm|tcp|vader)-n(\d+)-r(\d+)\.json")
+    for m, r in found:
+        if not r["inplace"]:
+            busbw[(m[1], int(m[2]), r["bytes"])].append(r["busbw_gbps"])
     return busbw, meta
 
 
