@@ -149,6 +149,7 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   void check_alive(Peer& p, Clock::time_point now);
   bool process_gone(const Peer& p) const;
   void corrupt(Peer& p, const std::string& what);
+  void publish_abort(const std::string& reason);
   void complete(const ReqPtr& r) { r->status = ReqState::kDone; }
   void fail(std::exception_ptr e) override;
   bool has_pending() const;
@@ -328,17 +329,22 @@ void ShmTransport::abort(const std::string& reason) noexcept {
   try {
     std::lock_guard lk(mu_);
     if (!fatal_) fail(std::make_exception_ptr(IoError(-1, me() + " aborted: " + reason)));
-    SegmentHeader& h = own();
-    if (!(h.flags.load(std::memory_order_relaxed) & kAborted)) {
-      const size_t n = std::min(reason.size(), kMaxAbortText);
-      std::memcpy(h.abort_text, reason.data(), n);
-      h.abort_len = static_cast<uint32_t>(n);
-      h.flags.fetch_or(kAborted, std::memory_order_release);
-    }
-    for (auto& p : peers_)
-      if (p.hdr) ring_bell(*p.hdr, true);
+    publish_abort(reason);
   } catch (...) {
   }
+}
+
+// Tells every peer that this rank aborted, and why (the first reason stays). Called with mu_ held.
+void ShmTransport::publish_abort(const std::string& reason) {
+  SegmentHeader& h = own();
+  if (!(h.flags.load(std::memory_order_relaxed) & kAborted)) {
+    const size_t n = std::min(reason.size(), kMaxAbortText);
+    std::memcpy(h.abort_text, reason.data(), n);
+    h.abort_len = static_cast<uint32_t>(n);
+    h.flags.fetch_or(kAborted, std::memory_order_release);
+  }
+  for (auto& p : peers_)
+    if (p.hdr) ring_bell(*p.hdr, true);
 }
 
 // ---- progress ------------------------------------------------------------------------------
@@ -502,7 +508,16 @@ size_t ShmTransport::read_payload(Peer& p, ReqState& r) {
   iovec local{r.data + p.got, want};
   iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(p.rx_hdr.addr + p.got)), want};
   const ssize_t n = ::process_vm_readv(static_cast<pid_t>(p.proc.pid), &local, 1, &remote, 1, 0);
+  const int err = errno;
+  // A sender that failed revokes its single-copy messages (publish_abort) before their buffers
+  // may be freed: a piece read before the revocation was seen is what the sender meant, one read
+  // after it may not be, so the message is dropped with the sender's reason.
+  if (p.hdr->flags.load(std::memory_order_acquire) & kAborted) {
+    check_flags(p);
+    return kCorrupt;
+  }
   if (n > 0) return static_cast<size_t>(n);
+  errno = err;
   fail(std::make_exception_ptr(IoError(p.rank, me() + ": cannot read a message out of the memory of " + who(p.rank) +
                                                    " (process_vm_readv: " + std::strerror(errno) + ")")));
   return kCorrupt;
@@ -586,7 +601,10 @@ void ShmTransport::housekeeping() {
   std::unique_lock hk(hk_mu_);
   do {
     own().heartbeat.fetch_add(1, std::memory_order_release);
-    std::lock_guard lk(mu_);
+    // The heartbeat must not wait for a long copy under mu_ (a peer would read the silence as a
+    // hang): when a transfer holds the lock, this round only beats.
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) continue;
     try {
       const auto now = Clock::now();
       for (auto& p : peers_)
@@ -602,6 +620,20 @@ void ShmTransport::housekeeping() {
 // touches no caller memory (a failed request's buffer may be freed at once).
 void ShmTransport::fail(std::exception_ptr e) {
   if (!fatal_) fatal_ = e;
+  // Single-copy sends not yet read are read straight out of their buffers, which their owners
+  // may free once these requests fail: revoke them first, where the readers look.
+  bool unread = false;
+  for (auto& p : peers_) unread = unread || !p.unacked.empty();
+  if (unread) {
+    std::string why = "failed";
+    try {
+      std::rethrow_exception(fatal_);
+    } catch (const std::exception& x) {
+      why = x.what();
+    } catch (...) {
+    }
+    publish_abort(why);
+  }
   auto fail_req = [&](const ReqPtr& r) {
     if (r && r->status == ReqState::kPending) {
       r->status = ReqState::kFailed;
