@@ -43,7 +43,7 @@ const Backend* find_backend(const std::string& name) {
 }
 
 bool any_backend(const Backend&) { return true; }
-bool ring_backend(const Backend& b) { return b.ring; }
+bool is_ring(const Backend& b) { return b.ring; }
 
 std::string backend_names(const std::function<bool(const Backend&)>& accept, const std::string& last) {
   std::vector<std::string> names;

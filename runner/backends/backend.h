@@ -117,7 +117,7 @@ const Backend& backend_for(const std::string& option, const std::string& name,
 // "tcp, verbs or mpi": the names `accept` admits, in order.
 std::string backend_names(const std::function<bool(const Backend&)>& accept, const std::string& last = " or ");
 bool any_backend(const Backend&);
-bool ring_backend(const Backend&);
+bool is_ring(const Backend&);  // our ring over a transport
 
 // Every backend's own options on `cmd`, and their checks.
 void add_backend_options(CLI::App& cmd);

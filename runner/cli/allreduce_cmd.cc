@@ -66,7 +66,7 @@ bool not_ring(const Backend& b) { return !b.ring; }
 // --impl ring runs our ring over --transport; any other --impl is a backend of its own. What
 // this build or host cannot run fails here, before any rank starts, once.
 const Backend& chosen_backend(const AllreduceArgs& a) {
-  const Backend& ring = backend_for("--transport", a.transport, ring_backend);
+  const Backend& ring = backend_for("--transport", a.transport, is_ring);
   const Backend* b = a.impl == "ring" ? &ring : find_backend(a.impl);
   if (!b || (a.impl != "ring" && b->ring)) throw Error("--impl " + a.impl + " is not known: use ring, " + backend_names(not_ring));
   const std::string option = b->ring ? "--transport " : "--impl ";
@@ -98,7 +98,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   for (const Backend* b : backends())
     if (!b->ring) impls += ", " + b->name + " (" + b->help + ")";
   cmd.add_option("--impl", a.impl, impls)->capture_default_str();
-  cmd.add_option("--transport", a.transport, "Transport of the ring: " + backend_names(ring_backend))
+  cmd.add_option("--transport", a.transport, "Transport of the ring: " + backend_names(is_ring))
       ->capture_default_str();
   cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
   cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   ringbench::AllreduceArgs ar;
   auto* allreduce = app.add_subcommand(
       "allreduce",
-      "nccl-tests style allreduce sweep: our ring over " + ringbench::backend_names(ringbench::ring_backend) +
+      "nccl-tests style allreduce sweep: our ring over " + ringbench::backend_names(ringbench::is_ring) +
           " (--transport), or the baselines (--impl " +
           ringbench::backend_names([](const ringbench::Backend& b) { return !b.ring; }) + ").\n"
           "Run under mpirun (mpirun -np 4 ringbench allreduce) or locally (ringbench allreduce "
