@@ -1,5 +1,5 @@
 // libFuzzer: the report's raw.jsonl reader and everything report derives from its records
-// (runner/report/report.cc). Any raw.jsonl gives a report or an Error naming the culprit.
+// (runner/report/). Any raw.jsonl gives a report or an Error naming the culprit.
 #include <stdlib.h>
 #include <unistd.h>
 

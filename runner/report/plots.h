@@ -1,0 +1,55 @@
+// The report's plots: a gnuplot script and its data beside each SVG in RUN_DIR/plots, so users
+// can tweak them.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/report/run.h"
+
+namespace ringbench::report {
+
+struct Plot {
+  std::string name, title, xlabel, ylabel, setup, plot, dat;
+};
+
+// Renders plots/NAME.svg (with NAME.dat and NAME.gp) with gnuplot; disabled, with a note, when
+// plots are turned off or gnuplot is not found.
+class Plotter {
+ public:
+  Plotter(const std::string& run_dir, bool wanted);
+  bool enabled() const { return note_.empty(); }
+  const std::string& note() const { return note_; }
+
+  void render(const Plot& p);
+
+ private:
+  std::string dir_, gnuplot_, note_;
+};
+
+// A file name made of the model's name (letters, digits, '-', '_', '.').
+std::string file_safe(std::string s);
+
+using Pair = std::optional<std::array<double, 2>>;
+
+// A train or share point's median total img/s over repeats and its CI.
+Pair throughput_value(const Point& p);
+
+// The plots of one model; returns the names of those drawn.
+std::vector<std::string> model_plots(const Run& run, const std::vector<const Point*>& pts,
+                                     Plotter& plotter);
+
+// busbw vs message size of every collectives point; false when there is nothing to plot.
+bool busbw_plot(const Run& run, Plotter& plotter);
+
+// Compute, exposed comm and optimizer per step of every train point; false when there is
+// nothing to plot.
+bool time_breakdown_plot(const Run& run, Plotter& plotter);
+
+// The sharing plots of one model: categories (the x axis) are the profiles in the sweep's
+// order, one bar per series side by side in each.
+std::vector<std::string> share_plots(const std::vector<const Point*>& pts, Plotter& plotter);
+
+}  // namespace ringbench::report

@@ -1,0 +1,33 @@
+// raw.jsonl's records, read and checked: one Record per (point, repeat) line (the format is in
+// report.h).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runner/sweep/point.h"
+
+namespace ringbench::report {
+
+using json = nlohmann::json;
+
+struct Record : PointCoords {
+  json j;
+  std::string point, status, error, started_at;
+  int repeat = 0;
+  std::pair<int, size_t> order;  // (seq, position in raw.jsonl): the order the sweep ran it
+};
+
+const json* find_at(const json& j, const char* pointer);
+std::optional<double> number_at(const json& j, const char* pointer);
+
+// Every record of raw.jsonl, in file order. An unparsable last line is what a sweep killed
+// mid-write leaves: it is dropped with a warning; anywhere else it is an error. Valid JSON that
+// is not a record this ringbench reads is left out with a warning.
+std::vector<Record> read_records(const std::string& run_dir);
+
+}  // namespace ringbench::report

@@ -1,0 +1,171 @@
+// A run's points and what is derived from them: the records grouped by point (the last of each
+// (point, repeat) wins), the statistics over repeats and across points (scaling efficiency,
+// ratio vs tcp), the report's order, and how points are named in tables and plots.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "runner/report/records.h"
+#include "runner/report/stats.h"
+
+namespace ringbench::report {
+
+struct Straggler {
+  int repeat = 0, rank = 0;
+  std::string host;
+  double median_s = 0, ranks_median_s = 0;
+};
+
+struct SizeStats {
+  std::set<std::string> algos;
+  std::vector<double> time_us, busbw;
+  uint64_t wrong = 0;
+  bool checked = false;
+};
+
+struct WrongResult {
+  int repeat = 0;
+  uint64_t bytes = 0, wrong = 0;
+  bool inplace = false;
+};
+
+struct Point : PointCoords {
+  std::string id;
+  int profile_order = -1;       // the profile's place in the sweep's order ("none": -1)
+  std::vector<Record> repeats;  // by repeat number
+
+  // kind train and share, over the ok repeats (share: the VMs' sum, step s mean over VMs)
+  std::map<int, double> total;  // total img/s by repeat
+  std::vector<double> per_rank;
+  std::optional<double> step_s, compute_s, exposed_s, allreduce_s, optimizer_s, hidden;
+  std::optional<MeanCi> efficiency, ratio_vs_tcp;
+  std::string efficiency_na;  // why there is no efficiency
+  std::vector<Straggler> stragglers;
+
+  // kind collectives, out-of-place rows of the ok repeats by size; wrong results of all rows
+  std::map<uint64_t, SizeStats> sizes;
+  std::vector<WrongResult> wrong;
+
+  // vGPU: the device memory peak (train: rank 0's; share: the VMs'), largest over the ok repeats
+  std::optional<double> memory_peak_mib;
+  // kind share, over the ok repeats: img/s per VM and step s by repeat, device utilization
+  std::map<int, double> per_vm;
+  std::optional<double> util_per_vm, util_total;
+
+  std::vector<const Record*> ok() const {
+    std::vector<const Record*> v;
+    for (const auto& r : repeats)
+      if (r.status == "ok") v.push_back(&r);
+    return v;
+  }
+  int count(const std::string& status) const {
+    return int(std::count_if(repeats.begin(), repeats.end(),
+                             [&](const Record& r) { return r.status == status; }));
+  }
+  // ok: every repeat ran; skipped: none was attempted; does_not_fit: no repeat fit the
+  // profile's framebuffer; failed: anything else.
+  std::string status() const {
+    const int n = int(repeats.size());
+    return count("ok") == n             ? "ok"
+           : count("skipped") == n      ? "skipped"
+           : count("does_not_fit") == n ? "does_not_fit"
+                                        : "failed";
+  }
+  bool same_config(const Point& o) const {
+    return kind == o.kind && model == o.model && batch == o.batch &&
+           image_size == o.image_size && profile == o.profile;
+  }
+};
+
+// Backends in their registered order; none and anything else after, alphabetically.
+int transport_rank(const std::string& t);
+
+int policy_rank(const std::string& policy);
+
+// Train, then share, then collectives; profiles in the sweep's order.
+inline auto order_key(const Point& p) {
+  return std::tuple(p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : 2, p.kind, p.model, p.batch,
+                    p.image_size, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
+                    p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
+}
+
+struct Run {
+  std::string sweep, run_id;
+  json cluster;
+  std::vector<std::string> started;  // every started_at, sorted
+  std::vector<Point> points;         // in report order
+};
+
+// Reads RUN_DIR/raw.jsonl and derives every point's statistics.
+Run load_run(const std::string& run_dir, double straggler_margin);
+
+// The rank 0 section ("train" or "collectives") of a record.
+const json* section(const Record& r);
+
+std::string host_of(const Record& r, int rank);
+
+// num[r] / den[r] / scale for every repeat r of num; den's median where den lacks repeat r.
+std::vector<double> paired(const std::map<int, double>& num, const std::map<int, double>& den,
+                           double scale);
+
+// The point of `points` with p's config at `nodes` and `transport`, or null.
+const Point* find_peer(const std::vector<Point>& points, const Point& p, int nodes,
+                       const std::string& transport);
+
+// " b32", " b32 224px".
+std::string batch_suffix(const Point& p);
+
+// " b32 224px" where a model has several (batch, image size), and the profile if any.
+std::string config_suffix(const Point& p, bool with_config);
+
+// "lenet n2 tcp", plus the config suffix.
+std::string label(const Point& p, bool with_config);
+
+// What a point without results says in a table: skipped, does not fit or failed.
+std::string not_ok_text(const Point& p);
+
+std::string vms_text(int vms);
+
+// Models trained with more than one (batch, image size).
+std::set<std::string> multi_config_models(const Run& run);
+
+std::vector<const Point*> points_of(const Run& run, PointKind kind);
+
+bool has_share(const Run& run);
+
+// A run with a vGPU profile other than none or with share points. Only such a run gets the
+// vGPU columns, section and definitions: the report of a run without them reads as before.
+bool has_vgpu(const Run& run);
+
+// How a record's profile was applied: {mode, message, framebuffer_mib, detected}; a does-not-fit
+// record has it at the top level, an ok one in its section's meta.
+const json* vgpu_of(const Record& r);
+
+// The first record of a point that says how its profile was applied.
+const json* vgpu_of(const Point& p);
+
+// The framebuffer a record ran with, in MiB (none: the whole device, or not known).
+std::optional<double> framebuffer_of(const Record& r);
+
+std::optional<double> framebuffer_of(const Point& p);
+
+// The share points of one model by sharing row: (profile, policy) in report order, and each
+// row's points by number of VMs.
+struct ShareRow {
+  const Point* first = nullptr;  // any point of the row, for its profile, policy and config
+  std::map<int, const Point*> by_vms;
+};
+
+std::vector<ShareRow> share_rows(const std::vector<const Point*>& pts);
+
+// The VM counts other than 1 of the share points.
+std::set<int> shared_vms(const std::vector<const Point*>& pts);
+
+}  // namespace ringbench::report

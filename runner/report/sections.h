@@ -1,0 +1,39 @@
+// summary.csv and the sections of report.md, one function each, in the order write_report puts
+// them (one file each: summary_csv.cc, md_header.cc, md_train.cc, md_vgpu.cc, md_collectives.cc).
+#pragma once
+
+#include <string>
+
+#include "runner/report/plots.h"
+#include "runner/report/report.h"
+#include "runner/report/run.h"
+
+namespace ringbench::report {
+
+// One row per point (the columns are in report.h).
+std::string summary_csv(const Run& run);
+
+// The title, wrong-results warnings, cluster, dates, point counts and the plots' note.
+std::string md_header(const Run& run, const Plotter& plotter);
+
+std::string md_definitions(const ReportOptions& opts, const Run& run);
+
+// One section per model: a table per (batch, image size), its ratio tables and the plots.
+std::string md_train(const Run& run, Plotter& plotter);
+
+// Where the time of a training step goes.
+std::string md_time(const Run& run, Plotter& plotter);
+
+std::string md_stragglers(const Run& run, const ReportOptions& opts);
+
+// vGPU profiles: how each ran here, whether the models fit, and k VMs sharing one device.
+std::string md_vgpu(const Run& run, Plotter& plotter);
+
+std::string md_collectives(const Run& run, Plotter& plotter);
+
+// Rank 0's transport path of each point.
+std::string md_paths(const Run& run);
+
+std::string md_failures(const Run& run);
+
+}  // namespace ringbench::report
