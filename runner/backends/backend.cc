@@ -1,5 +1,6 @@
 #include "runner/backends/backend.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 
 #include "base/errors.h"

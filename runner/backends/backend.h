@@ -8,7 +8,6 @@
 // registers the buffers, and only AllreducePlan::run() is timed.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -22,6 +21,10 @@
 #include "collectives/dtype.h"
 #include "collectives/store.h"
 #include "models/trainer.h"
+
+namespace CLI {
+class App;
+}
 
 namespace ringbench {
 

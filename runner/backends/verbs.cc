@@ -1,5 +1,6 @@
 // Our ring over RDMA verbs (collectives/transport/verbs/verbs_transport.h): RoCE, PVRDMA, Soft-RoCE. Its own
 // options (--ib-dev, --ib-port, --gid-index, --mr-chunk) are registered here.
+#include <CLI/CLI.hpp>
 #include <filesystem>
 
 #include "base/errors.h"

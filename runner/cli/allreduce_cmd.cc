@@ -87,45 +87,6 @@ NetArgs net_args(const AllreduceArgs& a) {
 
 }  // namespace
 
-void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
-  cmd.add_option("-b,--minbytes", a.minbytes, "Smallest message size in bytes (K, M, G suffixes)")->capture_default_str();
-  cmd.add_option("-e,--maxbytes", a.maxbytes, "Largest message size in bytes")->capture_default_str();
-  cmd.add_option("-f,--stepfactor", a.factor, "Multiply the size by this between rows")->capture_default_str();
-  cmd.add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
-  cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
-  cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
-  std::string impls = "Allreduce implementation: ring (ours)";
-  for (const Backend* b : backends())
-    if (!b->ring) impls += ", " + b->name + " (" + b->help + ")";
-  cmd.add_option("--impl", a.impl, impls)->capture_default_str();
-  cmd.add_option("--transport", a.transport, "Transport of the ring: " + backend_names(is_ring))
-      ->capture_default_str();
-  cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
-  cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();
-  cmd.add_option("--json", a.json, "Also write the results as JSON to this file");
-  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead; "
-                 "any single wait is limited to twice this")->capture_default_str();
-  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
-  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
-  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
-  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
-                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
-  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
-  cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
-  cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
-                 "sleeping")->capture_default_str();
-  add_backend_options(cmd);
-  cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
-  cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
-                 "4 segments")->capture_default_str();
-  cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
-  cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
-                 "direct; ring above), ring, direct (one-shot) or rd (recursive doubling)")
-      ->capture_default_str();
-  cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the small-message "
-                 "algorithms")->capture_default_str();
-}
-
 int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) {
   const size_t minb = parse_bytes(a.minbytes), maxb = parse_bytes(a.maxbytes);
   const DType dtype = parse_dtype(a.dtype);

@@ -3,7 +3,6 @@
 // nonzero exit code when any element is wrong.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -30,7 +29,6 @@ struct AllreduceArgs {
   int spin_us = 200;
 };
 
-void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a);
 // `argv` is the full command line, for re-executing local ranks and for the metadata.
 int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv);
 

@@ -411,15 +411,6 @@ std::string doctor_text(const json& report) {
   return out;
 }
 
-void add_doctor_options(CLI::App& cmd, DoctorArgs& a) {
-  cmd.add_option("--json", a.json, "Also write the report as JSON to this file");
-  cmd.add_option("--config", a.config, "A sweep config: every host must load it with the same hash");
-  cmd.add_option("--iface", a.iface, "Network interface the ranks talk on (its IPv4 address)");
-  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
-  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: the job's secret (mode 600)");
-  cmd.add_option("--timeout", a.timeout_s, "Seconds to wait for any host")->capture_default_str();
-}
-
 int run_doctor(const DoctorArgs& a) {
   if (!(a.timeout_s >= 1)) throw Error("--timeout must be at least 1 second");
   if (writes_results() && !a.json.empty()) check_output_path(a.json, "--json");

@@ -5,7 +5,6 @@
 // message over verbs RC queue pairs. Rank 0 prints one table per host and a verdict per check.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,7 +20,6 @@ struct DoctorArgs {
   double timeout_s = 30;
 };
 
-void add_doctor_options(CLI::App& cmd, DoctorArgs& a);
 // Exit code: 0 when no check failed, 1 when one did.
 int run_doctor(const DoctorArgs& a);
 

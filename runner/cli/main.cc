@@ -13,15 +13,11 @@
 #include "base/errors.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
-#include "runner/cli/allreduce_cmd.h"
 #include "runner/backends/backend.h"
 #include "runner/cluster/cluster.h"
-#include "runner/cli/doctor.h"
 #include "runner/cli/metadata.h"
+#include "runner/cli/options.h"
 #include "runner/report/report.h"
-#include "runner/sweep/sweep_cmd.h"
-#include "runner/cli/train_cmd.h"
-#include "runner/cli/vgpu_cmd.h"
 
 namespace {
 
@@ -133,7 +129,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (compare->parsed()) return ringbench::compare_runs(run_a, run_b, co);
-    if (vgpu->parsed()) return ringbench::run_vgpu(*vgpu, vg, args);
+    if (vgpu->parsed()) return ringbench::run_vgpu(vg, args);
     if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);
   } catch (const std::bad_alloc&) {
     std::cerr << "ringbench: error: " + ringbench::out_of_memory_text("use smaller sizes (-e, --batch, --image-size)") + "\n";

@@ -317,63 +317,6 @@ void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vg
 }
 }  // namespace
 
-void add_train_options(CLI::App& cmd, TrainArgs& a) {
-  cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
-  cmd.add_option("--batch", a.batch, "Images per rank per step")->capture_default_str();
-  cmd.add_option("--steps", a.steps, "Measured steps (after the warmup)")->capture_default_str();
-  cmd.add_option("--warmup", a.warmup, "Steps run before measuring")->capture_default_str();
-  cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
-                 "(warmup included; replaces --steps)")->capture_default_str();
-  std::string transports = "Gradient allreduce:";
-  for (const Backend* b : backends())
-    transports += std::string(b == backends().front() ? " " : ", ") + b->name + " (" + b->help + ")";
-  cmd.add_option("--transport", a.transport, transports)->capture_default_str();
-  cmd.add_option("--device", a.device, "Where to compute: cpu, cuda (GPU local rank mod GPUs; "
-                 "NCCL needs one per rank) or auto (cuda when this build has it and a GPU is here)")->capture_default_str();
-  cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
-                 "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
-  cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
-                 "staged through host memory in pieces of this size, the copies overlapping the "
-                 "allreduce (0: whole buckets)")->capture_default_str();
-  cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
-                 "disables fusion")->capture_default_str();
-  cmd.add_option("--first-bucket-mb", a.first_bucket_mb, "Threshold of the first bucket in MiB, "
-                 "small so communication starts early")->capture_default_str();
-  cmd.add_flag("--no-overlap", a.no_overlap, "Allreduce only after backward has finished (to see "
-               "what overlap saves)");
-  cmd.add_option("--lr", a.lr, "Learning rate for one rank; scaled by the number of ranks")->capture_default_str();
-  cmd.add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
-  cmd.add_option("--weight-decay", a.weight_decay, "L2 weight decay on conv and fc weights")->capture_default_str();
-  cmd.add_option("--seed", a.seed, "Seed of parameters, synthetic data, shuffling and dropout")->capture_default_str();
-  cmd.add_option("--data", a.data, "synthetic (random images, for throughput) or fashion-mnist")->capture_default_str();
-  cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
-                 "/usr/share/datasets/fashion-mnist)");
-  cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
-  cmd.add_option("--classes", a.classes, "Number of classes (0: the model's default)")->capture_default_str();
-  cmd.add_option("--image-size", a.image_size, "Input height and width (0: the model's default)")->capture_default_str();
-  cmd.add_flag("--aux-logits", a.aux_logits, "inception_v3: train with the auxiliary head");
-  cmd.add_option("--threads", a.threads, "Compute threads per rank (0: auto, the CPUs this rank may "
-                 "use (affinity, cgroup quota) that other work is not keeping busy, split between this "
-                 "machine's ranks)")->capture_default_str();
-  cmd.add_option("--log-every", a.log_every, "Print a line every this many steps (0: never)")->capture_default_str();
-  cmd.add_option("--json", a.json, "Write the results and settings as JSON to this file");
-  cmd.add_option("--timeline", a.timeline, "Write a Chrome trace (Perfetto) per rank to this file "
-                 "(rank r's as FILE.rank<r>.json when there are several)");
-  cmd.add_option("--timeline-steps", a.timeline_steps, "Measured steps recorded in the timeline")->capture_default_str();
-  cmd.add_option("--layer-times", a.layer_times, "After the measured steps, run this many more with every layer "
-                 "timed and print where a step's time goes, per kind of layer and the slowest layers (rank 0's; "
-                 "not counted in img/sec: a GPU backend waits for each layer in them)")->capture_default_str();
-  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
-  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
-  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
-  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
-  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
-                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
-  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
-  add_backend_options(cmd);
-  add_vgpu_train_options(cmd, a.vgpu);
-}
-
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   validate(a);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));

@@ -3,7 +3,6 @@
 // and where each step's time goes: compute, allreduce, and the communication left exposed.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
@@ -32,7 +31,6 @@ struct TrainArgs {
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
 };
 
-void add_train_options(CLI::App& cmd, TrainArgs& a);
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv);
 
 }  // namespace ringbench

@@ -51,17 +51,6 @@ void on_share_signal(int) { g_share_stop = true; }
 
 }  // namespace
 
-void add_vgpu_train_options(CLI::App& cmd, VgpuTrainArgs& a) {
-  cmd.add_option("--profile", a.profile, "vGPU profile this job runs on (T4-4C, P40-8Q, passthrough, "
-                 "bare-metal; see `ringbench vgpu profiles`): checked against the GPU found here, and "
-                 "where emulated its framebuffer caps the backend's memory")->capture_default_str();
-  cmd.add_flag("--allow-profile-mismatch", a.allow_mismatch, "Run even when --profile is not the "
-               "vGPU this VM has (the result is marked as a mismatch)");
-  cmd.add_option("--vgpu-catalog", a.catalog, "vGPU profile catalog (YAML) instead of the built-in one");
-  cmd.add_option("--vgpu-scheduler", a.scheduler, "Socket of an emulated vGPU scheduler (started by "
-                 "`ringbench vgpu share`): this job's device work runs only in the slices it grants");
-}
-
 json VgpuSetup::to_json() const {
   return {{"profile", profile}, {"mode", mode}, {"message", message},
           {"framebuffer_mib", framebuffer_mib ? json(framebuffer_mib) : json(nullptr)},
@@ -105,31 +94,6 @@ VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double 
     }
   }
   return s;
-}
-
-void add_vgpu_commands(CLI::App& vgpu_cmd, VgpuArgs& a) {
-  vgpu_cmd.require_subcommand(1);
-  vgpu_cmd.add_option("--vgpu-catalog", a.catalog, "vGPU profile catalog (YAML) instead of the built-in one");
-  vgpu_cmd.add_subcommand("profiles", "List the vGPU profile catalog: GPU, profile, framebuffer, "
-                          "vGPUs per GPU, series, and where the numbers come from");
-  vgpu_cmd.add_subcommand("detect", "What GPU this machine has (NVML, else nvidia-smi -q) and which "
-                          "vGPU profile, as JSON");
-  auto* share = vgpu_cmd.add_subcommand(
-      "share",
-      "k emulated VMs of one vGPU profile time-sliced on this machine's device by a scheduler policy; "
-      "each VM is an independent `ringbench train` job (the arguments after --).\n"
-      "ringbench vgpu share --profile T4-4C --vms 4 --policy fixed_share -- --model mobilenet_v1 "
-      "--batch 8 --image-size 96");
-  share->add_option("--profile", a.profile, "vGPU profile of every VM (see `ringbench vgpu profiles`)")->required();
-  share->add_option("--vms", a.vms, "VMs sharing the device (at most the profile's vGPUs per GPU)")
-      ->capture_default_str()->check(CLI::Range(1, 64));
-  share->add_option("--policy", a.policy, "best_effort, equal_share or fixed_share")->capture_default_str();
-  share->add_option("--slice-ms", a.slice_ms, "Time slice length in milliseconds")->capture_default_str();
-  share->add_option("--timeout", a.timeout_s, "Seconds after which the VMs are killed")->capture_default_str();
-  share->add_option("--json", a.json, "Write per-VM and device results as JSON to this file");
-  share->add_option("--log-dir", a.log_dir, "Where each VM's output goes (default: a temporary "
-                    "directory, removed when all went well)");
-  share->add_option("train_args", a.train_args, "`ringbench train` options of every VM, after --")->required();
 }
 
 namespace {
@@ -341,10 +305,10 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
 
 }  // namespace
 
-int run_vgpu(CLI::App& vgpu_cmd, const VgpuArgs& a, const std::vector<std::string>& argv) {
-  if (vgpu_cmd.got_subcommand("profiles")) return run_profiles(catalog(a.catalog));
-  if (vgpu_cmd.got_subcommand("detect")) return run_detect(catalog(a.catalog));
-  if (vgpu_cmd.got_subcommand("share")) return run_share(a, argv);
+int run_vgpu(const VgpuArgs& a, const std::vector<std::string>& argv) {
+  if (a.action == "profiles") return run_profiles(catalog(a.catalog));
+  if (a.action == "detect") return run_detect(catalog(a.catalog));
+  if (a.action == "share") return run_share(a, argv);
   return 2;
 }
 

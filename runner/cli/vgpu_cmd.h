@@ -4,7 +4,6 @@
 // time-sliced on one device by a policy, each an independent training job).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,7 +22,6 @@ struct VgpuTrainArgs {
   std::string catalog;           // "": the built-in catalog
   std::string scheduler;         // socket of a `ringbench vgpu share` scheduler: time-slice this job
 };
-void add_vgpu_train_options(CLI::App& cmd, VgpuTrainArgs& a);
 
 // What a training process does with its profile, before it allocates anything.
 struct VgpuSetup {
@@ -42,6 +40,7 @@ struct VgpuSetup {
 VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double timeout_s);
 
 struct VgpuArgs {
+  std::string action;  // profiles | detect | share
   std::string catalog;
   // share
   int vms = 2;
@@ -51,7 +50,6 @@ struct VgpuArgs {
   std::string json, log_dir;
   std::vector<std::string> train_args;  // after --
 };
-void add_vgpu_commands(CLI::App& vgpu, VgpuArgs& a);
-int run_vgpu(CLI::App& vgpu, const VgpuArgs& a, const std::vector<std::string>& argv);
+int run_vgpu(const VgpuArgs& a, const std::vector<std::string>& argv);
 
 }  // namespace ringbench

@@ -360,15 +360,6 @@ int exec_mpirun(const SweepConfig& c, const std::vector<std::string>& argv) {
 
 }  // namespace
 
-void add_sweep_options(CLI::App& cmd, SweepArgs& a) {
-  cmd.add_option("config", a.config, "Sweep config (YAML), e.g. configs/quick.yaml");
-  cmd.add_option("--resume", a.resume, "Continue the sweep in this results directory: run only the "
-                 "points not done yet (failed points run again)");
-  cmd.add_option("--out", a.out, "Results directory to create (default: RESULTS/<name>-<UTC time>)");
-  cmd.add_option("--results", a.results, "Where run directories are created")->capture_default_str();
-  cmd.add_flag("--dry-run", a.dry_run, "Validate the config and list the points, run nothing");
-}
-
 int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   if (!a.config.empty() && !a.resume.empty())
     throw Error("give either a config or --resume RUN_DIR (which reruns its own config.yaml), not both");

@@ -4,7 +4,6 @@
 // writes the report. `--resume RUN_DIR` runs only what is not done yet.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,6 @@ struct SweepArgs {
   bool dry_run = false;
 };
 
-void add_sweep_options(CLI::App& cmd, SweepArgs& a);
 int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv);
 
 }  // namespace ringbench

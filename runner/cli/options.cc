@@ -1,0 +1,163 @@
+#include "runner/cli/options.h"
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "runner/backends/backend.h"
+
+namespace ringbench {
+
+void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
+  cmd.add_option("-b,--minbytes", a.minbytes, "Smallest message size in bytes (K, M, G suffixes)")->capture_default_str();
+  cmd.add_option("-e,--maxbytes", a.maxbytes, "Largest message size in bytes")->capture_default_str();
+  cmd.add_option("-f,--stepfactor", a.factor, "Multiply the size by this between rows")->capture_default_str();
+  cmd.add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
+  cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
+  cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
+  std::string impls = "Allreduce implementation: ring (ours)";
+  for (const Backend* b : backends())
+    if (!b->ring) impls += ", " + b->name + " (" + b->help + ")";
+  cmd.add_option("--impl", a.impl, impls)->capture_default_str();
+  cmd.add_option("--transport", a.transport, "Transport of the ring: " + backend_names(is_ring))
+      ->capture_default_str();
+  cmd.add_option("-d,--dtype", a.dtype, "float, half or bfloat16")->capture_default_str();
+  cmd.add_option("-o,--op", a.op, "sum or avg")->capture_default_str();
+  cmd.add_option("--json", a.json, "Also write the results as JSON to this file");
+  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead; "
+                 "any single wait is limited to twice this")->capture_default_str();
+  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
+  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
+                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
+  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
+  cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
+                 "sleeping")->capture_default_str();
+  add_backend_options(cmd);
+  cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
+  cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
+                 "4 segments")->capture_default_str();
+  cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
+  cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
+                 "direct; ring above), ring, direct (one-shot) or rd (recursive doubling)")
+      ->capture_default_str();
+  cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the small-message "
+                 "algorithms")->capture_default_str();
+}
+
+void add_train_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
+  cmd.add_option("--batch", a.batch, "Images per rank per step")->capture_default_str();
+  cmd.add_option("--steps", a.steps, "Measured steps (after the warmup)")->capture_default_str();
+  cmd.add_option("--warmup", a.warmup, "Steps run before measuring")->capture_default_str();
+  cmd.add_option("--epochs", a.epochs, "Real data only: train this many epochs of each rank's shard "
+                 "(warmup included; replaces --steps)")->capture_default_str();
+  std::string transports = "Gradient allreduce:";
+  for (const Backend* b : backends())
+    transports += std::string(b == backends().front() ? " " : ", ") + b->name + " (" + b->help + ")";
+  cmd.add_option("--transport", a.transport, transports)->capture_default_str();
+  cmd.add_option("--device", a.device, "Where to compute: cpu, cuda (GPU local rank mod GPUs; "
+                 "NCCL needs one per rank) or auto (cuda when this build has it and a GPU is here)")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
+                 "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
+  cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
+                 "staged through host memory in pieces of this size, the copies overlapping the "
+                 "allreduce (0: whole buckets)")->capture_default_str();
+  cmd.add_option("--fusion-mb", a.fusion_mb, "Gradient bucket (tensor fusion) threshold in MiB; 0 "
+                 "disables fusion")->capture_default_str();
+  cmd.add_option("--first-bucket-mb", a.first_bucket_mb, "Threshold of the first bucket in MiB, "
+                 "small so communication starts early")->capture_default_str();
+  cmd.add_flag("--no-overlap", a.no_overlap, "Allreduce only after backward has finished (to see "
+               "what overlap saves)");
+  cmd.add_option("--lr", a.lr, "Learning rate for one rank; scaled by the number of ranks")->capture_default_str();
+  cmd.add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
+  cmd.add_option("--weight-decay", a.weight_decay, "L2 weight decay on conv and fc weights")->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Seed of parameters, synthetic data, shuffling and dropout")->capture_default_str();
+  cmd.add_option("--data", a.data, "synthetic (random images, for throughput) or fashion-mnist")->capture_default_str();
+  cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
+                 "/usr/share/datasets/fashion-mnist)");
+  cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
+  cmd.add_option("--classes", a.classes, "Number of classes (0: the model's default)")->capture_default_str();
+  cmd.add_option("--image-size", a.image_size, "Input height and width (0: the model's default)")->capture_default_str();
+  cmd.add_flag("--aux-logits", a.aux_logits, "inception_v3: train with the auxiliary head");
+  cmd.add_option("--threads", a.threads, "Compute threads per rank (0: auto, the CPUs this rank may "
+                 "use (affinity, cgroup quota) that other work is not keeping busy, split between this "
+                 "machine's ranks)")->capture_default_str();
+  cmd.add_option("--log-every", a.log_every, "Print a line every this many steps (0: never)")->capture_default_str();
+  cmd.add_option("--json", a.json, "Write the results and settings as JSON to this file");
+  cmd.add_option("--timeline", a.timeline, "Write a Chrome trace (Perfetto) per rank to this file "
+                 "(rank r's as FILE.rank<r>.json when there are several)");
+  cmd.add_option("--timeline-steps", a.timeline_steps, "Measured steps recorded in the timeline")->capture_default_str();
+  cmd.add_option("--layer-times", a.layer_times, "After the measured steps, run this many more with every layer "
+                 "timed and print where a step's time goes, per kind of layer and the slowest layers (rank 0's; "
+                 "not counted in img/sec: a GPU backend waits for each layer in them)")->capture_default_str();
+  cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
+  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
+  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
+                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
+  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  add_backend_options(cmd);
+  add_vgpu_train_options(cmd, a.vgpu);
+}
+
+void add_vgpu_train_options(CLI::App& cmd, VgpuTrainArgs& a) {
+  cmd.add_option("--profile", a.profile, "vGPU profile this job runs on (T4-4C, P40-8Q, passthrough, "
+                 "bare-metal; see `ringbench vgpu profiles`): checked against the GPU found here, and "
+                 "where emulated its framebuffer caps the backend's memory")->capture_default_str();
+  cmd.add_flag("--allow-profile-mismatch", a.allow_mismatch, "Run even when --profile is not the "
+               "vGPU this VM has (the result is marked as a mismatch)");
+  cmd.add_option("--vgpu-catalog", a.catalog, "vGPU profile catalog (YAML) instead of the built-in one");
+  cmd.add_option("--vgpu-scheduler", a.scheduler, "Socket of an emulated vGPU scheduler (started by "
+                 "`ringbench vgpu share`): this job's device work runs only in the slices it grants");
+}
+
+void add_vgpu_commands(CLI::App& vgpu_cmd, VgpuArgs& a) {
+  vgpu_cmd.require_subcommand(1);
+  vgpu_cmd.add_option("--vgpu-catalog", a.catalog, "vGPU profile catalog (YAML) instead of the built-in one");
+  vgpu_cmd.add_subcommand("profiles", "List the vGPU profile catalog: GPU, profile, framebuffer, "
+                          "vGPUs per GPU, series, and where the numbers come from")
+      ->callback([&a] { a.action = "profiles"; });
+  vgpu_cmd.add_subcommand("detect", "What GPU this machine has (NVML, else nvidia-smi -q) and which "
+                          "vGPU profile, as JSON")
+      ->callback([&a] { a.action = "detect"; });
+  auto* share = vgpu_cmd.add_subcommand(
+      "share",
+      "k emulated VMs of one vGPU profile time-sliced on this machine's device by a scheduler policy; "
+      "each VM is an independent `ringbench train` job (the arguments after --).\n"
+      "ringbench vgpu share --profile T4-4C --vms 4 --policy fixed_share -- --model mobilenet_v1 "
+      "--batch 8 --image-size 96");
+  share->add_option("--profile", a.profile, "vGPU profile of every VM (see `ringbench vgpu profiles`)")->required();
+  share->add_option("--vms", a.vms, "VMs sharing the device (at most the profile's vGPUs per GPU)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  share->add_option("--policy", a.policy, "best_effort, equal_share or fixed_share")->capture_default_str();
+  share->add_option("--slice-ms", a.slice_ms, "Time slice length in milliseconds")->capture_default_str();
+  share->add_option("--timeout", a.timeout_s, "Seconds after which the VMs are killed")->capture_default_str();
+  share->add_option("--json", a.json, "Write per-VM and device results as JSON to this file");
+  share->add_option("--log-dir", a.log_dir, "Where each VM's output goes (default: a temporary "
+                    "directory, removed when all went well)");
+  share->callback([&a] { a.action = "share"; });
+  share->add_option("train_args", a.train_args, "`ringbench train` options of every VM, after --")->required();
+}
+
+void add_doctor_options(CLI::App& cmd, DoctorArgs& a) {
+  cmd.add_option("--json", a.json, "Also write the report as JSON to this file");
+  cmd.add_option("--config", a.config, "A sweep config: every host must load it with the same hash");
+  cmd.add_option("--iface", a.iface, "Network interface the ranks talk on (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: the job's secret (mode 600)");
+  cmd.add_option("--timeout", a.timeout_s, "Seconds to wait for any host")->capture_default_str();
+}
+
+void add_sweep_options(CLI::App& cmd, SweepArgs& a) {
+  cmd.add_option("config", a.config, "Sweep config (YAML), e.g. configs/quick.yaml");
+  cmd.add_option("--resume", a.resume, "Continue the sweep in this results directory: run only the "
+                 "points not done yet (failed points run again)");
+  cmd.add_option("--out", a.out, "Results directory to create (default: RESULTS/<name>-<UTC time>)");
+  cmd.add_option("--results", a.results, "Where run directories are created")->capture_default_str();
+  cmd.add_flag("--dry-run", a.dry_run, "Validate the config and list the points, run nothing");
+}
+
+}  // namespace ringbench
