@@ -13,9 +13,14 @@
 #            RINGBENCH_FUZZ_SECONDS (60) over its corpus; a crash fails the pass.
 # Usage: scripts/test.sh [--only PASS[,PASS...]]
 # env: RINGBENCH_SKIP_SANITIZERS=1 (no asan, tsan), RINGBENCH_CUDA=OFF (no cuda),
-#      CTEST_JOBS (1: tests one at a time; some compare timings on a 2-core machine).
-# Every pass runs even when an earlier one failed; the script ends with a table of each phase's
-# time and exits nonzero if any phase failed.
+#      CTEST_JOBS (1: tests one at a time; some compare timings on a 2-core machine),
+#      RINGBENCH_BUILD_BEHIND=0 (build every pass before testing any, instead of behind the tests).
+# The release tree is built first. The other passes' trees are then built in the background at
+# a low priority (nice 10) while the tests run: tests leave a core idle much of the time (ranks
+# waiting on each other, timeouts), and that time goes to the next pass's build. Every test is
+# green beside a far heavier load (stress-ng --cpu 2, issue 21). Each pass's tests wait for its
+# build. Every pass runs even when an earlier one failed; the script ends with a table of each
+# phase's start and time and exits nonzero if any phase failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 only=""
@@ -35,7 +40,10 @@ done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun tests as root (CI)
 jobs=${CTEST_JOBS:-1}
 
-phases=() failed=()
+state=$(mktemp -d /tmp/ringbench-test.XXXXXX)  # phase records of both lanes, build logs
+lane=""  # the background lane's process group
+trap '[ -n "$lane" ] && kill -- -"$lane" 2>/dev/null; rm -rf "$state"' EXIT
+t0=$(date +%s)
 phase() {  # NAME COMMAND...: runs and times one phase; a failure is recorded, not fatal
   local name=$1 start rc
   shift
@@ -43,9 +51,12 @@ phase() {  # NAME COMMAND...: runs and times one phase; a failure is recorded, n
   start=$(date +%s)
   "$@"
   rc=$?
-  phases+=("$(printf '%-22s %6ds  %s' "$name" $(($(date +%s) - start)) "$([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)")")")
-  [ $rc = 0 ] || failed+=("$name")
+  record "$name" "$start" $rc
   return $rc
+}
+record() {  # NAME START RC: a line of the phase table (both lanes append to one file)
+  printf '%d\t%-22s %6ds %6ds  %s\n' "$2" "$1" $(($2 - t0)) $(($(date +%s) - $2)) \
+    "$([ "$3" = 0 ] && echo ok || echo "FAILED (exit $3)")" >> "$state/phases"
 }
 wanted() {  # PASS: whether this run includes the pass
   [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]
@@ -55,14 +66,45 @@ run_ctest() {  # DIR [ctest args...]
   shift
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$jobs" "$@")
 }
-build_pass() {  # PASS DIR TEST_FUNCTION SELECT_FUNCTION [CMAKE_ARGS...]: configure, build, test
-  local pass=$1 dir=$2 test_fn=$3 select_fn=$4 targets
-  shift 4
+configure_pass() {  # PASS DIR SELECT_FUNCTION [CMAKE_ARGS...]: configure; targets to $state/PASS.targets
+  local pass=$1 dir=$2 select_fn=$3
+  shift 3
   phase "$pass configure" "$root/scripts/build.sh" --configure-only "$dir" "$@" || return
-  targets=$("$select_fn" "$dir") || { failed+=("$pass targets"); return 1; }
-  # shellcheck disable=SC2086  # a list of target names
-  phase "$pass build" "$root/scripts/build.sh" --build-only "$dir" $targets || return
-  phase "$pass test" "$test_fn" "$dir"
+  "$select_fn" "$dir" > "$state/$pass.targets" || { record "$pass targets" "$(date +%s)" 1; return 1; }
+}
+build_targets() {  # PASS DIR: builds what configure_pass selected
+  # shellcheck disable=SC2046  # a list of target names
+  "$root/scripts/build.sh" --build-only "$2" $(cat "$state/$1.targets")
+}
+# The background lane: configures and builds each later pass in turn, nice 10, its output in
+# $state/PASS.log; $state/PASS.built holds the build's exit status when it is done.
+build_lane() {
+  local spec pass dir select_fn rc
+  for spec in "${later[@]}"; do
+    read -r pass dir select_fn _ <<< "$spec"
+    {
+      rc=1
+      if [ "$pass" = fuzz ]; then
+        phase "fuzz build" "$root/scripts/fuzz.sh" --build-only && rc=0
+      else
+        # shellcheck disable=SC2086  # the pass's cmake arguments
+        configure_pass "$pass" "$dir" "$select_fn" ${spec#* * * } &&
+          phase "$pass build" build_targets "$pass" "$dir" && rc=0
+      fi
+    } > "$state/$pass.log" 2>&1
+    echo $rc > "$state/$pass.built"
+  done
+}
+await_build() {  # PASS: waits for the lane to build PASS, shows its output; fails if the build did
+  local pass=$1
+  until [ -f "$state/$pass.built" ]; do
+    [ -n "$lane" ] && kill -0 "$lane" 2>/dev/null || [ -f "$state/$pass.built" ] ||
+      { echo "scripts/test.sh: the build lane ended before building $pass" >&2; record "$pass build" "$(date +%s)" 1; return 1; }
+    sleep 2
+  done
+  echo "== $pass build (behind the tests, nice 10; log $state/$pass.log) =="
+  if [ "$(cat "$state/$pass.built")" = 0 ]; then grep -E '^== |^\[[0-9]+/[0-9]+\]' "$state/$pass.log" | tail -3
+  else cat "$state/$pass.log"; return 1; fi
 }
 # The executables of the tests that `ctest ARGS` selects in DIR: what a pass must build (a test's
 # own dependencies, such as the ringbench binary of the CLI tests, come along). Read from the
@@ -100,35 +142,54 @@ test_cuda() {
   run_ctest "$1" -R 'GpuOptions|Nccl|Cudnn'
 }
 
-t0=$(date +%s)
 phase install "$root/scripts/install-deps.sh" || true
 
 sanitizers=$([ "${RINGBENCH_SKIP_SANITIZERS:-0}" = 1 ] && echo off || echo on)
-wanted release && build_pass release "$root/build" test_release select_all
-[ "$sanitizers" = on ] && wanted asan && build_pass asan "$root/build-asan" test_asan select_asan \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined -DRINGBENCH_BUILD_BENCH=OFF
-[ "$sanitizers" = on ] && wanted tsan && build_pass tsan "$root/build-tsan" test_tsan select_tsan \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=thread -DRINGBENCH_BUILD_BENCH=OFF
-
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+# The passes after release: "PASS DIR SELECT_FUNCTION CMAKE_ARGS..." (fuzz: scripts/fuzz.sh's).
+later=()
+no_bench=-DRINGBENCH_BUILD_BENCH=OFF
+[ "$sanitizers" = on ] && wanted asan && later+=("asan $root/build-asan select_asan \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined $no_bench")
+[ "$sanitizers" = on ] && wanted tsan && later+=("tsan $root/build-tsan select_tsan \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=thread $no_bench")
 if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
-  cuda_args=(-DRINGBENCH_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DRINGBENCH_BUILD_BENCH=OFF)
-  [ -f "$(dirname "$(dirname "$nvcc")")/include/nccl.h" ] && cuda_args+=(-DRINGBENCH_WITH_NCCL=ON)
-  echo "CUDA build: ${cuda_args[*]}"
-  build_pass cuda "$root/build-cuda" test_cuda select_cuda "${cuda_args[@]}"
+  cuda_args="-DRINGBENCH_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc $no_bench"
+  [ -f "$(dirname "$(dirname "$nvcc")")/include/nccl.h" ] && cuda_args+=" -DRINGBENCH_WITH_NCCL=ON"
+  echo "CUDA build: $cuda_args"
+  later+=("cuda $root/build-cuda select_cuda $cuda_args")
 elif wanted cuda; then
   echo "== CUDA build: skipped (${RINGBENCH_CUDA:+RINGBENCH_CUDA=$RINGBENCH_CUDA, }no nvcc at $nvcc) =="
 fi
+wanted fuzz && later+=("fuzz $root/build-fuzz -")
 
-if wanted fuzz; then
-  phase "fuzz build" "$root/scripts/fuzz.sh" --build-only &&
-    phase "fuzz run" "$root/scripts/fuzz.sh" --run-only
+release_built=0
+wanted release && configure_pass release "$root/build" select_all &&
+  phase "release build" build_targets release "$root/build" && release_built=1
+if [ ${#later[@]} -gt 0 ] && [ "${RINGBENCH_BUILD_BEHIND:-1}" = 0 ]; then
+  build_lane
+elif [ ${#later[@]} -gt 0 ]; then
+  set -m  # the lane in a process group of its own, so that an interrupted run stops its builds
+  (renice -n 10 -p "$BASHPID" > /dev/null; build_lane) &
+  lane=$!
+  set +m
 fi
+[ $release_built = 1 ] && phase "release test" test_release "$root/build"
+for spec in "${later[@]}"; do
+  read -r pass dir _ <<< "$spec"
+  await_build "$pass" || continue
+  if [ "$pass" = fuzz ]; then phase "fuzz run" "$root/scripts/fuzz.sh" --run-only
+  else phase "$pass test" "test_$pass" "$dir"; fi
+done
+[ -n "$lane" ] && wait
+lane=""
 
 echo
 echo "== phase times =="
-printf '%s\n' "${phases[@]}"
-printf '%-22s %6ds\n' total $(($(date +%s) - t0))
+printf '%-22s %7s %7s\n' phase start time
+sort -s -n -k1,1 "$state/phases" | cut -f2-  # by start; ties in the order run
+printf '%-22s %7s %6ds\n' total "" $(($(date +%s) - t0))
+mapfile -t failed < <(grep -v '  ok$' "$state/phases" | cut -f2 | cut -c1-22 | sed 's/ *$//')
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"
   exit 1
