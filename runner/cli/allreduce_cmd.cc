@@ -14,6 +14,7 @@
 #include "base/errors.h"
 #include "runner/backends/backend.h"
 #include "runner/cli/collective.h"
+#include "runner/cli/command.h"
 #include "runner/cli/allreduce_rows.h"
 #include "base/bytes.h"
 #include "runner/cli/gpu.h"
@@ -85,213 +86,262 @@ NetArgs net_args(const AllreduceArgs& a) {
   return net;
 }
 
+// The sweep the options ask for, parsed and checked (before any rank starts).
+struct Sweep {
+  const AllreduceArgs& a;
+  size_t minb = 0, maxb = 0;
+  DType dtype{};
+  ReduceOp op{};
+  size_t es = 0;  // bytes per element
+};
+
+Sweep parse_sweep(const AllreduceArgs& a) {
+  Sweep s{a};
+  s.minb = parse_bytes(a.minbytes);
+  s.maxb = parse_bytes(a.maxbytes);
+  s.dtype = parse_dtype(a.dtype);
+  s.op = parse_op(a.op);
+  validate(a, s.minb, s.maxb);
+  s.es = dtype_size(s.dtype);
+  return s;
+}
+
+// The options that shape the sweep: every rank must run the same one.
+std::string sweep_shape(const Sweep& s) {
+  const AllreduceArgs& a = s.a;
+  return "-b " + std::to_string(s.minb) + " -e " + std::to_string(s.maxb) + " -f " + std::to_string(a.factor) +
+         " -n " + std::to_string(a.iters) + " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
+         " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(s.dtype) + " --op " +
+         op_name(s.op) + " --segment " + a.segment + " --min-segment " + a.min_segment + " --algo " + a.algo +
+         " --direct-max " + a.direct_max;
+}
+
+AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout) {
+  AllreduceOptions ao;  // our ring's; other backends have their own
+  ao.ring.segment_bytes = parse_bytes(a.segment);
+  ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
+  ao.ring.depth = a.depth;
+  ao.ring.timeout = 2 * timeout;
+  ao.algo = parse_algo(a.algo);
+  ao.direct_max_bytes = parse_bytes(a.direct_max);
+  return ao;
+}
+
+json path_json(const Communicator& comm) {
+  json path;
+  for (auto& [k, v] : comm.path_info()) path[k] = v;
+  return path;
+}
+
+json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, const Collective& coll,
+                const std::vector<std::string>& argv, const json& hosts) {
+  const AllreduceArgs& a = s.a;
+  json meta = job.common_meta(argv, hosts);
+  meta.update({{"collective", coll.name},
+               {"impl", a.impl},
+               {"transport", backend.name},
+               {"store", job.store->describe()},
+               {"dtype", dtype_name(s.dtype)},
+               {"op", op_name(s.op)},
+               {"options", {{"minbytes", s.minb}, {"maxbytes", s.maxb}, {"stepfactor", a.factor},
+                            {"iters", a.iters}, {"warmup_iters", a.warmup}, {"check", a.check},
+                            {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
+                            {"min_segment_bytes", parse_bytes(a.min_segment)},
+                            {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
+                            {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}}});
+  if (backend.options_json) meta["options"].update(backend.options_json());
+  return meta;
+}
+
+// The `#` lines above the table: build, options, algorithm, every rank's host and path, GPUs.
+void print_header(const RankJob& job, const Sweep& s, const Backend& backend, const json& hosts) {
+  const AllreduceArgs& a = s.a;
+  const int n = job.n;
+  auto b = build_info();
+  std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
+              b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
+              backend.title.c_str(), backend.over.c_str(),
+              n, job.world->launcher.c_str(), job.store->describe().c_str());
+  std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
+              b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
+              hosts[0]["reduce_isa"].get<std::string>().c_str());
+  std::printf("# options: -b %zu -e %zu -f %g -n %d -w %d -c %d --dtype %s --op %s --timeout %g",
+              s.minb, s.maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(s.dtype), op_name(s.op),
+              a.timeout_s);
+  if (backend.ring)
+    std::printf(" --segment %zu --min-segment %zu --depth %d --sockets-per-peer %d --spin-us %d --algo %s --direct-max %zu",
+                parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
+                a.spin_us, a.algo.c_str(),
+                parse_bytes(a.direct_max));
+  if (backend.options_line) std::printf("%s", backend.options_line().c_str());
+  std::printf("\n");
+  if (backend.ring)
+    std::printf("# algorithm per row: %s\n",
+                a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
+                                                                   : "direct (one-shot)") +
+                                    std::string(" up to ") +
+                                    std::to_string(parse_bytes(a.direct_max)) + " B, ring above")
+                                       .c_str()
+                                 : a.algo.c_str());
+  for (auto& h : hosts) {
+    std::printf("#  rank %2d  host %s  pid %d  cpu %s  path:", h["rank"].get<int>(),
+                h["host"].get<std::string>().c_str(), h["pid"].get<int>(),
+                h["cpu"].get<std::string>().c_str());
+    for (auto& [k, v] : h["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
+    std::printf("\n");
+  }
+  print_gpu_lines(hosts);
+  std::printf("#\n#%66s%-34s %s\n", "", "out-of-place", "in-place");
+  std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "size", "count",
+              "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+              "busbw", "#wrong");
+  std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "(B)",
+              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+              "(GB/s)", "");
+  std::fflush(stdout);
+}
+
+// One rank's implementation of the collective over its buffers, sized for the largest count.
+struct Bench {
+  const Sweep& s;
+  const Collective& coll;
+  AllreducePlan& impl;
+  char *in, *out;
+};
+
+// This rank's measurement of one point: the check's wrong elements (-c 1) and every timed
+// iteration; `algo` is the algorithm that ran.
+Measured measure(const Bench& b, const RankJob& job, size_t count, bool inplace, const char*& algo) {
+  const AllreduceArgs& a = b.s.a;
+  Measured m;
+  b.coll.fill(b.s.dtype, inplace ? b.out : b.in, count, job.rank, job.n);
+  b.impl.load_input(count, inplace);  // device implementations: to the GPU
+  if (a.check) {
+    algo = b.impl.run(count, inplace);
+    b.impl.fetch_result(count);
+    m.wrong = b.coll.check(b.s.dtype, b.out, count, job.n, b.s.op);
+  }
+  for (int i = 0; i < a.warmup; ++i) b.impl.run(count, inplace);
+  for (int i = 0; i < a.iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    algo = b.impl.run(count, inplace);
+    m.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return m;
+}
+
+// The table so far: rank 0's rows, and the wrong elements (rank 0: every rank's; the others:
+// their own).
+struct Table {
+  std::vector<json> rows;
+  double busbw_sum = 0;
+  int busbw_rows = 0, point = 0;
+  uint64_t total_wrong = 0;
+};
+
+// Every rank measures the point and publishes it; rank 0 summarises every rank's into a row.
+Row run_point(const Bench& b, const RankJob& job, size_t count, bool inplace, Table& t, std::string& row_algo) {
+  const AllreduceArgs& a = b.s.a;
+  const char* algo = "";
+  const Measured m = measure(b, job, count, inplace, algo);
+  const std::string key = "allreduce/point/" + std::to_string(t.point++) + "/";
+  job.store->set(key + std::to_string(job.rank), pack(m));
+  if (job.rank != 0) {
+    t.total_wrong += m.wrong;
+    return {};
+  }
+  std::vector<Measured> all;
+  for (int r = 0; r < job.n; ++r) {
+    const std::string rank_key = key + std::to_string(r);
+    all.push_back(unpack(get_from_rank(*job.store, rank_key, r, 2 * job.timeout), rank_key, r, a.iters, count));
+  }
+  const size_t es = b.s.es;
+  const Row row = summarize(all, count * es, b.coll.busbw_factor(job.n));
+  t.total_wrong += row.wrong;
+  t.rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(b.s.dtype)},
+                    {"op", op_name(b.s.op)}, {"inplace", inplace}, {"algo", algo},
+                    {"time_us", row.time_us}, {"p50_us", row.p50_us},
+                    {"p99_us", row.p99_us}, {"algbw_gbps", row.algbw},
+                    {"busbw_gbps", row.busbw},
+                    {"wrong", a.check ? json(row.wrong) : json(nullptr)}});
+  t.busbw_sum += row.busbw;
+  row_algo = algo;
+  ++t.busbw_rows;
+  return row;
+}
+
+void print_row(const Sweep& s, size_t count, const std::string& algo, const Row (&results)[2]) {
+  auto wrong = [&](const Row& r) { return s.a.check ? std::to_string(r.wrong) : std::string("N/A"); };
+  std::printf("%12zu %13zu %9s %6s %6s %10.1f %8.3f %8.3f %7s %10.1f %8.3f %8.3f %7s\n",
+              count * s.es, count, dtype_name(s.dtype), op_name(s.op), algo.c_str(),
+              results[0].time_us, results[0].algbw,
+              results[0].busbw, wrong(results[0]).c_str(), results[1].time_us,
+              results[1].algbw, results[1].busbw, wrong(results[1]).c_str());
+  std::fflush(stdout);
+}
+
+void print_footer(const Sweep& s, const Table& t) {
+  std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(t.total_wrong),
+              !s.a.check ? "(not checked: -c 0)" : t.total_wrong ? "FAILED" : "OK");
+  std::printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", t.busbw_rows ? t.busbw_sum / t.busbw_rows : 0.0);
+  std::fflush(stdout);
+}
+
+// The size after `bytes`: `factor` times larger, at least one element more, at most maxb.
+size_t next_size(const Sweep& s, size_t bytes) {
+  size_t next = static_cast<size_t>(std::ceil(static_cast<double>(bytes) * s.a.factor));
+  return std::min(s.maxb, std::max(next, bytes + s.es));  // from 0, the next size is 1 element
+}
+
 }  // namespace
 
 int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) {
-  const size_t minb = parse_bytes(a.minbytes), maxb = parse_bytes(a.maxbytes);
-  const DType dtype = parse_dtype(a.dtype);
-  const ReduceOp op = parse_op(a.op);
-  validate(a, minb, maxb);
+  const Sweep s = parse_sweep(a);
   const Backend& backend = chosen_backend(a);
   const Collective& coll = allreduce_collective();
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
-  if (auto code = launch_ranks_here(a.ranks, backend.gpu_buffers ? "--impl " + backend.name : "", argv, timeout))
-    return *code;
-  auto world = make_command_world({a.ranks, a.addr, a.iface, a.secret_file, timeout}, backend.needs_mpirun);
-  const int rank = world->rank, n = world->size;
-  Store& store = *world->store;
-  const std::string tag = "[rank " + std::to_string(rank) + "] ";
+  RankJob job = start_rank_job({"allreduce", a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
+                                backend.gpu_buffers ? "--impl " + backend.name : "", backend.needs_mpirun},
+                               argv);
+  if (job.launched) return *job.launched;
 
   json meta;
-  std::vector<json> rows;
-  auto write_json = [&](const std::string& error) {
-    if (rank != 0 || a.json.empty()) return;
-    json doc = {{"meta", meta}, {"rows", rows}};
-    if (!error.empty()) doc["error"] = error;
-    write_file_atomic(a.json, doc.dump(2) + "\n");
-  };
-  uint64_t total_wrong = 0;
+  Table t;
   try {
-    // Every rank must run the same sweep; compare the options that shape it with rank 0's.
-    const std::string shape = "-b " + std::to_string(minb) + " -e " + std::to_string(maxb) +
-                              " -f " + std::to_string(a.factor) + " -n " + std::to_string(a.iters) +
-                              " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
-                              " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(dtype) + " --op " +
-                              op_name(op) + " --segment " + a.segment + " --min-segment " + a.min_segment +
-                              " --algo " + a.algo + " --direct-max " + a.direct_max;
     // Every rank checks every rank, so all of them stop with the same message.
-    check_same_options(store, "allreduce/shape", shape, rank, n, timeout, "run the same sweep");
-
-    const size_t es = dtype_size(dtype);
-    const size_t max_count = maxb / es;
-    AlignedBuffer in(max_count * es), out(max_count * es);
-
-    if (backend.gpu_buffers) use_local_gpu(*world);
-    auto comm = backend.make({store, rank, n, *world, timeout, net_args(a), "allreduce"});
-    json path;
-    for (auto& [k, v] : comm->path_info()) path[k] = v;
-    AllreduceOptions ao;  // our ring's; other backends have their own
-    ao.ring.segment_bytes = parse_bytes(a.segment);
-    ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
-    ao.ring.depth = a.depth;
-    ao.ring.timeout = 2 * timeout;
-    ao.algo = parse_algo(a.algo);
-    ao.direct_max_bytes = parse_bytes(a.direct_max);
-    const std::unique_ptr<AllreducePlan> impl = coll.plan(*comm, in.data, out.data, max_count, dtype, op, ao);
-    json self = host_info();
-    self["rank"] = rank;
-    self["path"] = path;
-    self["gpu"] = gpu_json();
-    store.set("allreduce/meta/" + std::to_string(rank), self.dump());
-
-    if (rank == 0) {
-      json hosts = json::array();
-      for (int r = 0; r < n; ++r)
-        hosts.push_back(get_rank_json(store, "allreduce/meta/" + std::to_string(r), r, timeout));
-      meta = {{"command", argv},
-              {"collective", coll.name},
-              {"impl", a.impl},
-              {"transport", backend.name},
-              {"launcher", world->launcher},
-              {"ranks", n},
-              {"job_id", world->job_id},
-              {"store", store.describe()},
-              {"dtype", dtype_name(dtype)},
-              {"op", op_name(op)},
-              {"options", {{"minbytes", minb}, {"maxbytes", maxb}, {"stepfactor", a.factor},
-                           {"iters", a.iters}, {"warmup_iters", a.warmup}, {"check", a.check},
-                           {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
-                           {"min_segment_bytes", parse_bytes(a.min_segment)},
-                           {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
-                           {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}},
-              {"build", build_info()},
-              {"hosts", hosts}};
-      if (backend.options_json) meta["options"].update(backend.options_json());
-      auto b = build_info();
-      std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
-                  b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
-                  backend.title.c_str(), backend.over.c_str(),
-                  n, world->launcher.c_str(), store.describe().c_str());
-      std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
-                  b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
-                  hosts[0]["reduce_isa"].get<std::string>().c_str());
-      std::printf("# options: -b %zu -e %zu -f %g -n %d -w %d -c %d --dtype %s --op %s --timeout %g",
-                  minb, maxb, a.factor, a.iters, a.warmup, a.check, dtype_name(dtype), op_name(op),
-                  a.timeout_s);
-      if (backend.ring)
-        std::printf(" --segment %zu --min-segment %zu --depth %d --sockets-per-peer %d --spin-us %d --algo %s --direct-max %zu",
-                    parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
-                    a.spin_us, a.algo.c_str(),
-                    parse_bytes(a.direct_max));
-      if (backend.options_line) std::printf("%s", backend.options_line().c_str());
-      std::printf("\n");
-      if (backend.ring)
-        std::printf("# algorithm per row: %s\n",
-                    a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
-                                                                       : "direct (one-shot)") +
-                                        std::string(" up to ") +
-                                        std::to_string(parse_bytes(a.direct_max)) + " B, ring above")
-                                           .c_str()
-                                     : a.algo.c_str());
-      for (auto& h : hosts) {
-        std::printf("#  rank %2d  host %s  pid %d  cpu %s  path:", h["rank"].get<int>(),
-                    h["host"].get<std::string>().c_str(), h["pid"].get<int>(),
-                    h["cpu"].get<std::string>().c_str());
-        for (auto& [k, v] : h["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
-        std::printf("\n");
-      }
-      print_gpu_lines(hosts);
-      std::printf("#\n#%66s%-34s %s\n", "", "out-of-place", "in-place");
-      std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "size", "count",
-                  "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-                  "busbw", "#wrong");
-      std::printf("#%11s %13s %9s %6s %6s %10s %8s %8s %7s %10s %8s %8s %7s\n", "(B)",
-                  "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                  "(GB/s)", "");
-      std::fflush(stdout);
-      write_json("");
+    job.check_same_options(sweep_shape(s), "run the same sweep");
+    const size_t max_count = s.maxb / s.es;
+    AlignedBuffer in(max_count * s.es), out(max_count * s.es);
+    if (backend.gpu_buffers) use_local_gpu(*job.world);
+    auto comm = backend.make({*job.store, job.rank, job.n, *job.world, timeout, net_args(a), "allreduce"});
+    const json path = path_json(*comm);
+    const std::unique_ptr<AllreducePlan> impl =
+        coll.plan(*comm, in.data, out.data, max_count, s.dtype, s.op, allreduce_options(a, timeout));
+    const json hosts = job.exchange_hosts(job.host_record(path, gpu_json()), false);
+    if (job.rank == 0) {
+      meta = sweep_meta(job, s, backend, coll, argv, hosts);
+      print_header(job, s, backend, hosts);
+      job.write_json({{"meta", meta}, {"rows", t.rows}});
     }
 
-    double busbw_sum = 0;
-    int busbw_rows = 0, point = 0;
-    for (size_t bytes = minb;;) {
-      const size_t count = bytes / es;
-      Row results[2];
+    const Bench bench{s, coll, *impl, in.data, out.data};
+    for (size_t bytes = s.minb;; bytes = next_size(s, bytes)) {
+      const size_t count = bytes / s.es;
       std::string row_algo;
-      for (int ip = 0; ip < 2; ++ip) {
-        const bool inplace = ip == 1;
-        char* result = out.data;
-        const char* algo = "";
-        Measured m;
-        coll.fill(dtype, inplace ? out.data : in.data, count, rank, n);
-        impl->load_input(count, inplace);  // device implementations: to the GPU
-        if (a.check) {
-          algo = impl->run(count, inplace);
-          impl->fetch_result(count);
-          m.wrong = coll.check(dtype, result, count, n, op);
-        }
-        for (int i = 0; i < a.warmup; ++i) impl->run(count, inplace);
-        for (int i = 0; i < a.iters; ++i) {
-          auto t0 = std::chrono::steady_clock::now();
-          algo = impl->run(count, inplace);
-          m.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-        }
-        const std::string key = "allreduce/point/" + std::to_string(point++) + "/";
-        store.set(key + std::to_string(rank), pack(m));
-        if (rank == 0) {
-          std::vector<Measured> all;
-          for (int r = 0; r < n; ++r) {
-            const std::string rank_key = key + std::to_string(r);
-            all.push_back(unpack(get_from_rank(store, rank_key, r, 2 * timeout), rank_key, r, a.iters, count));
-          }
-          results[ip] = summarize(all, count * es, coll.busbw_factor(n));
-          total_wrong += results[ip].wrong;
-          rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(dtype)},
-                          {"op", op_name(op)}, {"inplace", inplace}, {"algo", algo},
-                          {"time_us", results[ip].time_us}, {"p50_us", results[ip].p50_us},
-                          {"p99_us", results[ip].p99_us}, {"algbw_gbps", results[ip].algbw},
-                          {"busbw_gbps", results[ip].busbw},
-                          {"wrong", a.check ? json(results[ip].wrong) : json(nullptr)}});
-          busbw_sum += results[ip].busbw;
-          row_algo = algo;
-          ++busbw_rows;
-        } else {
-          total_wrong += m.wrong;
-        }
+      const Row results[2] = {run_point(bench, job, count, false, t, row_algo),
+                              run_point(bench, job, count, true, t, row_algo)};
+      if (job.rank == 0) {
+        print_row(s, count, row_algo, results);
+        job.write_json({{"meta", meta}, {"rows", t.rows}});
       }
-      if (rank == 0) {
-        auto wrong = [&](const Row& r) { return a.check ? std::to_string(r.wrong) : std::string("N/A"); };
-        std::printf("%12zu %13zu %9s %6s %6s %10.1f %8.3f %8.3f %7s %10.1f %8.3f %8.3f %7s\n",
-                    count * es, count, dtype_name(dtype), op_name(op), row_algo.c_str(),
-                    results[0].time_us, results[0].algbw,
-                    results[0].busbw, wrong(results[0]).c_str(), results[1].time_us,
-                    results[1].algbw, results[1].busbw, wrong(results[1]).c_str());
-        std::fflush(stdout);
-        write_json("");
-      }
-      if (bytes >= maxb) break;
-      size_t next = static_cast<size_t>(std::ceil(static_cast<double>(bytes) * a.factor));
-      bytes = std::min(maxb, std::max(next, bytes + es));  // from 0, the next size is 1 element
+      if (bytes >= s.maxb) break;
     }
-    if (rank == 0) {
-      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
-                  !a.check ? "(not checked: -c 0)" : total_wrong ? "FAILED" : "OK");
-      std::printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", busbw_rows ? busbw_sum / busbw_rows : 0.0);
-      std::fflush(stdout);
-    }
+    if (job.rank == 0) print_footer(s, t);
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::cerr << tag + "ringbench allreduce: error: " + e.what() + "\n" << std::flush;  // one write per line
-    try {
-      write_json(e.what());
-    } catch (const std::exception& e2) {
-      std::cerr << tag + "ringbench allreduce: the error is not in the JSON either: " + e2.what() + "\n";
-    }
-    world->mpi = false;  // MPI_Finalize could wait for ranks that died; mpirun ends the job
-    return 1;
+    return job.fail(e, {{"meta", meta}, {"rows", t.rows}}, e.what());
   }
-  if (total_wrong) std::cerr << tag + std::to_string(total_wrong) + " wrong elements\n";
-  return total_wrong ? 2 : 0;
+  if (t.total_wrong) std::cerr << job.tag + std::to_string(t.total_wrong) + " wrong elements\n";
+  return t.total_wrong ? 2 : 0;
 }
 
 }  // namespace ringbench

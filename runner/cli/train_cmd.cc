@@ -19,6 +19,7 @@
 #include "models/zoo.h"
 #include "ringbench/config.h"
 #include "runner/cli/allreduce_cmd.h"
+#include "runner/cli/command.h"
 #include "runner/backends/backend.h"
 #include "base/bytes.h"
 #include "runner/cli/cpu_budget.h"
@@ -191,25 +192,27 @@ std::string timeline_path(const std::string& base, int rank, int n) {
 }
 
 
-// Every rank's host facts (`self`), as rank 0 lists them; deterministic initialisation must
-// give every rank the same parameters, so each checks every rank's hash against its own.
-json exchange_hosts(Store& store, int rank, int n, json self, const std::vector<float>& params, Millis timeout) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the parameters' bits
+// FNV-1a over the parameters' bits: deterministic initialisation gives every rank the same.
+uint64_t param_hash(const std::vector<float>& params) {
+  uint64_t h = 1469598103934665603ull;
   for (float v : params) {
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
     h = (h ^ bits) * 1099511628211ull;
   }
+  return h;
+}
+
+// Every rank's host facts (`self`), as every rank lists them; each checks every rank's
+// parameter hash against its own.
+json exchange_hosts(const RankJob& job, json self, const std::vector<float>& params) {
+  const uint64_t h = param_hash(params);
   self["param_hash"] = h;
-  store.set("train/meta/" + std::to_string(rank), self.dump());
-  json hosts = json::array();
-  for (int r = 0; r < n; ++r) {
-    hosts.push_back(get_rank_json(store, "train/meta/" + std::to_string(r), r, timeout));
-    if (hosts.back()["param_hash"] != h)
+  return job.exchange_hosts(self, true, [&](const json& host, int r) {
+    if (host.value("param_hash", json()) != h)
       throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
-                  std::to_string(rank) + " (different build or seed?)");
-  }
-  return hosts;
+                  std::to_string(job.rank) + " (different build or seed?)");
+  });
 }
 
 // Every rank's test-set result, summed over the ranks (every rank calls it: each publishes its own).
@@ -315,23 +318,328 @@ void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vg
               vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
                                       vgpu.profile).c_str() : "");
 }
+
+// The model, checked before any rank starts, so that a typo fails once, at once.
+m::Graph build_graph(const TrainArgs& a) {
+  m::ModelOptions mo{a.classes, a.image_size, a.aux_logits, -1};
+  try {
+    return m::build_model(a.model, mo);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+}
+
+// The options that shape the training: every rank must share them.
+std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placement& where) {
+  return a.model + " batch " + std::to_string(a.batch) + " steps " + std::to_string(a.steps) + " warmup " +
+         std::to_string(a.warmup) + " epochs " + std::to_string(a.epochs) + " transport " + a.transport +
+         " fusion " + std::to_string(a.fusion_mb) + " first " + std::to_string(a.first_bucket_mb) + " data " +
+         a.data + " classes " + std::to_string(graph.output_node().out.c) + " size " +
+         to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) + " overlap " +
+         std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) + " layer_times " +
+         std::to_string(a.layer_times) + " device " + where.device;
+}
+
+// Where this rank computes: its threads, its GPU (-1: none), and the network.
+struct Compute {
+  std::optional<CpuBudget> budget;  // --threads 0: what the machine has to spare
+  int threads = 1;
+  int gpu = -1;
+  std::unique_ptr<m::Network> net;
+};
+
+// Sets up `c`, and `vgpu` from --profile. The CPU budget is measured after the ranks' last
+// barrier (the option check), so that siblings starting up are not counted busy.
+void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const TrainArgs& a, const m::Graph& graph,
+                    const Placement& where) {
+  const bool on_gpu = where.device == "cuda";
+  if (a.threads == 0) c.budget = measure_cpu_budget(ranks_on_this_host(*job.world));
+  c.threads = c.budget ? c.budget->threads : a.threads;
+  m::set_compute_threads(c.threads);
+  c.gpu = on_gpu ? use_local_gpu(*job.world) : -1;  // current from here on
+  vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : where.backend, a.timeout_s);
+  if (job.rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
+  c.net = m::make_network(where.backend, graph, a.batch);
+  if (c.net->on_device() != on_gpu)
+    throw Error("the " + c.net->backend() + " backend computes on the " + (c.net->on_device() ? "GPU" : "CPU") +
+                ", not on --device " + where.device);
+}
+
+// The batches this rank trains on, and how many steps (warmup included).
+struct TrainData {
+  std::unique_ptr<m::BatchSource> source;
+  m::Dataset train_set, test_set;  // Fashion-MNIST's (test_set: with --eval)
+  int64_t total_steps = 0;
+};
+
+// Synthetic data, or this rank's shard of Fashion-MNIST. In place: the source refers to the
+// training set.
+void load_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int rank, int n) {
+  d.total_steps = int64_t(a.warmup) + a.steps;
+  if (a.data == "synthetic") {
+    d.source = m::make_synthetic_source(graph.input_dims(), graph.output_node().out.c, a.batch, a.seed, rank);
+    return;
+  }
+  const std::string dir = a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir;
+  d.train_set = m::load_fashion_mnist(dir, true, rank, n);
+  if (!(d.train_set.dims == graph.input_dims()))
+    throw Error("Fashion-MNIST images are " + m::to_string(d.train_set.dims) + " but " + a.model + " takes " +
+                m::to_string(graph.input_dims()) + ": use --model lenet");
+  d.source = m::make_dataset_source(d.train_set, a.batch, a.seed);
+  if (a.epochs > 0) {
+    const int64_t smallest_shard = 60000 / n;  // every rank must run the same number of steps
+    const int64_t per_epoch = std::min<int64_t>(smallest_shard, int64_t(d.train_set.size())) / a.batch;
+    d.total_steps = std::max<int64_t>(int64_t(a.epochs) * per_epoch, a.warmup + 1);
+  }
+  if (a.eval) d.test_set = m::load_fashion_mnist(dir, false, rank, n);
+}
+
+m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const VgpuSetup& vgpu) {
+  m::TrainOptions to;
+  to.rank = job.rank;
+  to.world = job.n;
+  to.sgd = {float(a.lr * job.n), float(a.momentum), float(a.weight_decay)};
+  to.first_bucket_bytes = size_t(a.first_bucket_mb * (1 << 20));
+  to.fusion_bytes = size_t(a.fusion_mb * (1 << 20));
+  to.overlap = !a.no_overlap;
+  to.seed = a.seed;
+  to.timeout = 2 * job.timeout;
+  to.gate = vgpu.gate.get();
+  return to;
+}
+
+// The ranks' communicator (more than one rank).
+std::unique_ptr<Communicator> connect_ranks(const RankJob& job, const TrainArgs& a, const Backend& comm_backend) {
+  NetArgs net_args;
+  net_args.addr = a.addr;
+  net_args.iface = a.iface;
+  net_args.sockets_per_peer = a.sockets_per_peer;
+  return comm_backend.make({*job.store, job.rank, job.n, *job.world, job.timeout, net_args, "train"});
+}
+
+json path_json(const Communicator* comm) {
+  if (!comm) return {{"transport", "none (1 rank)"}};
+  json path = json::object();
+  for (auto& [k, v] : comm->path_info()) path[k] = v;
+  return path;
+}
+
+// Gradients where the backend reduces them, or device gradients staged through a pinned host
+// mirror for a backend of host memory (models/cuda/gpu_reducers.h).
+m::ReducerFactory reducers(Communicator* comm, bool gpu_buffers, bool on_gpu,
+                           [[maybe_unused]] const std::string& stage_piece) {
+  return [=](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
+    if (!on_gpu || gpu_buffers) return comm->gradient_reducer(grads, count);
+#if RINGBENCH_HAVE_CUDA
+    return m::make_staged_reducer(grads, count, [comm](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c); },
+                                  parse_bytes(stage_piece));
+#else
+    throw Error("--device cuda in a build without CUDA");
+#endif
+  };
+}
+
+// This rank's host record: the harness's, with its threads.
+json host_self(const RankJob& job, const Compute& c, const json& path) {
+  json self = job.host_record(path, gpu_json(c.gpu));  // the rank's device (-1: the current one, if any)
+  self["threads"] = c.threads;
+  self["threads_auto"] = c.budget ? c.budget->to_json() : json(nullptr);
+  return self;
+}
+
+json bucket_list(const m::BucketPlan& plan, const m::Graph& graph) {
+  json buckets = json::array();
+  for (const auto& b : plan.buckets)
+    buckets.push_back({{"offset", b.offset}, {"count", b.count}, {"bytes", b.count * 4},
+                       {"tensors", b.last - b.first + 1},
+                       {"first_tensor", graph.params[size_t(b.last)].name},
+                       {"last_tensor", graph.params[size_t(b.first)].name}});
+  return buckets;
+}
+
+// What one rank's training is made of, for the metadata and the header.
+struct TrainSetup {
+  const TrainArgs& a;
+  const m::Graph& graph;
+  const Placement& where;
+  const Compute& c;
+  const m::Trainer& trainer;
+  const json& path;
+  const json& hosts;
+};
+
+json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::string>& argv,
+                int64_t measured_steps, const VgpuSetup& vgpu) {
+  const TrainArgs& a = t.a;
+  const int n = job.n;
+  const auto& plan = t.trainer.plan();
+  json meta = job.common_meta(argv, t.hosts);
+  meta.update({{"model", a.model}, {"params", t.graph.param_count},
+               {"param_tensors", t.graph.params.size()}, {"input", m::to_string(t.graph.input_dims())},
+               {"classes", t.graph.output_node().out.c}, {"aux_logits", a.aux_logits},
+               {"device", t.where.device}, {"backend", t.c.net->backend()}, {"backend_detail", t.c.net->describe()},
+               {"threads_per_rank", t.c.threads},
+               {"threads_auto", t.c.budget ? t.c.budget->to_json() : json(nullptr)},
+               {"batch_per_rank", a.batch},
+               {"transport", n > 1 ? a.transport : "none"}, {"allreduce", t.trainer.reducer()},
+               {"path", t.path}, {"warmup", a.warmup}, {"steps", measured_steps},
+               {"data", a.data}, {"overlap", !a.no_overlap},
+               {"sgd", {{"lr_base", a.lr}, {"lr", a.lr * n}, {"momentum", a.momentum},
+                        {"weight_decay", a.weight_decay}}},
+               {"seed", a.seed},
+               {"buckets", {{"first_bucket_bytes", plan.first_bucket_bytes},
+                            {"fusion_bytes", plan.fusion_bytes}, {"list", bucket_list(plan, t.graph)}}},
+               {"vgpu", vgpu.to_json()}});
+  return meta;
+}
+
+// The `#` lines before the steps (rank 0): model, backend, ranks, buckets, sgd, every rank's host.
+void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource& source) {
+  const TrainArgs& a = t.a;
+  const int n = job.n;
+  auto b = build_info();
+  std::printf("# ringbench %s (%s) train: %s, %zu parameters in %zu tensors, input %s, %d classes\n",
+              b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
+              a.model.c_str(), t.graph.param_count, t.graph.params.size(),
+              m::to_string(t.graph.input_dims()).c_str(), t.graph.output_node().out.c);
+  if (t.where.device == "cuda")
+    std::printf("# backend %s on the GPU (--device cuda): %s\n", t.c.net->backend().c_str(), t.c.net->describe().c_str());
+  else
+    std::printf("# backend %s, threads per rank %s: %s\n", t.c.net->backend().c_str(),
+                t.c.budget ? t.c.budget->describe().c_str() : (std::to_string(t.c.threads) + " (--threads)").c_str(),
+                t.c.net->describe().c_str());
+  std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
+              job.world->launcher.c_str(), a.batch, t.trainer.reducer().c_str(),
+              a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
+  std::printf("# buckets (fusion %g MiB, first %g MiB): %s\n", a.fusion_mb, a.first_bucket_mb,
+              m::describe(t.trainer.plan()).c_str());
+  std::printf("# sgd lr %g (= %g x %d ranks) momentum %g weight decay %g, seed %llu, data %s\n",
+              a.lr * n, a.lr, n, a.momentum, a.weight_decay, (unsigned long long)a.seed,
+              source.describe().c_str());
+  for (auto& hj : t.hosts) {
+    std::printf("#  rank %2d  host %s  pid %d  cpu %s  threads %d  path:", hj["rank"].get<int>(),
+                hj["host"].get<std::string>().c_str(), hj["pid"].get<int>(),
+                hj["cpu"].get<std::string>().c_str(), hj["threads"].get<int>());
+    for (auto& [k, v] : hj["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
+    std::printf("\n");
+  }
+  print_gpu_lines(t.hosts);
+  std::fflush(stdout);
+}
+
+// The measured steps and their window; the unmeasured steps that kept a shared device busy after.
+struct Steps {
+  std::vector<m::StepRecord> measured;
+  Clock::time_point begin, end;
+  int64_t tail_steps = 0;
+};
+
+void log_step(const TrainArgs& a, int64_t s, int64_t total_steps, bool measuring, const m::StepRecord& r) {
+  std::printf("step %5lld/%lld%s  loss %.4f  acc %5.1f%%  %.1f img/sec per rank  step %.3f s  "
+              "compute %.3f s  allreduce %.3f s  exposed %.3f s\n",
+              (long long)(s + 1), (long long)total_steps, measuring ? "" : " (warmup)", r.loss,
+              100.0 * r.correct / a.batch, a.batch / r.step_s, r.step_s, r.compute_s,
+              r.allreduce_s, r.exposed_s);
+  std::fflush(stdout);
+}
+
+// The training loop: warmup, then the measured steps (the first --timeline-steps traced).
+Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& a, const RankJob& job,
+                  int64_t total_steps, const VgpuSetup& vgpu, bool timeline) {
+  Steps st;
+  int traced = 0;
+  for (int64_t s = 0; s < total_steps; ++s) {
+    const bool measuring = s >= a.warmup;
+    if (s == a.warmup) {
+      if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
+      st.begin = Clock::now();
+    }
+    const bool trace = timeline && measuring && traced < a.timeline_steps;
+    traced += trace;
+    m::StepRecord r = trainer.step(source, trace);
+    if (!std::isfinite(r.loss))
+      throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) + ": lower --lr");
+    if (measuring) st.measured.push_back(r);
+    if (job.rank == 0 && a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps))
+      log_step(a, s, total_steps, measuring, r);
+  }
+  st.end = Clock::now();
+  // Keep the shared device busy, unmeasured, until every VM sharing it has measured.
+  while (vgpu.gate && vgpu.gate->others_measuring()) {
+    if (Clock::now() - st.end > job.timeout)
+      throw Error("the other VMs sharing the device were still measuring " + std::to_string(a.timeout_s) +
+                  " s after this one finished");
+    trainer.step(source, false);
+    ++st.tail_steps;
+  }
+  return st;
+}
+
+// --layer-times: extra steps, on every rank (they allreduce), each layer timed.
+std::unique_ptr<m::LayerProfile> profile_layers(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& a,
+                                                const m::Graph& graph) {
+  if (a.layer_times <= 0) return nullptr;
+  auto profile = std::make_unique<m::LayerProfile>(graph, a.batch);
+  for (int s = 0; s < a.layer_times; ++s) trainer.step(source, false, profile.get());
+  return profile;
+}
+
+// Rank 0's results: the summary, every rank's figures, the layer times and the test set's
+// accuracy, printed and in `doc`.
+void report(json& doc, const std::vector<json>& ranks, const Steps& st, const VgpuSetup& vgpu, int n, bool on_gpu,
+            const m::LayerProfile* profile, const json& eval) {
+  const json summary = summarize(ranks, st.measured, vgpu, st.tail_steps, {st.begin, st.end});
+  doc["summary"] = summary;
+  doc["per_rank"] = per_rank_img_s(ranks);
+  doc["ranks"] = ranks;
+  if (!eval.is_null()) doc["eval"] = eval;
+
+  print_summary(summary, st.measured.size(), n, vgpu);
+  if (profile) {
+    const char* method = on_gpu ? "the stream synchronised around each layer" : "wall clock around each layer";
+    doc["layer_times"] = profile->to_json();
+    doc["layer_times"]["method"] = method;
+    doc["layer_times"]["rank"] = 0;
+    std::printf("# where time goes (rank 0, median of %d profiled steps after the measured ones, %s):\n%s",
+                profile->steps(), method, profile->to_text().c_str());
+  }
+  if (!eval.is_null())
+    std::printf("Test accuracy: %.2f%% (%lld of %lld), test loss %.4f\n",
+                100 * eval["test_accuracy"].get<double>(), (long long)eval["correct"].get<int64_t>(),
+                (long long)eval["samples"].get<int64_t>(), eval["test_loss"].get<double>());
+  std::fflush(stdout);
+}
+
+// Like a real vGPU: the model and batch do not fit the profile's framebuffer. Not a failure of
+// the run: a result, with the numbers.
+int does_not_fit(RankJob& job, const DeviceOutOfMemory& e, json& doc, const TrainArgs& a,
+                 const std::vector<std::string>& argv, const std::string& backend, const VgpuSetup& vgpu) {
+  std::fflush(stdout);
+  const double mib = 1 << 20;
+  std::cerr << job.tag + "ringbench train: does not fit: " + a.model + " batch " + std::to_string(a.batch) + " on " +
+                   vgpu.profile + ": " + e.what() + "\n"
+            << std::flush;  // one write per line: ranks share the terminal
+  if (job.rank == 0 && !a.json.empty()) {
+    doc["meta"] = {{"command", argv}, {"model", a.model}, {"batch_per_rank", a.batch}, {"ranks", job.n},
+                   {"backend", backend}, {"vgpu", vgpu.to_json()}};
+    doc["does_not_fit"] = {{"profile", vgpu.profile}, {"framebuffer_mib", double(e.cap) / mib},
+                           {"requested_mib", double(e.requested) / mib}, {"in_use_mib", double(e.in_use) / mib},
+                           {"needed_at_least_mib", double(e.in_use + e.requested) / mib},
+                           {"allocation", e.what_for}, {"message", e.what()}};
+    job.write_json(doc);
+  }
+  job.world->mpi = false;
+  return kDoesNotFitExit;
+}
+
 }  // namespace
 
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   validate(a);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
-  // Check the model before starting any rank, so a typo fails once, at once.
-  m::ModelOptions mo{a.classes, a.image_size, a.aux_logits, -1};
-  m::Graph graph = [&] {
-    try {
-      return m::build_model(a.model, mo);
-    } catch (const std::invalid_argument& e) {
-      throw Error(e.what());
-    }
-  }();
+  const m::Graph graph = build_graph(a);
   const Backend& comm_backend = backend_for("--transport", a.transport, any_backend);
   const Placement where = place(a, comm_backend);
-  const std::string& backend = where.backend;
   const bool on_gpu = where.device == "cuda";
   // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
   // sweep's "does not fit" result rather than an error.
@@ -339,276 +647,53 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or a
   // descheduled worker stalls its team (and spinning starves the communication threads).
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) setenv("OMP_WAIT_POLICY", "passive", 0);
-  if (auto code = launch_ranks_here(a.ranks, comm_backend.gpu_buffers ? "--transport " + comm_backend.name : "",
-                                    argv, timeout))
-    return *code;
-  auto world = make_command_world({a.ranks, a.addr, a.iface, a.secret_file, timeout}, comm_backend.needs_mpirun);
-  const int rank = world->rank, n = world->size;
-  Store& store = *world->store;
-  const std::string tag = "[rank " + std::to_string(rank) + "] ";
+  RankJob job = start_rank_job({"train", a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
+                                comm_backend.gpu_buffers ? "--transport " + comm_backend.name : "",
+                                comm_backend.needs_mpirun},
+                               argv);
+  if (job.launched) return *job.launched;
   json doc;
   VgpuSetup vgpu;
-  auto write_json = [&](const std::string& error) {
-    if (rank != 0 || a.json.empty()) return;
-    if (!error.empty()) doc["error"] = error;
-    write_file_atomic(a.json, doc.dump(2) + "\n");
-  };
-
   try {
     // Every rank must train the same thing; compare the options that shape it with rank 0's.
-    const std::string shape = a.model + " batch " + std::to_string(a.batch) + " steps " +
-                              std::to_string(a.steps) + " warmup " + std::to_string(a.warmup) +
-                              " epochs " + std::to_string(a.epochs) + " transport " + a.transport +
-                              " fusion " + std::to_string(a.fusion_mb) + " first " +
-                              std::to_string(a.first_bucket_mb) + " data " + a.data +
-                              " classes " + std::to_string(graph.output_node().out.c) + " size " +
-                              to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) +
-                              " overlap " + std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) +
-                              " layer_times " + std::to_string(a.layer_times) +
-                              " device " + where.device;
-    check_same_options(store, "train/shape", shape, rank, n, timeout, "train the same model the same way");
-
-    // Measured after the ranks' last barrier, so that siblings starting up are not counted busy.
-    std::optional<CpuBudget> budget;
-    if (a.threads == 0) budget = measure_cpu_budget(ranks_on_this_host(*world));
-    const int threads = budget ? budget->threads : a.threads;
-    m::set_compute_threads(threads);
-    const int gpu = on_gpu ? use_local_gpu(*world) : -1;  // current from here on
-    vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : backend, a.timeout_s);
-    if (rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
-    auto net = m::make_network(backend, graph, a.batch);
-    if (net->on_device() != on_gpu)
-      throw Error("the " + net->backend() + " backend computes on the " + (net->on_device() ? "GPU" : "CPU") +
-                  ", not on --device " + where.device);
-
-    // Data: synthetic, or this rank's shard of Fashion-MNIST.
-    std::unique_ptr<m::BatchSource> source;
-    m::Dataset train_set, test_set;
-    int64_t total_steps = int64_t(a.warmup) + a.steps;
-    if (a.data == "synthetic") {
-      source = m::make_synthetic_source(graph.input_dims(), graph.output_node().out.c, a.batch,
-                                        a.seed, rank);
-    } else {
-      const std::string dir = a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir;
-      train_set = m::load_fashion_mnist(dir, true, rank, n);
-      if (!(train_set.dims == graph.input_dims()))
-        throw Error("Fashion-MNIST images are " + m::to_string(train_set.dims) + " but " + a.model +
-                    " takes " + m::to_string(graph.input_dims()) + ": use --model lenet");
-      source = m::make_dataset_source(train_set, a.batch, a.seed);
-      if (a.epochs > 0) {
-        const int64_t smallest_shard = 60000 / n;  // every rank must run the same number of steps
-        const int64_t per_epoch = std::min<int64_t>(smallest_shard, int64_t(train_set.size())) / a.batch;
-        total_steps = std::max<int64_t>(int64_t(a.epochs) * per_epoch, a.warmup + 1);
-      }
-      if (a.eval) test_set = m::load_fashion_mnist(dir, false, rank, n);
-    }
-    const int64_t measured_steps = total_steps - a.warmup;
-
-    m::TrainOptions to;
-    to.rank = rank;
-    to.world = n;
-    to.sgd = {float(a.lr * n), float(a.momentum), float(a.weight_decay)};
-    to.first_bucket_bytes = size_t(a.first_bucket_mb * (1 << 20));
-    to.fusion_bytes = size_t(a.fusion_mb * (1 << 20));
-    to.overlap = !a.no_overlap;
-    to.seed = a.seed;
-    to.timeout = 2 * timeout;
-    to.gate = vgpu.gate.get();
+    job.check_same_options(train_shape(a, graph, where), "train the same model the same way");
+    Compute c;
+    set_up_compute(c, vgpu, job, a, graph, where);
+    TrainData data;
+    load_data(data, a, graph, job.rank, job.n);
+    const int64_t measured_steps = data.total_steps - a.warmup;
+    m::TrainOptions to = train_options(a, job, vgpu);
     std::unique_ptr<m::Timeline> timeline;
     if (!a.timeline.empty()) {
-      timeline = std::make_unique<m::Timeline>(rank);
+      timeline = std::make_unique<m::Timeline>(job.rank);
       to.timeline = timeline.get();
     }
-    std::unique_ptr<Communicator> comm;  // made at setup; outlives the trainer's reducer
-    json path = {{"transport", "none (1 rank)"}};
-    if (n > 1) {
-      NetArgs net_args;
-      net_args.addr = a.addr;
-      net_args.iface = a.iface;
-      net_args.sockets_per_peer = a.sockets_per_peer;
-      comm = comm_backend.make({store, rank, n, *world, timeout, net_args, "train"});
-      path = json::object();
-      for (auto& [k, v] : comm->path_info()) path[k] = v;
-    }
-    // Gradients where the backend reduces them, or device gradients staged through a pinned
-    // host mirror for a backend of host memory (models/cuda/gpu_reducers.h).
-    m::Trainer trainer(*net, to, [&](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
-      if (!on_gpu || comm_backend.gpu_buffers) return comm->gradient_reducer(grads, count);
-#if RINGBENCH_HAVE_CUDA
-      return m::make_staged_reducer(grads, count, [&](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c); },
-                                    parse_bytes(a.stage_piece));
-#else
-      throw Error("--device cuda in a build without CUDA");
-#endif
-    });
+    // Made at setup; outlives the trainer's reducer.
+    const std::unique_ptr<Communicator> comm = job.n > 1 ? connect_ranks(job, a, comm_backend) : nullptr;
+    const json path = path_json(comm.get());
+    m::Trainer trainer(*c.net, to, reducers(comm.get(), comm_backend.gpu_buffers, on_gpu, a.stage_piece));
+    const json hosts = exchange_hosts(job, host_self(job, c, path), trainer.host_params());
 
-    json self = host_info();
-    self["rank"] = rank;
-    self["path"] = path;
-    self["threads"] = threads;
-    self["threads_auto"] = budget ? budget->to_json() : json(nullptr);
-    self["gpu"] = gpu_json(gpu);  // the rank's device (-1: the current one, if any)
-    const json hosts = exchange_hosts(store, rank, n, self, trainer.host_params(), timeout);
+    const TrainSetup setup{a, graph, where, c, trainer, path, hosts};
+    doc["meta"] = train_meta(job, setup, argv, measured_steps, vgpu);
+    if (job.rank == 0) print_header(job, setup, *data.source);
 
-    const auto& plan = trainer.plan();
-    json buckets = json::array();
-    for (const auto& b : plan.buckets)
-      buckets.push_back({{"offset", b.offset}, {"count", b.count}, {"bytes", b.count * 4},
-                         {"tensors", b.last - b.first + 1},
-                         {"first_tensor", graph.params[size_t(b.last)].name},
-                         {"last_tensor", graph.params[size_t(b.first)].name}});
-    auto b = build_info();
-    doc["meta"] = {{"command", argv}, {"model", a.model}, {"params", graph.param_count},
-                   {"param_tensors", graph.params.size()}, {"input", m::to_string(graph.input_dims())},
-                   {"classes", graph.output_node().out.c}, {"aux_logits", a.aux_logits},
-                   {"device", where.device}, {"backend", net->backend()}, {"backend_detail", net->describe()},
-                   {"threads_per_rank", threads},
-                   {"threads_auto", budget ? budget->to_json() : json(nullptr)},
-                   {"batch_per_rank", a.batch}, {"ranks", n},
-                   {"launcher", world->launcher}, {"job_id", world->job_id},
-                   {"transport", n > 1 ? a.transport : "none"}, {"allreduce", trainer.reducer()},
-                   {"path", path}, {"warmup", a.warmup}, {"steps", measured_steps},
-                   {"data", a.data}, {"overlap", !a.no_overlap},
-                   {"sgd", {{"lr_base", a.lr}, {"lr", a.lr * n}, {"momentum", a.momentum},
-                            {"weight_decay", a.weight_decay}}},
-                   {"seed", a.seed},
-                   {"buckets", {{"first_bucket_bytes", plan.first_bucket_bytes},
-                                {"fusion_bytes", plan.fusion_bytes}, {"list", buckets}}},
-                   {"build", b}, {"hosts", hosts}, {"vgpu", vgpu.to_json()}};
-    if (rank == 0) {
-      std::printf("# ringbench %s (%s) train: %s, %zu parameters in %zu tensors, input %s, %d classes\n",
-                  b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
-                  a.model.c_str(), graph.param_count, graph.params.size(),
-                  m::to_string(graph.input_dims()).c_str(), graph.output_node().out.c);
-      if (on_gpu)
-        std::printf("# backend %s on the GPU (--device cuda): %s\n", net->backend().c_str(), net->describe().c_str());
-      else
-        std::printf("# backend %s, threads per rank %s: %s\n", net->backend().c_str(),
-                    budget ? budget->describe().c_str() : (std::to_string(threads) + " (--threads)").c_str(),
-                    net->describe().c_str());
-      std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
-                  world->launcher.c_str(), a.batch, trainer.reducer().c_str(),
-                  a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
-      std::printf("# buckets (fusion %g MiB, first %g MiB): %s\n", a.fusion_mb, a.first_bucket_mb,
-                  m::describe(plan).c_str());
-      std::printf("# sgd lr %g (= %g x %d ranks) momentum %g weight decay %g, seed %llu, data %s\n",
-                  a.lr * n, a.lr, n, a.momentum, a.weight_decay, (unsigned long long)a.seed,
-                  source->describe().c_str());
-      for (auto& hj : hosts) {
-        std::printf("#  rank %2d  host %s  pid %d  cpu %s  threads %d  path:", hj["rank"].get<int>(),
-                    hj["host"].get<std::string>().c_str(), hj["pid"].get<int>(),
-                    hj["cpu"].get<std::string>().c_str(), hj["threads"].get<int>());
-        for (auto& [k, v] : hj["path"].items()) std::printf(" %s=%s", k.c_str(), v.get<std::string>().c_str());
-        std::printf("\n");
-      }
-      print_gpu_lines(hosts);
-      std::fflush(stdout);
-    }
-
-    std::vector<m::StepRecord> measured;
-    int traced = 0;
-    std::chrono::steady_clock::time_point window_begin, window_end;  // the measured steps
-    for (int64_t s = 0; s < total_steps; ++s) {
-      const bool measuring = s >= a.warmup;
-      if (s == a.warmup) {
-        if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
-        window_begin = std::chrono::steady_clock::now();
-      }
-      const bool trace = timeline && measuring && traced < a.timeline_steps;
-      traced += trace;
-      m::StepRecord r = trainer.step(*source, trace);
-      if (!std::isfinite(r.loss))
-        throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) +
-                    ": lower --lr");
-      if (measuring) measured.push_back(r);
-      if (rank == 0 && a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps)) {
-        std::printf("step %5lld/%lld%s  loss %.4f  acc %5.1f%%  %.1f img/sec per rank  step %.3f s  "
-                    "compute %.3f s  allreduce %.3f s  exposed %.3f s\n",
-                    (long long)(s + 1), (long long)total_steps, measuring ? "" : " (warmup)", r.loss,
-                    100.0 * r.correct / a.batch, a.batch / r.step_s, r.step_s, r.compute_s,
-                    r.allreduce_s, r.exposed_s);
-        std::fflush(stdout);
-      }
-    }
-
-    window_end = std::chrono::steady_clock::now();
-    // Keep the shared device busy, unmeasured, until every VM sharing it has measured.
-    int64_t tail_steps = 0;
-    while (vgpu.gate && vgpu.gate->others_measuring()) {
-      if (std::chrono::steady_clock::now() - window_end > timeout)
-        throw Error("the other VMs sharing the device were still measuring " + std::to_string(a.timeout_s) +
-                    " s after this one finished");
-      trainer.step(*source, false);
-      ++tail_steps;
-    }
-    std::unique_ptr<m::LayerProfile> profile;  // extra steps, every rank (they allreduce)
-    if (a.layer_times > 0) {
-      profile = std::make_unique<m::LayerProfile>(graph, a.batch);
-      for (int s = 0; s < a.layer_times; ++s) trainer.step(*source, false, profile.get());
-    }
-    const std::vector<json> ranks = gather_steps(store, rank, n, measured, a.batch, 2 * timeout);
-
-    const json eval = test_set.labels.empty() ? json() : gather_eval(trainer, test_set, store, rank, n, 2 * timeout);
-
-    if (timeline)
-      write_file_atomic(timeline_path(a.timeline, rank, n), timeline->to_json());
-
-    if (rank == 0) {
-      const json summary = summarize(ranks, measured, vgpu, tail_steps, {window_begin, window_end});
-      doc["summary"] = summary;
-      doc["per_rank"] = per_rank_img_s(ranks);
-      doc["ranks"] = ranks;
-      if (!eval.is_null()) doc["eval"] = eval;
-
-      print_summary(summary, measured.size(), n, vgpu);
-      if (profile) {
-        const char* method = on_gpu ? "the stream synchronised around each layer" : "wall clock around each layer";
-        doc["layer_times"] = profile->to_json();
-        doc["layer_times"]["method"] = method;
-        doc["layer_times"]["rank"] = rank;
-        std::printf("# where time goes (rank 0, median of %d profiled steps after the measured ones, %s):\n%s",
-                    profile->steps(), method, profile->to_text().c_str());
-      }
-      if (!eval.is_null())
-        std::printf("Test accuracy: %.2f%% (%lld of %lld), test loss %.4f\n",
-                    100 * eval["test_accuracy"].get<double>(), (long long)eval["correct"].get<int64_t>(),
-                    (long long)eval["samples"].get<int64_t>(), eval["test_loss"].get<double>());
-      std::fflush(stdout);
-      write_json("");
+    const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr);
+    const auto profile = profile_layers(trainer, *data.source, a, graph);
+    const std::vector<json> ranks = gather_steps(*job.store, job.rank, job.n, st.measured, a.batch, 2 * timeout);
+    const json eval = data.test_set.labels.empty()
+                          ? json()
+                          : gather_eval(trainer, data.test_set, *job.store, job.rank, job.n, 2 * timeout);
+    if (timeline) write_file_atomic(timeline_path(a.timeline, job.rank, job.n), timeline->to_json());
+    if (job.rank == 0) {
+      report(doc, ranks, st, vgpu, job.n, on_gpu, profile.get(), eval);
+      job.write_json(doc);
     }
   } catch (const DeviceOutOfMemory& e) {
-    // Like a real vGPU: the model and batch do not fit the profile's framebuffer. Not a
-    // failure of the run: a result, with the numbers.
-    std::fflush(stdout);
-    const double mib = 1 << 20;
-    std::cerr << tag + "ringbench train: does not fit: " + a.model + " batch " + std::to_string(a.batch) + " on " +
-                     vgpu.profile + ": " + e.what() + "\n"
-              << std::flush;  // one write per line: ranks share the terminal
-    if (rank == 0 && !a.json.empty()) {
-      doc["meta"] = {{"command", argv}, {"model", a.model}, {"batch_per_rank", a.batch}, {"ranks", n},
-                     {"backend", backend}, {"vgpu", vgpu.to_json()}};
-      doc["does_not_fit"] = {{"profile", vgpu.profile}, {"framebuffer_mib", double(e.cap) / mib},
-                             {"requested_mib", double(e.requested) / mib}, {"in_use_mib", double(e.in_use) / mib},
-                             {"needed_at_least_mib", double(e.in_use + e.requested) / mib},
-                             {"allocation", e.what_for}, {"message", e.what()}};
-      write_file_atomic(a.json, doc.dump(2) + "\n");
-    }
-    world->mpi = false;
-    return kDoesNotFitExit;
+    return does_not_fit(job, e, doc, a, argv, where.backend, vgpu);
   } catch (const std::exception& e) {
-    std::fflush(stdout);
     const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
-    std::cerr << tag + "ringbench train: error: " +
-                     (oom ? out_of_memory_text("use a smaller --batch or --image-size") : std::string(e.what())) +
-                     "\n"
-              << std::flush;  // one write per line: ranks share the terminal
-    try {
-      write_json(e.what());
-    } catch (const std::exception& e2) {
-      std::cerr << tag + "ringbench train: the error is not in the JSON either: " + e2.what() + "\n";
-    }
-    world->mpi = false;
-    return 1;
+    return job.fail(e, doc, oom ? out_of_memory_text("use a smaller --batch or --image-size") : std::string(e.what()));
   }
   return 0;
 }
