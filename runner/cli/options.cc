@@ -7,6 +7,21 @@
 
 namespace ringbench {
 
+namespace {
+
+// Where a command's ranks run and how they find each other: the same for allreduce and train.
+template <class Args>
+void add_rank_options(CLI::App& cmd, Args& a) {
+  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
+  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
+  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
+  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
+                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
+  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+}
+
+}  // namespace
+
 void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("-b,--minbytes", a.minbytes, "Smallest message size in bytes (K, M, G suffixes)")->capture_default_str();
   cmd.add_option("-e,--maxbytes", a.maxbytes, "Largest message size in bytes")->capture_default_str();
@@ -25,12 +40,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--json", a.json, "Also write the results as JSON to this file");
   cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead; "
                  "any single wait is limited to twice this")->capture_default_str();
-  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
-  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
-  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
-  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
-                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
-  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  add_rank_options(cmd, a);
   cmd.add_option("--socket-buffer", a.socket_buffer, "SO_SNDBUF/SO_RCVBUF size; 0 keeps kernel autotuning")->capture_default_str();
   cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
                  "sleeping")->capture_default_str();
@@ -93,12 +103,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "timed and print where a step's time goes, per kind of layer and the slowest layers (rank 0's; "
                  "not counted in img/sec: a GPU backend waits for each layer in them)")->capture_default_str();
   cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
-  cmd.add_option("--ranks", a.ranks, "Without mpirun: run this many ranks on this machine over loopback")->capture_default_str();
-  cmd.add_option("--iface", a.iface, "Network interface to use (its IPv4 address)");
-  cmd.add_option("--addr", a.addr, "IPv4 address to bind and advertise");
-  cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
-                 "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
-  cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  add_rank_options(cmd, a);
   add_backend_options(cmd);
   add_vgpu_train_options(cmd, a.vgpu);
 }
