@@ -1,4 +1,4 @@
-// libFuzzer: the TCP transport (collectives/transport/tcp/tcp_transport.cc) as rank 0 of 2, with this harness
+// libFuzzer: the TCP transport (collectives/transport/tcp/) as rank 0 of 2, with this harness
 // as rank 1 speaking collectives/transport/tcp/tcp_wire.h.
 // Input: byte 0, bit 0 set = the Hello's MAC is wrong (the unauthenticated path); then the
 // Hello's fields after its magic (version, ranks, world size, socket index, job id, nonce), as
