@@ -92,7 +92,7 @@ build_lane() {
           phase "$pass build" build_targets "$pass" "$dir" && rc=0
       fi
     } > "$state/$pass.log" 2>&1
-    echo $rc > "$state/$pass.built"
+    echo $rc > "$state/$pass.tmp" && mv "$state/$pass.tmp" "$state/$pass.built"  # whole, or not there
   done
 }
 await_build() {  # PASS: waits for the lane to build PASS, shows its output; fails if the build did
@@ -170,7 +170,7 @@ if [ ${#later[@]} -gt 0 ] && [ "${RINGBENCH_BUILD_BEHIND:-1}" = 0 ]; then
   build_lane
 elif [ ${#later[@]} -gt 0 ]; then
   set -m  # the lane in a process group of its own, so that an interrupted run stops its builds
-  (renice -n 10 -p "$BASHPID" > /dev/null; build_lane) &
+  (renice -n 10 -p "$BASHPID" > /dev/null; build_lane) < /dev/null &  # set -m would give it our stdin
   lane=$!
   set +m
 fi
