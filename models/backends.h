@@ -17,6 +17,7 @@ std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch);  // RIN
 // the current CUDA device. fp32 unless allow_tf32 (make_network: RINGBENCH_CUDNN_TF32=1).
 struct CudnnOptions {
   bool allow_tf32 = false;
+  bool measure_algos = false;  // time every convolution algorithm at setup (cudnnFind*)
 };
 std::unique_ptr<Network> make_cudnn_network(const Graph& g, int batch, const CudnnOptions& options = {});
 

@@ -77,7 +77,8 @@ GradientWriters plan_gradient_writers(const Graph& g) {
   return w;
 }
 
-std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch) {
+std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch,
+                                      [[maybe_unused]] const NetworkOptions& options) {
   if (batch < 1) throw std::invalid_argument("batch size must be >= 1, got " + std::to_string(batch));
   if (backend == "reference") return make_reference_network(g, batch);
 #if RINGBENCH_HAVE_DNNL
@@ -93,7 +94,8 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
       throw std::invalid_argument("backend 'cudnn' cannot run here: " + why);
     // TF32 (faster, ~1e-3 relative error) only when asked for; see models/cuda/cudnn_network.cc.
     const char* tf32 = std::getenv("RINGBENCH_CUDNN_TF32");
-    return make_cudnn_network(g, batch, {.allow_tf32 = tf32 && std::string(tf32) == "1"});
+    return make_cudnn_network(g, batch, {.allow_tf32 = tf32 && std::string(tf32) == "1",
+                                         .measure_algos = options.measure_conv_algos});
 #else
     throw std::invalid_argument("this ringbench was built without CUDA: configure with -DRINGBENCH_WITH_CUDA=ON "
                                 "(needs the CUDA toolkit and cuDNN 9) to use --backend cudnn");

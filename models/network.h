@@ -71,9 +71,17 @@ class Network {
   DeviceGate* gate_ = nullptr;
 };
 
+// How a backend may choose its kernels. measure_conv_algos: cudnn times every convolution
+// algorithm at setup (cudnnFind*, as PyTorch's cudnn.benchmark) instead of taking the first of
+// cuDNN's heuristics; the other backends have one algorithm per layer and ignore it.
+struct NetworkOptions {
+  bool measure_conv_algos = false;
+};
+
 // "reference" (naive loops, the numerical oracle), "onednn" (when built with it) or "cudnn"
 // (built with CUDA and a device usable; else it throws std::invalid_argument saying why).
-std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch);
+std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch,
+                                      const NetworkOptions& options = {});
 std::vector<std::string> available_backends();
 
 // Threads the CPU backend computes with (OpenMP); ranks sharing a machine should split its cores.

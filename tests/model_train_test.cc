@@ -2,11 +2,13 @@
 // built (oneDNN; the naive reference backend would take minutes for Inception v3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
+#include "train_helpers.h"
 
 namespace m = ringbench::models;
 
@@ -56,6 +58,25 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"inception_v3", {.classes = 10, .aux_logits = true}, 2, 3, 0.01f}),
     [](const ::testing::TestParamInfo<Case>& p) {
       return std::string(p.param.model) + (p.param.opts.aux_logits ? "_aux" : "");
+    });
+
+// oneDNN follows the reference backend (the oracle) step by step (train_helpers.h); the GPU's
+// cudnn does the same in cuda_train_test.cc.
+class OnednnTracksReference : public ::testing::TestWithParam<ringbench::testing::TracksReferenceCase> {};
+
+TEST_P(OnednnTracksReference, LossTrajectory) {
+  const auto backends = m::available_backends();
+  if (std::find(backends.begin(), backends.end(), "onednn") == backends.end()) GTEST_SKIP() << "built without oneDNN";
+  ringbench::testing::expect_tracks_reference("onednn", GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, OnednnTracksReference,
+    ::testing::Values(ringbench::testing::TracksReferenceCase{"lenet", {}, 4, 5, 0.01f},
+                      ringbench::testing::TracksReferenceCase{"mobilenet_v1", {.classes = 10, .image_size = 64}, 4,
+                                                              1, 0.01f}),
+    [](const ::testing::TestParamInfo<ringbench::testing::TracksReferenceCase>& p) {
+      return std::string(p.param.model);
     });
 
 }  // namespace

@@ -61,7 +61,7 @@ ConvDesc make_conv_desc(const ConvSpec& s, int pad_h, int pad_w, cudnnMathType_t
   return d;
 }
 
-// The first (= fastest by cuDNN's heuristics, which sort them) of the candidates that is
+// The first (= fastest as measured by cudnnFind*, or by cuDNN's heuristics; both sort them) of the candidates that is
 // supported, keeps to the math mode and whose workspace fits. With TF32 allowed the
 // descriptor takes the candidate's math type (as PyTorch does); else it stays CUDNN_FMA_MATH.
 // `workspace(algo, &bytes)` asks cuDNN for the workspace with the descriptor as set.
@@ -117,7 +117,8 @@ ConvLayer::ConvLayer(cudnnHandle_t handle, const std::string& name, const ConvSp
                            "x" + std::to_string(h) + "x" + std::to_string(w) + ", the graph says " + to_string(out));
 
   const ConvShapeKey key{batch,          in.c,         xh,          xw,    out.c, out.h, out.w, spec.kh, spec.kw,
-                         spec.stride_h, spec.stride_w, pad_h,       pad_w, spec.groups, settings.allow_tf32 ? 1 : 0};
+                         spec.stride_h, spec.stride_w, pad_h,       pad_w, spec.groups, settings.allow_tf32 ? 1 : 0,
+                         settings.measure ? 1 : 0};
   if (auto it = cache.find(key); it != cache.end()) {
     algos_ = it->second;
     RB_CUDA(cudnnSetConvolutionMathType(fwd_conv_, algos_.fwd_math));
@@ -134,8 +135,12 @@ void ConvLayer::choose_algorithms(cudnnHandle_t handle, const std::string& name,
 
   RB_CUDA(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(size_t(std::max(max_count, 1)));
-  RB_CUDA(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, fwd_conv_, y_desc_, max_count, &got,
+  if (settings.measure)
+    RB_CUDA(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, fwd_conv_, y_desc_, max_count, &got,
                                                  fwd.data()));
+  else
+    RB_CUDA(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, fwd_conv_, y_desc_, max_count, &got,
+                                                   fwd.data()));
   pick("forward", name, fwd, got, settings, fwd_conv_,
        [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, fwd_conv_, y_desc_, a, bytes);
@@ -144,8 +149,12 @@ void ConvLayer::choose_algorithms(cudnnHandle_t handle, const std::string& name,
 
   RB_CUDA(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(size_t(std::max(max_count, 1)));
-  RB_CUDA(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_desc_, y_desc_, bwd_data_conv_, x_desc_, max_count,
+  if (settings.measure)
+    RB_CUDA(cudnnFindConvolutionBackwardDataAlgorithm(handle, w_desc_, y_desc_, bwd_data_conv_, x_desc_, max_count,
                                                       &got, data.data()));
+  else
+    RB_CUDA(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_desc_, y_desc_, bwd_data_conv_, x_desc_,
+                                                        max_count, &got, data.data()));
   pick("backward-data", name, data, got, settings, bwd_data_conv_,
        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, y_desc_, bwd_data_conv_, x_desc_, a,
@@ -155,8 +164,12 @@ void ConvLayer::choose_algorithms(cudnnHandle_t handle, const std::string& name,
 
   RB_CUDA(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(size_t(std::max(max_count, 1)));
-  RB_CUDA(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_desc_, y_desc_, bwd_filter_conv_, w_desc_,
+  if (settings.measure)
+    RB_CUDA(cudnnFindConvolutionBackwardFilterAlgorithm(handle, x_desc_, y_desc_, bwd_filter_conv_, w_desc_,
                                                         max_count, &got, filter.data()));
+  else
+    RB_CUDA(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_desc_, y_desc_, bwd_filter_conv_, w_desc_,
+                                                          max_count, &got, filter.data()));
   pick("backward-filter", name, filter, got, settings, bwd_filter_conv_,
        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
          return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x_desc_, y_desc_, bwd_filter_conv_, w_desc_,

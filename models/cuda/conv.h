@@ -29,12 +29,13 @@ struct ConvAlgos {
 
 // Algorithms chosen so far, per shape (batch, input as convolved, output, kernel, stride,
 // padding, groups, math mode): layers of equal shape reuse one choice.
-using ConvShapeKey = std::array<int, 15>;
+using ConvShapeKey = std::array<int, 16>;
 using ConvAlgoCache = std::map<ConvShapeKey, ConvAlgos>;
 
 struct ConvSettings {
   bool allow_tf32 = false;     // else CUDNN_FMA_MATH: true fp32 (see cudnn_network.cc)
   size_t workspace_limit = 0;  // bytes an algorithm may use
+  bool measure = false;        // time the algorithms (cudnnFind*), else cuDNN's heuristics' order
 };
 
 // What a call needs besides its tensors: the stream, the shared workspace, and scratch for an

@@ -213,7 +213,7 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
   for (const Output& o : g_.outputs) out_dy_.emplace_back(size_t(count(o.node)), "cudnn output gradients");
   out_dy_set_.assign(g_.outputs.size(), false);
 
-  const gpu::ConvSettings conv_settings{options_.allow_tf32, workspace_limit()};
+  const gpu::ConvSettings conv_settings{options_.allow_tf32, workspace_limit(), options_.measure_algos};
   size_t conv_bytes = 0, pad_floats = 0;
   for (int id = 1; id < n; ++id) {
     try {
@@ -334,6 +334,7 @@ std::string CudnnNetwork::describe() const {
                   std::to_string(v % 100) + ", " +
                   (options_.allow_tf32 ? "TF32 allowed (CUDNN_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH)"
                                        : "fp32 (CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH)") +
+                  (options_.measure_algos ? ", conv algorithms measured (cudnnFind)" : ", conv algorithms by heuristics") +
                   ", workspace " + std::to_string((pad_bytes_ + library_bytes_ + (1 << 19)) >> 20) + " MiB)";
   return describe_impls(std::move(s), impls_);
 }

@@ -71,6 +71,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "NCCL needs one per rank) or auto (cuda when this build has it and a GPU is here)")->capture_default_str();
   cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
                  "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
+  cmd.add_option("--conv-algo", a.conv_algo, "cudnn: how each convolution's algorithms are chosen: measure "
+                 "(time them all at setup, as PyTorch's cudnn.benchmark) or heuristic (cuDNN's first "
+                 "guess; no setup cost)")->capture_default_str();
   cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
                  "staged through host memory in pieces of this size, the copies overlapping the "
                  "allreduce (0: whole buckets)")->capture_default_str();

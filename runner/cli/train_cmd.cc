@@ -59,6 +59,8 @@ void validate(const TrainArgs& a) {
   if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
     throw Error("--device " + a.device + " is not known: use cpu, cuda or auto");
   parse_bytes(a.stage_piece);
+  if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
+    throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
   validate_backend_options();
   if (a.data != "synthetic" && a.data != "fashion-mnist")
     throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
@@ -359,7 +361,7 @@ void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const Train
   c.gpu = on_gpu ? use_local_gpu(*job.world) : -1;  // current from here on
   vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : where.backend, a.timeout_s);
   if (job.rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
-  c.net = m::make_network(where.backend, graph, a.batch);
+  c.net = m::make_network(where.backend, graph, a.batch, {.measure_conv_algos = a.conv_algo == "measure"});
   if (c.net->on_device() != on_gpu)
     throw Error("the " + c.net->backend() + " backend computes on the " + (c.net->on_device() ? "GPU" : "CPU") +
                 ", not on --device " + where.device);

@@ -15,6 +15,7 @@ struct TrainArgs {
   std::string model = "lenet", backend = "auto", transport = kBaselineBackend, data = "synthetic";
   std::string device = "auto";       // cpu | cuda | auto (cuda when built with it and a GPU is here)
   std::string stage_piece = "4M";    // --device cuda over tcp/verbs/mpi: staging pipeline piece
+  std::string conv_algo = "measure";  // cudnn: measure (cudnnFind) | heuristic
   std::string data_dir;
   int batch = 32, steps = 20, warmup = 5, log_every = 10, epochs = 0;
   int classes = 0, image_size = 0, threads = 0, timeline_steps = 3;
