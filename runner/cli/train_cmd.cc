@@ -25,6 +25,7 @@
 #include "runner/cli/cpu_budget.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
+#include "runner/cli/train_results.h"
 #include "runner/report/stats.h"
 #include "runner/cli/world.h"
 
@@ -39,8 +40,6 @@ using json = nlohmann::json;
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 namespace m = ringbench::models;
-
-json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
 
 int ranks_on_this_host(const World& w) {
   if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::max(1, std::atoi(s));
@@ -131,59 +130,6 @@ Placement place(const TrainArgs& a, const Backend& comm) {
   return {device, device == "cuda" ? "cudnn" : m::available_backends().front()};
 }
 
-// Per-rank figures of the measured steps, sent to rank 0 through the store.
-json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
-  json r = {{"rank", rank}};
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
-                        "device_wait_s", "loss", "img_s"})
-    r[k] = json::array();
-  for (const auto& s : steps) {
-    r["device_s"].push_back(s.device_s);
-    r["device_wait_s"].push_back(s.device_wait_s);
-    r["step_s"].push_back(s.step_s);
-    r["compute_s"].push_back(s.compute_s);
-    r["allreduce_s"].push_back(s.allreduce_s);
-    r["exposed_s"].push_back(s.exposed_s);
-    r["optimizer_s"].push_back(s.optimizer_s);
-    r["loss"].push_back(s.loss);
-    r["img_s"].push_back(batch / s.step_s);
-  }
-  return r;
-}
-
-// Rank `sender`'s measured steps as rank 0 read them from the store: every series must hold
-// `steps` finite numbers (the losses may be any finite value, the times must be >= 0).
-void check_rank_record(const json& r, const std::string& key, int sender, size_t steps) {
-  const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + "): ";
-  if (!r.contains("rank") || r["rank"] != sender) throw Error(from + "it is not rank " + std::to_string(sender) + "'s record");
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
-                        "device_wait_s", "loss", "img_s"}) {
-    if (!r.contains(k) || !r[k].is_array() || r[k].size() != steps)
-      throw Error(from + "\"" + k + "\" must be an array of " + std::to_string(steps) + " numbers");
-    for (const auto& v : r[k])
-      if (!v.is_number() || !std::isfinite(v.get<double>()) || (std::string(k) != "loss" && v.get<double>() < 0))
-        throw Error(from + "\"" + k + "\" holds " + v.dump() + ", not a measurement");
-  }
-}
-
-// For a per-step series: its mean over steps of the mean over ranks, and of the max over ranks.
-json across_ranks(const std::vector<json>& ranks, const char* key) {
-  const size_t steps = ranks[0][key].size();
-  double mean_sum = 0, max_sum = 0;
-  for (size_t i = 0; i < steps; ++i) {
-    double sum = 0, mx = 0;
-    for (const auto& r : ranks) {
-      const double v = r[key][i].get<double>();
-      sum += v;
-      mx = std::max(mx, v);
-    }
-    mean_sum += sum / double(ranks.size());
-    max_sum += mx;
-  }
-  const double n = double(std::max<size_t>(steps, 1));
-  return {{"mean_over_ranks", mean_sum / n}, {"max_over_ranks", max_sum / n}};
-}
-
 std::string timeline_path(const std::string& base, int rank, int n) {
   if (n == 1) return base;
   const auto dot = base.rfind('.');
@@ -215,110 +161,6 @@ json exchange_hosts(const RankJob& job, json self, const std::vector<float>& par
       throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
                   std::to_string(job.rank) + " (different build or seed?)");
   });
-}
-
-// Every rank's test-set result, summed over the ranks (every rank calls it: each publishes its own).
-json gather_eval(m::Trainer& trainer, const m::Dataset& test_set, Store& store, int rank, int n, Millis timeout) {
-  m::Trainer::Eval e = trainer.evaluate(test_set);
-  store.set("train/eval/" + std::to_string(rank), json{e.correct, e.total, e.loss_sum}.dump());
-  int64_t correct = 0, total = 0;
-  double loss = 0;
-  for (int r = 0; r < n; ++r) {
-    const std::string key = "train/eval/" + std::to_string(r);
-    json v = get_rank_json(store, key, r, timeout, json::value_t::array);
-    if (v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number() ||
-        v[0].get<int64_t>() < 0 || v[1].get<int64_t>() < v[0].get<int64_t>() || !std::isfinite(v[2].get<double>()))
-      throw Error("store key " + key + " (from rank " + std::to_string(r) + "): " + v.dump() +
-                  " is not [correct, total, loss sum]");
-    correct += v[0].get<int64_t>();
-    total += v[1].get<int64_t>();
-    loss += v[2].get<double>();
-  }
-  return {{"test_accuracy", double(correct) / double(total)}, {"test_loss", loss / double(total)},
-          {"correct", correct}, {"samples", total}};
-}
-
-// Every rank's measured steps, checked, as rank 0 reads them (every rank publishes its own).
-std::vector<json> gather_steps(Store& store, int rank, int n, const std::vector<m::StepRecord>& measured, int batch,
-                               Millis timeout) {
-  store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, batch).dump());
-  std::vector<json> ranks;
-  for (int r = 0; r < n; ++r) {
-    const std::string key = "train/steps/" + std::to_string(r);
-    ranks.push_back(get_rank_json(store, key, r, timeout));
-    check_rank_record(ranks.back(), key, r, measured.size());
-  }
-  return ranks;
-}
-
-// img/s of every step of every rank; and per step, summed over the ranks.
-std::vector<double> img_s_of(const json& rank) {
-  std::vector<double> img;
-  for (const auto& v : rank["img_s"]) img.push_back(v.get<double>());
-  return img;
-}
-
-json per_rank_img_s(const std::vector<json>& ranks) {
-  json per_rank = json::array();
-  for (const auto& r : ranks) per_rank.push_back({{"rank", r["rank"]}, {"img_s", to_json(mean_ci(img_s_of(r)))}});
-  return per_rank;
-}
-
-// The run's summary (rank 0): Horovod's img/sec per rank and in total, where a step's time goes,
-// device memory, and the time-sliced device's share over the measured `window`.
-json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>& measured, const VgpuSetup& vgpu,
-               int64_t tail_steps, std::pair<Clock::time_point, Clock::time_point> window) {
-  std::vector<double> per_rank_means, totals(measured.size(), 0.0);
-  for (const auto& r : ranks) {
-    const std::vector<double> img = img_s_of(r);
-    for (size_t i = 0; i < img.size() && i < totals.size(); ++i) totals[i] += img[i];
-    per_rank_means.insert(per_rank_means.end(), img.begin(), img.end());
-  }
-  json summary = {{"img_s_per_rank", to_json(mean_ci(per_rank_means))}, {"total_img_s", to_json(mean_ci(totals))},
-                  {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
-    summary[k] = across_ranks(ranks, k);
-  const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
-  summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
-  auto& mem = DeviceMemory::instance();
-  summary["device_memory"] = {{"peak_mib", double(mem.peak()) / (1 << 20)},
-                              {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
-  if (vgpu.gate) {
-    // Rank 0's share of the time-sliced device over its measured steps (a sharing job is one
-    // rank); the window is CLOCK_MONOTONIC, comparable with the scheduler's intervals.
-    double held = 0, waited = 0, wall = 0;
-    for (const auto& r : measured) held += r.device_s, waited += r.device_wait_s, wall += r.step_s;
-    const double ns = double(measured.size() ? measured.size() : 1);
-    auto since_epoch = [](Clock::time_point t) {
-      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    };
-    summary["device"] = {{"held_s_per_step", held / ns}, {"wait_s_per_step", waited / ns},
-                         {"utilization", wall > 0 ? held / wall : 0.0}, {"tail_steps", tail_steps},
-                         {"window_ns", {since_epoch(window.first), since_epoch(window.second)}}};
-  }
-  return summary;
-}
-
-// The Horovod-style result lines and where a step's time goes.
-void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vgpu) {
-  const json& per = summary["img_s_per_rank"];
-  const json& total = summary["total_img_s"];
-  std::printf("Img/sec per rank: %.1f +-%.1f (95%% CI over %zu steps x %d ranks)\n", per["mean"].get<double>(),
-              per["ci95"].get<double>(), steps, n);
-  std::printf("Total img/sec on %d rank(s): %.1f +-%.1f\n", n, total["mean"].get<double>(), total["ci95"].get<double>());
-  std::printf("# per step (s):        mean over ranks   max over ranks\n");
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
-    std::printf("#   %-18s %12.4f %16.4f\n", k, summary[k]["mean_over_ranks"].get<double>(),
-                summary[k]["max_over_ranks"].get<double>());
-  if (!summary["hidden_fraction"].is_null())
-    std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
-  if (vgpu.gate)
-    std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
-                vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),
-                summary["device"]["wait_s_per_step"].get<double>(), 100 * summary["device"]["utilization"].get<double>());
-  std::printf("# device memory: peak %.1f MiB%s\n", summary["device_memory"]["peak_mib"].get<double>(),
-              vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
-                                      vgpu.profile).c_str() : "");
 }
 
 // The model, checked before any rank starts, so that a typo fails once, at once.
