@@ -26,7 +26,6 @@
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/train_results.h"
-#include "runner/report/stats.h"
 #include "runner/cli/world.h"
 
 #if RINGBENCH_HAVE_CUDA
