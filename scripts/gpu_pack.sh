@@ -15,6 +15,11 @@ pack=${1:-$root/build-gpu-pack}
 build=${BUILD:-$root/build-gpu}
 binaries=(runner/ringbench tests/cuda_layers_test tests/cuda_train_test tests/nccl_test)
 
+# Replaces only an earlier pack (it has a MANIFEST), never another folder given by mistake.
+if [ -e "$pack" ] && { [ ! -d "$pack" ] || [ -L "$pack" ] || { [ -n "$(ls -A "$pack")" ] && [ ! -f "$pack/MANIFEST" ]; }; }; then
+  echo "scripts/gpu_pack.sh: $pack exists and is not an earlier pack (no MANIFEST): choose another folder" >&2
+  exit 2
+fi
 "$root/scripts/build.sh" "$build" -DRINGBENCH_WITH_CUDA=ON -DRINGBENCH_WITH_NCCL=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DCMAKE_BUILD_TYPE=Release -DRINGBENCH_BUILD_BENCH=OFF
 
