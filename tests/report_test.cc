@@ -185,6 +185,37 @@ ReportOptions no_plots() {
   return o;
 }
 
+// Every record of `point` in `s` made one that ran without a result: `status` and `error`.
+Sweep without_result(Sweep s, const std::string& point, const std::string& status, const std::string& error) {
+  for (auto& r : s.records)
+    if (r["point"] == point) {
+      r["status"] = status;
+      r["error"] = error;
+      r.erase("train");
+    }
+  return s;
+}
+
+struct Compared {
+  int rc;
+  std::string out;
+};
+
+// `ringbench compare` of a run of `a_raw` against one of `b_raw`, with --fail-on-regression unless
+// `fail_on_regression` is false: its exit code and what it printed.
+Compared compare(const std::string& a_raw, const std::string& b_raw, double threshold = 0.05,
+                 bool fail_on_regression = true) {
+  TempDir a, b;
+  make_run(a, a_raw);
+  make_run(b, b_raw);
+  CompareOptions opts;
+  opts.threshold = threshold;
+  opts.fail_on_regression = fail_on_regression;
+  testing::internal::CaptureStdout();
+  const int rc = compare_runs(a.path(), b.path(), opts);
+  return {rc, testing::internal::GetCapturedStdout()};
+}
+
 // summary.csv as rows of cells by point id, plus the column index by name.
 struct Csv {
   std::map<std::string, int> column;
@@ -217,25 +248,43 @@ std::string section(const std::string& md, const std::string& heading) {
   return md.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
+// One cell of summary.csv and the text it must hold.
+struct Cell {
+  std::string point, column, value;
+};
+
+void expect_cells(const Csv& csv, const std::vector<Cell>& cells) {
+  for (const Cell& c : cells) EXPECT_EQ(csv.at(c.point, c.column), c.value) << c.point << ", " << c.column;
+}
+
+// Every one of `parts` is in `text`; a failure names the missing ones, then the text.
+::testing::AssertionResult has_all(const std::string& text, const std::vector<std::string>& parts) {
+  std::string missing;
+  for (const std::string& part : parts)
+    if (text.find(part) == std::string::npos) missing += "\n  " + part;
+  if (missing.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "missing:" << missing << "\nin:\n" << text;
+}
+
 const std::string kN2Tcp = "train/lenet/b32/n2/tcp/none", kN4Tcp = "train/lenet/b32/n4/tcp/none";
 
 TEST(Report, ScalingEfficiencyAndRatiosInSummaryCsv) {
   TempDir dir;
   write_report(make_run(dir, standard_sweep().jsonl()), no_plots());
   const Csv csv(read_file(dir.path() + "/summary.csv"));
-  EXPECT_EQ(csv.at(kN2Tcp, "efficiency_mean"), "0.9000");
-  EXPECT_EQ(csv.at(kN2Tcp, "total_img_s_median"), "180.00");
-  EXPECT_EQ(csv.at(kN2Tcp, "repeats_ok"), "3");
-  EXPECT_EQ(csv.at(kN2Tcp, "ratio_vs_tcp_mean"), "");
-  EXPECT_EQ(csv.at(kN4Tcp, "efficiency_mean"), "0.8000");
-  EXPECT_EQ(csv.at("train/lenet/b32/n1/none/none", "efficiency_mean"), "1.0000");
-  EXPECT_EQ(csv.at("train/lenet/b32/n2/mpi/none", "ratio_vs_tcp_mean"), "1.1000");
+  expect_cells(csv, {{kN2Tcp, "efficiency_mean", "0.9000"},
+                     {kN2Tcp, "total_img_s_median", "180.00"},
+                     {kN2Tcp, "repeats_ok", "3"},
+                     {kN2Tcp, "ratio_vs_tcp_mean", ""},
+                     {kN4Tcp, "efficiency_mean", "0.8000"},
+                     {"train/lenet/b32/n1/none/none", "efficiency_mean", "1.0000"},
+                     {"train/lenet/b32/n2/mpi/none", "ratio_vs_tcp_mean", "1.1000"},
+                     {kN2Tcp, "hidden_fraction", "0.4000"},
+                     {"train/mobilenet_v1/b16/n2/tcp/none", "repeats_failed", "1"},
+                     {"train/mobilenet_v1/b16/n2/tcp/none", "total_img_s_median", ""},
+                     {"collectives/n4/tcp/none", "busbw_at_bytes", std::to_string(64 << 20)}});
   EXPECT_NEAR(std::stod(csv.at("train/lenet/b32/n4/mpi/none", "ratio_vs_tcp_mean")), 1.09375, 1e-4);
   EXPECT_GT(std::stod(csv.at("train/lenet/b32/n4/mpi/none", "ratio_vs_tcp_ci95")), 0);
-  EXPECT_EQ(csv.at(kN2Tcp, "hidden_fraction"), "0.4000");
-  EXPECT_EQ(csv.at("train/mobilenet_v1/b16/n2/tcp/none", "repeats_failed"), "1");
-  EXPECT_EQ(csv.at("train/mobilenet_v1/b16/n2/tcp/none", "total_img_s_median"), "");
-  EXPECT_EQ(csv.at("collectives/n4/tcp/none", "busbw_at_bytes"), std::to_string(64 << 20));
   EXPECT_NEAR(std::stod(csv.at("collectives/n4/tcp/none", "busbw_gbps_max")), 0.9135, 0.001);
 
   const std::string md = read_file(dir.path() + "/report.md");
@@ -261,12 +310,10 @@ TEST(Report, FailedAndSkippedPointsListedWithTheirError) {
   TempDir dir;
   write_report(make_run(dir, standard_sweep().jsonl()), no_plots());
   const std::string failures = section(read_file(dir.path() + "/report.md"), "## Failed and skipped");
-  EXPECT_NE(failures.find("- `train/mobilenet_v1/b16/n2/tcp/none` repeat 1: failed: rank 1 "
-                          "(10.77.0.2:41234) closed the connection: the process died or was killed"),
-            std::string::npos) << failures;
-  EXPECT_NE(failures.find("- `train/lenet/b32/n4/nccl/none` repeat 1: skipped: transport nccl is "
-                          "not in this build (RINGBENCH_WITH_NCCL=OFF)"),
-            std::string::npos) << failures;
+  EXPECT_TRUE(has_all(failures, {"- `train/mobilenet_v1/b16/n2/tcp/none` repeat 1: failed: rank 1 (10.77.0.2:41234) "
+                                 "closed the connection: the process died or was killed",
+                                 "- `train/lenet/b32/n4/nccl/none` repeat 1: skipped: transport nccl is not in this "
+                                 "build (RINGBENCH_WITH_NCCL=OFF)"}));
   const std::string md = read_file(dir.path() + "/report.md");
   EXPECT_NE(md.find("Points: 6 ok, 1 failed, 1 skipped (repeats: 17 ok, 1 failed, 1 skipped)."),
             std::string::npos) << md;
@@ -434,8 +481,9 @@ void remove_outputs(const std::string& dir) {
   fs::remove_all(dir + "/plots");
 }
 
-TEST(Report, SameRawJsonlGivesTheSameBytes) {
-  const std::string raw = standard_sweep().jsonl();
+// The report of `raw` written again in the same directory, and in another one (no absolute path
+// may leak in), has the same files, byte for byte.
+void expect_same_bytes(const std::string& raw) {
   TempDir a, b;
   write_report(make_run(a, raw));
   const auto files = output_files(a.path());
@@ -443,7 +491,7 @@ TEST(Report, SameRawJsonlGivesTheSameBytes) {
   for (const auto& f : files) first[f] = read_file(a.path() + "/" + f);
   remove_outputs(a.path());
   write_report(a.path());
-  write_report(make_run(b, raw));  // another directory: no absolute path may leak in
+  write_report(make_run(b, raw));
   EXPECT_EQ(output_files(a.path()), files);
   EXPECT_EQ(output_files(b.path()), files);
   for (const auto& f : files) {
@@ -451,6 +499,8 @@ TEST(Report, SameRawJsonlGivesTheSameBytes) {
     EXPECT_EQ(read_file(b.path() + "/" + f), first[f]) << f;
   }
 }
+
+TEST(Report, SameRawJsonlGivesTheSameBytes) { expect_same_bytes(standard_sweep().jsonl()); }
 
 TEST(Report, PlotsDrawnWithGnuplot) {
   if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
@@ -631,12 +681,10 @@ TEST(ReportVgpu, ProfilesAndMemoryTables) {
   EXPECT_LT(p40, t16);
   EXPECT_NE(vgpu.find("Real vGPU: none. Emulated: T4-4C, P40-1Q, T4-16C ("), std::string::npos)
       << vgpu;
-  EXPECT_NE(vgpu.find("| lenet b32 | T4-4C | 4096 | 1 | fits: peak 413.5 MiB (10.1% of the "
-                      "framebuffer) | 98.5 ± 6.4 |"),
-            std::string::npos) << vgpu;
-  EXPECT_NE(vgpu.find("| resnet50 b64 | P40-1Q | 1024 | 1 | does not fit: needs ≥ 1031.5 MiB "
-                      "(allocation of 12.5 MiB for onednn tensor with 1019.0 MiB in use) | - |"),
-            std::string::npos) << vgpu;
+  EXPECT_TRUE(has_all(vgpu, {"| lenet b32 | T4-4C | 4096 | 1 | fits: peak 413.5 MiB (10.1% of the framebuffer) | "
+                             "98.5 ± 6.4 |",
+                             "| resnet50 b64 | P40-1Q | 1024 | 1 | does not fit: needs ≥ 1031.5 MiB (allocation of "
+                             "12.5 MiB for onednn tensor with 1019.0 MiB in use) | - |"}));
   // Nothing of the unprofiled training point.
   EXPECT_EQ(vgpu.find("| lenet b32 | none |"), std::string::npos) << vgpu;
 }
@@ -645,24 +693,18 @@ TEST(ReportVgpu, SharingTableOneVmAgainstFour) {
   TempDir dir;
   write_report(make_run(dir, vgpu_sweep().jsonl()), no_plots());
   const std::string vgpu = section(read_file(dir.path() + "/report.md"), "## vGPU profiles");
-  EXPECT_NE(vgpu.find("### Sharing one device: lenet, batch 32 per VM, default image size"),
-            std::string::npos) << vgpu;
-  EXPECT_NE(vgpu.find("then 4 VMs of the same profile on one device, slice 2 ms."),
-            std::string::npos) << vgpu;
-  EXPECT_NE(vgpu.find("| 4 VMs: img/s per VM | 4 VMs: total img/s | 4 VMs: step s | 4 VMs: device "
-                      "util per VM | 4 VMs: device util total | per-VM img/s, 4 vs 1 |"),
-            std::string::npos) << vgpu;
-  // Per VM 100 (then 101) img/s alone, 24 (24.24) with 4 VMs: 0.24 in both repeats.
-  EXPECT_NE(vgpu.find("| T4-4C | best_effort | 100.5 ± 6.4 | 0.3184 | 95.0% | 24.1 ± 1.5 | 96.5 ± "
-                      "6.1 | 1.3267 | 24.0% | 97.0% | 0.240× ± 0.000 |"),
-            std::string::npos) << vgpu;
-  // fixed_share: a VM alone gets its quarter; the device total was not measured.
-  EXPECT_NE(vgpu.find("| T4-4C | fixed_share | 25.1 ± 1.6 | 1.2737 | 25.0% | 24.1 ± 1.5 | 96.5 ± "
-                      "6.1 | 1.3267 | 24.0% | - | 0.960× ± 0.000 |"),
-            std::string::npos) << vgpu;
-  EXPECT_NE(vgpu.find("| T4-16C | fixed_share | 100.5 ± 6.4 | 0.3184 | 95.0% | skipped |  |  |  |  | "
-                      "- |"),
-            std::string::npos) << vgpu;
+  EXPECT_TRUE(has_all(
+      vgpu, {"### Sharing one device: lenet, batch 32 per VM, default image size",
+             "then 4 VMs of the same profile on one device, slice 2 ms.",
+             "| 4 VMs: img/s per VM | 4 VMs: total img/s | 4 VMs: step s | 4 VMs: device util per VM | 4 VMs: "
+             "device util total | per-VM img/s, 4 vs 1 |",
+             // Per VM 100 (then 101) img/s alone, 24 (24.24) with 4 VMs: 0.24 in both repeats.
+             "| T4-4C | best_effort | 100.5 ± 6.4 | 0.3184 | 95.0% | 24.1 ± 1.5 | 96.5 ± 6.1 | 1.3267 | 24.0% | "
+             "97.0% | 0.240× ± 0.000 |",
+             // fixed_share: a VM alone gets its quarter; the device total was not measured.
+             "| T4-4C | fixed_share | 25.1 ± 1.6 | 1.2737 | 25.0% | 24.1 ± 1.5 | 96.5 ± 6.1 | 1.3267 | 24.0% | - | "
+             "0.960× ± 0.000 |",
+             "| T4-16C | fixed_share | 100.5 ± 6.4 | 0.3184 | 95.0% | skipped |  |  |  |  | - |"}));
   EXPECT_LT(vgpu.find("| T4-4C | best_effort |"), vgpu.find("| T4-4C | fixed_share |"));
   EXPECT_LT(vgpu.find("| T4-4C | fixed_share |"), vgpu.find("| T4-16C | best_effort |"));
   EXPECT_NE(vgpu.find("Under **fixed share**"), std::string::npos) << vgpu;
@@ -686,25 +728,26 @@ TEST(ReportVgpu, SummaryCsvAppendsTheVgpuColumns) {
             "device_memory_peak_mib,framebuffer_mib,vgpu_mode,repeats_does_not_fit");
   const Csv csv(text);
   const std::string be4 = kShare + "best_effort/vms4", fs4 = kShare + "fixed_share/vms4";
-  EXPECT_EQ(csv.at(be4, "kind"), "share");
-  EXPECT_EQ(csv.at(be4, "policy"), "best_effort");
-  EXPECT_EQ(csv.at(be4, "vms"), "4");
-  EXPECT_EQ(csv.at(be4, "total_img_s_median"), "96.48");
-  EXPECT_EQ(csv.at(be4, "img_s_per_rank_median"), "24.12");
-  EXPECT_EQ(csv.at(be4, "device_util_per_vm"), "0.2400");
-  EXPECT_EQ(csv.at(be4, "device_util_total"), "0.9700");
-  EXPECT_EQ(csv.at(fs4, "device_util_total"), "");
-  EXPECT_EQ(csv.at(be4, "device_memory_peak_mib"), "403.0");
-  EXPECT_EQ(csv.at(be4, "framebuffer_mib"), "4096");
-  EXPECT_EQ(csv.at(be4, "vgpu_mode"), "emulated");
-  EXPECT_EQ(csv.at("share/lenet/b32/T4-16C/fixed_share/vms4", "repeats_ok"), "0");
-  EXPECT_EQ(csv.at("share/lenet/b32/T4-16C/fixed_share/vms4", "total_img_s_median"), "");
-  const std::string misfit = "train/resnet50/b64/n1/none/P40-1Q";
-  EXPECT_EQ(csv.at(misfit, "repeats_failed"), "0");
-  EXPECT_EQ(csv.at(misfit, "repeats_does_not_fit"), "2");
-  EXPECT_EQ(csv.at(misfit, "framebuffer_mib"), "1024");
-  EXPECT_EQ(csv.at("train/lenet/b32/n1/none/T4-4C", "device_memory_peak_mib"), "413.5");
-  EXPECT_EQ(csv.at("train/lenet/b32/n1/none/T4-4C", "policy"), "");
+  const std::string t16 = "share/lenet/b32/T4-16C/fixed_share/vms4", misfit = "train/resnet50/b64/n1/none/P40-1Q",
+                    t4 = "train/lenet/b32/n1/none/T4-4C";
+  expect_cells(csv, {{be4, "kind", "share"},
+                     {be4, "policy", "best_effort"},
+                     {be4, "vms", "4"},
+                     {be4, "total_img_s_median", "96.48"},
+                     {be4, "img_s_per_rank_median", "24.12"},
+                     {be4, "device_util_per_vm", "0.2400"},
+                     {be4, "device_util_total", "0.9700"},
+                     {fs4, "device_util_total", ""},
+                     {be4, "device_memory_peak_mib", "403.0"},
+                     {be4, "framebuffer_mib", "4096"},
+                     {be4, "vgpu_mode", "emulated"},
+                     {t16, "repeats_ok", "0"},
+                     {t16, "total_img_s_median", ""},
+                     {misfit, "repeats_failed", "0"},
+                     {misfit, "repeats_does_not_fit", "2"},
+                     {misfit, "framebuffer_mib", "1024"},
+                     {t4, "device_memory_peak_mib", "413.5"},
+                     {t4, "policy", ""}});
 }
 
 TEST(ReportVgpu, RunWithoutProfilesKeepsItsReportAsBefore) {
@@ -721,23 +764,7 @@ TEST(ReportVgpu, RunWithoutProfilesKeepsItsReportAsBefore) {
   EXPECT_EQ(csv.find("policy"), std::string::npos);
 }
 
-TEST(ReportVgpu, SameRawJsonlGivesTheSameBytes) {
-  const std::string raw = vgpu_sweep().jsonl();
-  TempDir a, b;
-  write_report(make_run(a, raw));
-  write_report(make_run(b, raw));
-  const auto files = output_files(a.path());
-  EXPECT_EQ(output_files(b.path()), files);
-  std::map<std::string, std::string> first;
-  for (const auto& f : files) first[f] = read_file(a.path() + "/" + f);
-  remove_outputs(a.path());
-  write_report(a.path());
-  EXPECT_EQ(output_files(a.path()), files);
-  for (const auto& f : files) {
-    EXPECT_EQ(read_file(a.path() + "/" + f), first[f]) << f;
-    EXPECT_EQ(read_file(b.path() + "/" + f), first[f]) << f;
-  }
-}
+TEST(ReportVgpu, SameRawJsonlGivesTheSameBytes) { expect_same_bytes(vgpu_sweep().jsonl()); }
 
 TEST(ReportVgpu, SharingPlotsDrawnWithGnuplot) {
   if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
@@ -774,21 +801,10 @@ TEST(ReportVgpu, OkShareRecordNeedsItsTotal) {
 }
 
 TEST(ReportVgpu, CompareSharePointsAndDoesNotFitIsNoRegression) {
-  TempDir a, b;
-  make_run(a, vgpu_sweep().jsonl());
-  Sweep slower = vgpu_sweep(0.8);
-  for (auto& r : slower.records)  // lenet on T4-4C no longer fits in B
-    if (r["point"] == "train/lenet/b32/n1/none/T4-4C") {
-      r["status"] = "does_not_fit";
-      r["error"] = "out of device memory";
-      r.erase("train");
-    }
-  make_run(b, slower.jsonl());
-  CompareOptions opts;
-  opts.fail_on_regression = true;
-  testing::internal::CaptureStdout();
-  const int rc = compare_runs(a.path(), b.path(), opts);
-  const std::string out = testing::internal::GetCapturedStdout();
+  // B: 20% slower, and lenet on T4-4C no longer fits.
+  const Sweep slower =
+      without_result(vgpu_sweep(0.8), "train/lenet/b32/n1/none/T4-4C", "does_not_fit", "out of device memory");
+  const auto [rc, out] = compare(vgpu_sweep().jsonl(), slower.jsonl());
   EXPECT_EQ(rc, 1) << out;
   // The six ok share points are 20% slower; the misfit is not counted against B.
   EXPECT_NE(out.find("6 regressions beyond noise, 0 faster, 1 ok, 0 failed, 2 does not fit, 2 "
@@ -811,21 +827,8 @@ TEST(ReportVgpu, CompareSharePointsAndDoesNotFitIsNoRegression) {
 // ---------------------------------------------------------------------------------------------
 // compare
 
-struct Compared {
-  int rc;
-  std::string out;
-};
-
 Compared compare(double b_scale, double threshold) {
-  TempDir a, b;
-  make_run(a, standard_sweep().jsonl());
-  make_run(b, standard_sweep(b_scale).jsonl());
-  CompareOptions opts;
-  opts.threshold = threshold;
-  opts.fail_on_regression = true;
-  testing::internal::CaptureStdout();
-  const int rc = compare_runs(a.path(), b.path(), opts);
-  return {rc, testing::internal::GetCapturedStdout()};
+  return compare(standard_sweep().jsonl(), standard_sweep(b_scale).jsonl(), threshold);
 }
 
 TEST(Compare, IdenticalRunsHaveNoRegression) {
@@ -849,28 +852,13 @@ TEST(Compare, TwoPercentSlowerIsWithinTheThreshold) {
 }
 
 TEST(Compare, APointThatFailsInBFailsTheGate) {
-  TempDir a, b;
-  make_run(a, standard_sweep().jsonl());
-  Sweep s = standard_sweep();
-  for (auto& r : s.records)
-    if (r["point"] == kN2Tcp) {
-      r["status"] = "failed";
-      r["error"] = "rank 1 timed out";
-      r.erase("train");
-    }
-  make_run(b, s.jsonl());
-  CompareOptions opts;
-  opts.fail_on_regression = true;
-  testing::internal::CaptureStdout();
-  const int rc = compare_runs(a.path(), b.path(), opts);
-  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string a = standard_sweep().jsonl();
+  const std::string b = without_result(standard_sweep(), kN2Tcp, "failed", "rank 1 timed out").jsonl();
+  const auto [rc, out] = compare(a, b);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("0 regressions beyond noise"), std::string::npos) << out;
   EXPECT_NE(out.find("1 point with a result in A failed in B"), std::string::npos) << out;
-  opts.fail_on_regression = false;
-  testing::internal::CaptureStdout();
-  EXPECT_EQ(compare_runs(a.path(), b.path(), opts), 0);
-  testing::internal::GetCapturedStdout();
+  EXPECT_EQ(compare(a, b, 0.05, /*fail_on_regression=*/false).rc, 0);
 }
 
 TEST(Compare, RegressionWithinTheNoiseIsNotFlagged) {
