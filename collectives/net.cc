@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -39,23 +40,64 @@ std::string to_string(const sockaddr_in& sa) {
   return std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
 }
 
-int ms_until(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms + 1, 1 << 30));
-}
-
-// Waits for `events` on fd; false when the deadline passed first.
-bool poll_until(int fd, short events, Clock::time_point deadline) {
+// Waits for `events` on fd: 1 when ready, 0 when the deadline passed first, -1 when poll()
+// failed (errno says why).
+int poll_until(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, ms_until(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) {
-      if (Clock::now() >= deadline) return false;
-      continue;
-    }
-    if (errno != EINTR) check_errno(false, "poll");
+    const int rc = ::poll(&p, 1, poll_ms(deadline));
+    if (rc > 0) return 1;
+    if (rc == 0 && Clock::now() >= deadline) return 0;
+    if (rc < 0 && errno != EINTR) return -1;
   }
+}
+
+// One non-blocking connect to `ai`, bounded by `deadline`: the connected socket, or -1 with
+// *err set.
+int connect_addr(const addrinfo& ai, Clock::time_point deadline, int* err) {
+  int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai.ai_protocol);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  // An interrupted non-blocking connect goes on asynchronously, like EINPROGRESS.
+  if (::connect(fd, ai.ai_addr, ai.ai_addrlen) != 0) {
+    int so_error = errno;
+    if (so_error == EINPROGRESS || so_error == EINTR) {
+      const int ready = poll_until(fd, POLLOUT, deadline);
+      so_error = ready > 0 ? 0 : ready == 0 ? ETIMEDOUT : errno;
+      socklen_t len = sizeof so_error;
+      if (ready > 0 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+    }
+    if (so_error != 0) {
+      *err = so_error;
+      close_fd(fd);
+      return -1;
+    }
+  }
+  // Connecting to a free local port can, rarely, connect the socket to itself (TCP
+  // simultaneous open). That is not a server.
+  sockaddr_storage self{}, peer{};
+  socklen_t self_len = sizeof self, peer_len = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &self_len) == 0 &&
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
+      self_len == peer_len && std::memcmp(&self, &peer, self_len) == 0) {
+    *err = ECONNREFUSED;
+    close_fd(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The IPv4 addresses of host:port (AI_PASSIVE and "" or "*": every address); 0 or a gai error.
+int resolve(const std::string& host, int port, bool passive, addrinfo** res) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  const std::string service = std::to_string(port);
+  const char* node = passive && (host.empty() || host == "*") ? nullptr : host.c_str();
+  return ::getaddrinfo(node, service.c_str(), &hints, res);
 }
 
 }  // namespace
@@ -128,7 +170,9 @@ int connect_tcp(const std::string& ip, int port, Clock::time_point deadline) {
     check_errno(fd >= 0, "socket");
     int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
     if (rc != 0 && errno == EINPROGRESS) {
-      if (poll_until(fd, POLLOUT, deadline)) {
+      const int ready = poll_until(fd, POLLOUT, deadline);
+      check_errno(ready >= 0, "poll");
+      if (ready > 0) {
         int err = 0;
         socklen_t len = sizeof err;
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -148,9 +192,82 @@ int connect_tcp(const std::string& ip, int port, Clock::time_point deadline) {
                              " before the timeout (last error: " + last + ")");
 }
 
+int listen_host(const std::string& host, int port) {
+  if (port < 0 || port > 65535) throw Error("port " + std::to_string(port) + " is out of range 0-65535");
+  addrinfo* res = nullptr;
+  const int gai = resolve(host, port, true, &res);
+  if (gai != 0) throw Error("cannot resolve '" + host + "': " + ::gai_strerror(gai));
+  std::string last_error = "no IPv4 address";
+  int listen_fd = -1;
+  for (addrinfo* ai = res; ai != nullptr && listen_fd < 0; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last_error = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      last_error = std::string("bind: ") + std::strerror(errno);
+      close_fd(fd);
+      continue;
+    }
+    if (::listen(fd, SOMAXCONN) != 0) {
+      last_error = std::string("listen: ") + std::strerror(errno);
+      close_fd(fd);
+      continue;
+    }
+    listen_fd = fd;
+  }
+  ::freeaddrinfo(res);
+  if (listen_fd < 0)
+    throw Error("cannot listen on " + host + ":" + std::to_string(port) + ": " + last_error);
+  return listen_fd;
+}
+
+int try_connect(const std::string& host, int port, Clock::time_point deadline, std::string* why) {
+  addrinfo* res = nullptr;
+  const int gai = resolve(host, port, false, &res);
+  if (gai != 0) {
+    *why = std::string("cannot resolve host: ") + ::gai_strerror(gai);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    int err = 0;
+    fd = connect_addr(*ai, deadline, &err);
+    if (fd < 0) *why = std::strerror(err);
+  }
+  ::freeaddrinfo(res);
+  return fd;
+}
+
+int bound_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  check_errno(::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0, "getsockname");
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  throw Error("listening socket is not an IP socket");
+}
+
 void set_nonblocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL, 0);
   check_errno(flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, "fcntl O_NONBLOCK");
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) {
+    ::close(fd);  // never retried on EINTR: Linux releases the descriptor regardless
+    fd = -1;
+  }
+}
+
+int poll_ms(Clock::time_point deadline) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
 }
 
 void set_nodelay(int fd) {
@@ -166,38 +283,69 @@ void set_socket_buffers(int fd, int bytes) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-bool write_all(int fd, const void* data, size_t len, Clock::time_point deadline) {
+IoStatus send_all(int fd, const void* data, size_t len, Clock::time_point deadline, int* err) {
   auto* p = static_cast<const char*>(data);
   while (len > 0) {
-    ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!poll_until(fd, POLLOUT, deadline)) return false;
-    } else {
-      check_errno(false, "send to " + peer_address(fd));
+    const ssize_t r = ::send(fd, p, len, MSG_NOSIGNAL);
+    if (r >= 0) {
+      p += r;
+      len -= static_cast<size_t>(r);
+      continue;
     }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      const int ready = poll_until(fd, POLLOUT, deadline);
+      if (ready > 0) continue;
+      if (ready == 0) return IoStatus::timeout;
+    }
+    *err = errno;
+    return (errno == EPIPE || errno == ECONNRESET) ? IoStatus::closed : IoStatus::failed;
   }
-  return true;
+  return IoStatus::ok;
+}
+
+IoStatus recv_all(int fd, void* data, size_t len, Clock::time_point deadline, int* err) {
+  auto* p = static_cast<char*>(data);
+  while (len > 0) {
+    const ssize_t r = ::recv(fd, p, len, 0);
+    if (r > 0) {
+      p += r;
+      len -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) {
+      *err = 0;
+      return IoStatus::closed;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      const int ready = poll_until(fd, POLLIN, deadline);
+      if (ready > 0) continue;
+      if (ready == 0) return IoStatus::timeout;
+    }
+    *err = errno;
+    return errno == ECONNRESET ? IoStatus::closed : IoStatus::failed;
+  }
+  return IoStatus::ok;
+}
+
+bool write_all(int fd, const void* data, size_t len, Clock::time_point deadline) {
+  int err = 0;
+  const IoStatus s = send_all(fd, data, len, deadline, &err);
+  if (s == IoStatus::ok || s == IoStatus::timeout) return s == IoStatus::ok;
+  errno = err;
+  check_errno(false, "send to " + peer_address(fd));
+  return false;
 }
 
 bool read_all(int fd, void* data, size_t len, Clock::time_point deadline) {
-  auto* p = static_cast<char*>(data);
-  while (len > 0) {
-    ssize_t n = ::recv(fd, p, len, 0);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-    } else if (n == 0) {
-      throw Error("connection closed by " + peer_address(fd));
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (!poll_until(fd, POLLIN, deadline)) return false;
-    } else {
-      check_errno(false, "recv from " + peer_address(fd));
-    }
-  }
-  return true;
+  int err = 0;
+  const IoStatus s = recv_all(fd, data, len, deadline, &err);
+  if (s == IoStatus::ok || s == IoStatus::timeout) return s == IoStatus::ok;
+  if (err == 0) throw Error("connection closed by " + peer_address(fd));
+  errno = err;
+  check_errno(false, "recv from " + peer_address(fd));
+  return false;
 }
 
 std::string peer_address(int fd) {
@@ -212,6 +360,23 @@ std::string local_address(int fd) {
   socklen_t len = sizeof sa;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "?";
   return to_string(sa);
+}
+
+std::string local_ip(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  check_errno(::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0, "getsockname");
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* a = nullptr;
+  if (ss.ss_family == AF_INET) {
+    a = &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr;
+  } else if (ss.ss_family == AF_INET6) {
+    a = &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+  } else {
+    throw Error("connection is not an IP socket");
+  }
+  check_errno(::inet_ntop(ss.ss_family, a, text, sizeof text) != nullptr, "inet_ntop");
+  return text;
 }
 
 bool is_loopback_host(const std::string& host) {

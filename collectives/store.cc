@@ -1,5 +1,5 @@
 // InProcStore, store_barrier and parse_host_port, and the helpers of store_internal.h. The TCP
-// store lives in store_tcp.cc.
+// store lives in store_server.cc and store_client.cc (its wire protocol: store_wire.h).
 #include "collectives/store.h"
 
 #include <charconv>

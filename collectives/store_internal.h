@@ -1,5 +1,5 @@
-// Helpers shared by store.cc (InProcStore, store_barrier) and store_tcp.cc (the TCP store).
-// Internal to the collectives library: not part of its interface.
+// Helpers shared by store.cc (InProcStore, store_barrier) and the TCP store (store_server.cc,
+// store_client.cc). Internal to the collectives library: not part of its interface.
 #pragma once
 
 #include <cstdint>

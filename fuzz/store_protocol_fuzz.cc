@@ -1,4 +1,4 @@
-// libFuzzer: the store server (collectives/store_tcp.cc) fed arbitrary bytes by a client.
+// libFuzzer: the store server (collectives/store_server.cc) fed arbitrary bytes by a client.
 // Input: byte 0, bit 0 set = the client first authenticates with the job's secret, as TcpStore
 // does (the rest then reaches the request parser); clear = the rest is the client's hello (the
 // pre-authentication path every stranger reaches). After every input a legitimate client must
@@ -22,7 +22,7 @@ using namespace ringbench;
 using Clock = std::chrono::steady_clock;
 
 const std::string kSecret(auth::kSecretBytes, 's');
-constexpr char kMagic[] = "RBSTORE2";  // the wire protocol's, as documented in store_tcp.cc
+constexpr char kMagic[] = "RBSTORE2";  // the wire protocol's, as documented in collectives/store_wire.h
 
 struct Fixture {
   TcpStoreServer server{"127.0.0.1", 0, kSecret};

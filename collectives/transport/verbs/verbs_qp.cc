@@ -1,5 +1,4 @@
 // The verbs transport's queue pairs: setup, creation, and the address exchange that connects them.
-#include <fcntl.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "collectives/net.h"
 #include "collectives/transport/verbs/verbs_internal.h"
 
 namespace ringbench::verbs_detail {
@@ -64,8 +64,7 @@ void VerbsTransport::setup(Store& store) {
   check_errno(wake_fd_ >= 0, "eventfd");
   channel_ = ibv_create_comp_channel(dev_->ctx);
   check_errno(channel_ != nullptr, "ibv_create_comp_channel on " + dev_->name);
-  int fl = ::fcntl(channel_->fd, F_GETFL);
-  check_errno(fl >= 0 && ::fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) == 0, "fcntl");
+  net::set_nonblocking(channel_->fd);
   send_depth_ = std::min(kMaxSendWr, depth_);
   int cqe = static_cast<int>(peers * (depth_ + send_depth_ + kCtrlRecvSlots + kCtrlSendSlots));
   cq_ = ibv_create_cq(dev_->ctx, std::min(cqe, dev_attr_.max_cqe), nullptr, channel_, 0);
