@@ -140,6 +140,31 @@ void kernel_scalar(void* dst, const void* a, const void* b, size_t n, float divi
 // 32-bit lane: that is its float. The interleave shuffles lanes within 128-bit blocks and the
 // narrowing pack undoes it, so elements come back in order.
 
+// The loop of both vector kernels: `Step` handles W elements, the last partial step runs on
+// zero-padded copies. Always inlined into the kernel, whose target attribute then covers the
+// steps; only pointers and a float cross it, so no vector type passes through code compiled
+// without the ISA.
+using Step = void (*)(void* dst, const void* a, const void* b, float divisor);
+
+template <DType T, Op O, size_t W, Step step>
+[[gnu::always_inline]] inline void vector_kernel(void* dst, const void* a, const void* b, size_t n,
+                                                 float divisor) {
+  using S = typename Elem<T>::type;
+  auto* o = static_cast<S*>(dst);
+  const auto* x = static_cast<const S*>(a);
+  const auto* y = static_cast<const S*>(b);
+  size_t i = 0;
+  for (; i + W <= n; i += W) step(o + i, x + i, y + i, divisor);
+  if (i < n) {
+    S xs[W] = {}, ys[W] = {};
+    const size_t bytes = (n - i) * sizeof(S);
+    std::memcpy(xs, x + i, bytes);
+    if constexpr (O != Op::div) std::memcpy(ys, y + i, bytes);
+    step(xs, xs, ys, divisor);
+    std::memcpy(o + i, xs, bytes);
+  }
+}
+
 struct Pair512 {
   __m512 lo, hi;
 };
@@ -188,33 +213,22 @@ RB_AVX512 inline void store32(void* p, Pair512 v) {
 }
 
 template <DType T, Op O>
-RB_AVX512 inline void step32(void* dst, const void* a, const void* b, __m512 d) {
+RB_AVX512 inline void step32(void* dst, const void* a, const void* b, float divisor) {
   Pair512 v = load32<T>(a);
   if constexpr (O != Op::div) {
     const Pair512 w = load32<T>(b);
     v = {_mm512_add_ps(v.lo, w.lo), _mm512_add_ps(v.hi, w.hi)};
   }
-  if constexpr (O != Op::sum) v = {_mm512_div_ps(v.lo, d), _mm512_div_ps(v.hi, d)};
+  if constexpr (O != Op::sum) {
+    const __m512 d = _mm512_set1_ps(divisor);
+    v = {_mm512_div_ps(v.lo, d), _mm512_div_ps(v.hi, d)};
+  }
   store32<T>(dst, v);
 }
 
 template <DType T, Op O>
 RB_AVX512 void kernel_avx512(void* dst, const void* a, const void* b, size_t n, float divisor) {
-  using S = typename Elem<T>::type;
-  auto* o = static_cast<S*>(dst);
-  const auto* x = static_cast<const S*>(a);
-  const auto* y = static_cast<const S*>(b);
-  const __m512 d = _mm512_set1_ps(divisor);
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) step32<T, O>(o + i, x + i, y + i, d);
-  if (i < n) {
-    S xs[32] = {}, ys[32] = {};
-    const size_t bytes = (n - i) * sizeof(S);
-    std::memcpy(xs, x + i, bytes);
-    if constexpr (O != Op::div) std::memcpy(ys, y + i, bytes);
-    step32<T, O>(xs, xs, ys, d);
-    std::memcpy(o + i, xs, bytes);
-  }
+  vector_kernel<T, O, 32, step32<T, O>>(dst, a, b, n, divisor);
 }
 
 struct Pair256 {
@@ -266,33 +280,22 @@ RB_AVX2 inline void store16(void* p, Pair256 v) {
 }
 
 template <DType T, Op O>
-RB_AVX2 inline void step16(void* dst, const void* a, const void* b, __m256 d) {
+RB_AVX2 inline void step16(void* dst, const void* a, const void* b, float divisor) {
   Pair256 v = load16<T>(a);
   if constexpr (O != Op::div) {
     const Pair256 w = load16<T>(b);
     v = {_mm256_add_ps(v.lo, w.lo), _mm256_add_ps(v.hi, w.hi)};
   }
-  if constexpr (O != Op::sum) v = {_mm256_div_ps(v.lo, d), _mm256_div_ps(v.hi, d)};
+  if constexpr (O != Op::sum) {
+    const __m256 d = _mm256_set1_ps(divisor);
+    v = {_mm256_div_ps(v.lo, d), _mm256_div_ps(v.hi, d)};
+  }
   store16<T>(dst, v);
 }
 
 template <DType T, Op O>
 RB_AVX2 void kernel_avx2(void* dst, const void* a, const void* b, size_t n, float divisor) {
-  using S = typename Elem<T>::type;
-  auto* o = static_cast<S*>(dst);
-  const auto* x = static_cast<const S*>(a);
-  const auto* y = static_cast<const S*>(b);
-  const __m256 d = _mm256_set1_ps(divisor);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) step16<T, O>(o + i, x + i, y + i, d);
-  if (i < n) {
-    S xs[16] = {}, ys[16] = {};
-    const size_t bytes = (n - i) * sizeof(S);
-    std::memcpy(xs, x + i, bytes);
-    if constexpr (O != Op::div) std::memcpy(ys, y + i, bytes);
-    step16<T, O>(xs, xs, ys, d);
-    std::memcpy(o + i, xs, bytes);
-  }
+  vector_kernel<T, O, 16, step16<T, O>>(dst, a, b, n, divisor);
 }
 
 bool has_avx512() {
