@@ -29,13 +29,7 @@ constexpr double kTol = 0.01;
 const Time kT0{};  // the simulation's epoch
 constexpr Time kNever = Time::max();
 
-SchedulerOptions options(Policy p, int max_instances) {
-  SchedulerOptions o;
-  o.policy = p;
-  o.max_instances = max_instances;
-  o.slice = kSlice;
-  return o;
-}
+SchedulerOptions options(Policy p, int max_instances) { return {p, max_instances, kSlice}; }
 
 double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -165,55 +159,38 @@ std::vector<double> shares(Policy policy, int max_instances, int busy, int idle 
   return out;
 }
 
-TEST(VgpuPolicyShare, FixedShareOneOfFourGetsAQuarter) {
-  const auto s = shares(Policy::fixed_share, 4, 1);
-  EXPECT_NEAR(s[0], 0.25, kTol);
+// `busy` busy VMs and `idle` idle ones, powered on: each busy one gets `each` of the device, each
+// idle one nothing.
+struct ShareCase {
+  const char* name;
+  Policy policy;
+  int max_instances, busy, idle;
+  double each;
+};
+
+class VgpuPolicyShare : public ::testing::TestWithParam<ShareCase> {};
+
+TEST_P(VgpuPolicyShare, EachBusyVmGetsItsShare) {
+  const ShareCase& c = GetParam();
+  const auto s = shares(c.policy, c.max_instances, c.busy, c.idle);
+  ASSERT_EQ(s.size(), size_t(c.busy + c.idle));
+  for (int i = 0; i < c.busy; ++i) EXPECT_NEAR(s[size_t(i)], c.each, kTol) << "VM " << i;
+  for (int i = c.busy; i < c.busy + c.idle; ++i) EXPECT_EQ(s[size_t(i)], 0.0) << "VM " << i;
 }
 
-TEST(VgpuPolicyShare, FixedShareTwoOfFourGetAQuarterEach) {
-  const auto s = shares(Policy::fixed_share, 4, 2);
-  EXPECT_NEAR(s[0], 0.25, kTol);
-  EXPECT_NEAR(s[1], 0.25, kTol);
-}
-
-TEST(VgpuPolicyShare, FixedShareFourOfFourFillTheDevice) {
-  const auto s = shares(Policy::fixed_share, 4, 4);
-  for (double x : s) EXPECT_NEAR(x, 0.25, kTol);
-}
-
-// The other VM is on but has no work: it yields its slot (equal_share would not).
-TEST(VgpuPolicyShare, BestEffortAloneGetsTheWholeDevice) {
-  const auto s = shares(Policy::best_effort, 4, 1, 1);
-  EXPECT_NEAR(s[0], 1.0, kTol);
-  EXPECT_EQ(s[1], 0.0);
-}
-
-TEST(VgpuPolicyShare, BestEffortTwoBusySplitInHalves) {
-  const auto s = shares(Policy::best_effort, 4, 2);
-  EXPECT_NEAR(s[0], 0.5, kTol);
-  EXPECT_NEAR(s[1], 0.5, kTol);
-}
-
-TEST(VgpuPolicyShare, BestEffortThreeBusyGetAThirdEach) {
-  const auto s = shares(Policy::best_effort, 4, 3);
-  for (double x : s) EXPECT_NEAR(x, 1.0 / 3, kTol);
-}
-
-TEST(VgpuPolicyShare, EqualShareIdleVmStillTakesItsHalf) {
-  const auto s = shares(Policy::equal_share, 4, 1, 1);
-  EXPECT_NEAR(s[0], 0.5, kTol);
-  EXPECT_EQ(s[1], 0.0);
-}
-
-TEST(VgpuPolicyShare, EqualShareThreeBusyGetAThirdEach) {
-  const auto s = shares(Policy::equal_share, 4, 3);
-  for (double x : s) EXPECT_NEAR(x, 1.0 / 3, kTol);
-}
-
-TEST(VgpuPolicyShare, EqualShareAloneGetsTheWholeDevice) {
-  const auto s = shares(Policy::equal_share, 4, 1);
-  EXPECT_NEAR(s[0], 1.0, kTol);
-}
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VgpuPolicyShare,
+    ::testing::Values(ShareCase{"FixedShareOneOfFourGetsAQuarter", Policy::fixed_share, 4, 1, 0, 0.25},
+                      ShareCase{"FixedShareTwoOfFourGetAQuarterEach", Policy::fixed_share, 4, 2, 0, 0.25},
+                      ShareCase{"FixedShareFourOfFourFillTheDevice", Policy::fixed_share, 4, 4, 0, 0.25},
+                      // The other VM is on but has no work: it yields its slot (equal_share would not).
+                      ShareCase{"BestEffortAloneGetsTheWholeDevice", Policy::best_effort, 4, 1, 1, 1.0},
+                      ShareCase{"BestEffortTwoBusySplitInHalves", Policy::best_effort, 4, 2, 0, 0.5},
+                      ShareCase{"BestEffortThreeBusyGetAThirdEach", Policy::best_effort, 4, 3, 0, 1.0 / 3},
+                      ShareCase{"EqualShareIdleVmStillTakesItsHalf", Policy::equal_share, 4, 1, 1, 0.5},
+                      ShareCase{"EqualShareThreeBusyGetAThirdEach", Policy::equal_share, 4, 3, 0, 1.0 / 3},
+                      ShareCase{"EqualShareAloneGetsTheWholeDevice", Policy::equal_share, 4, 1, 0, 1.0}),
+    [](const ::testing::TestParamInfo<ShareCase>& c) { return std::string(c.param.name); });
 
 // Ops of 3 ms do not divide a 10 ms slice: a VM sees its slice over at 12 ms and keeps the
 // device until then. The overrun is charged to it (12 ms of every 40: 0.30), and the next

@@ -33,17 +33,31 @@ constexpr std::chrono::microseconds kOp = 200us;
 constexpr std::chrono::milliseconds kTimeout = 2s;
 
 SchedulerOptions options(Policy p, int max_instances, std::chrono::microseconds slice = kSlice) {
-  SchedulerOptions o;
-  o.policy = p;
-  o.max_instances = max_instances;
-  o.slice = slice;
-  return o;
+  return {p, max_instances, slice};
 }
 
 double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
+}
+
+// What a call that should fail said: the std::runtime_error's message (`otherwise` when the
+// call returned), and how long it took in seconds.
+struct Failure {
+  std::string error;
+  double took;
+};
+
+Failure failure_of(const std::function<void()>& call, const std::string& otherwise) {
+  const auto t0 = Clock::now();
+  std::string error = otherwise;
+  try {
+    call();
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  return {error, secs(Clock::now() - t0)};
 }
 
 // One synthetic device op: the thread waits `d` for it, as a host thread waits for a kernel.
@@ -169,15 +183,9 @@ TEST(VgpuSchedulerAcquire, TimesOutNamingTheVmAndTheTimeout) {
   SliceScheduler s(options(Policy::fixed_share, 2));
   const int a = s.power_on(), b = s.power_on();
   s.acquire(a, kTimeout);  // and never released
-  const auto t0 = Clock::now();
-  try {
-    s.acquire(b, 50ms);
-    FAIL() << "VM " << b << " was granted while VM " << a << " held the device";
-  } catch (const std::runtime_error& e) {
-    EXPECT_TRUE(contains(e.what(), "VM " + std::to_string(b))) << e.what();
-    EXPECT_TRUE(contains(e.what(), "50 ms")) << e.what();
-  }
-  const double took = secs(Clock::now() - t0);
+  const auto [error, took] = failure_of([&] { s.acquire(b, 50ms); }, "granted while VM 0 held the device");
+  EXPECT_TRUE(contains(error, "VM " + std::to_string(b))) << error;
+  EXPECT_TRUE(contains(error, "50 ms")) << error;
   EXPECT_GE(took, 0.050);
   EXPECT_LT(took, 1.0);
 }
@@ -269,27 +277,20 @@ TEST(VgpuSchedulerServer, DestroyedWhileAClientWaitsFailsItsEnter) {
   const std::string path = server->path();
   auto holder = connect_gate(path, kTimeout);
   holder->enter();  // and keeps the device
-  std::string error;
-  double took = 0;
+  Failure waited{};
   std::jthread waiter([&] {
     try {
       auto gate = connect_gate(path, kTimeout);
-      const auto t0 = Clock::now();
-      try {
-        gate->enter();
-        error = "granted";
-      } catch (const std::runtime_error& e) {
-        error = e.what();
-      }
-      took = secs(Clock::now() - t0);
+      waited = failure_of([&] { gate->enter(); }, "granted");
     } catch (const std::exception& e) {
-      error = std::string("connect: ") + e.what();
+      waited.error = std::string("connect: ") + e.what();
     }
   });
   // Lets the waiter block in enter(); had it not yet, its enter() must fail all the same.
   std::this_thread::sleep_for(200ms);
   server.reset();
   waiter.join();
+  const auto& [error, took] = waited;
   std::printf("the waiter's enter(): %s\n", error.c_str());
   EXPECT_TRUE(contains(error, "vGPU scheduler at " + path + ": ")) << error;
   EXPECT_LT(took, secs(kTimeout)) << error;
@@ -335,15 +336,9 @@ TEST(VgpuSchedulerServer, DisconnectPowersTheVmOff) {
 
 TEST(VgpuSchedulerServer, NoServerTimesOutNamingThePath) {
   const std::string path = socket_path("none");
-  const auto t0 = Clock::now();
-  try {
-    connect_gate(path, 100ms);
-    FAIL() << "connected to nothing";
-  } catch (const std::runtime_error& e) {
-    EXPECT_TRUE(contains(e.what(), "vGPU scheduler at " + path)) << e.what();
-    EXPECT_TRUE(contains(e.what(), "100 ms")) << e.what();
-  }
-  const double took = secs(Clock::now() - t0);
+  const auto [error, took] = failure_of([&] { connect_gate(path, 100ms); }, "connected to nothing");
+  EXPECT_TRUE(contains(error, "vGPU scheduler at " + path)) << error;
+  EXPECT_TRUE(contains(error, "100 ms")) << error;
   EXPECT_GE(took, 0.1);
   EXPECT_LT(took, 1.0);
 }
@@ -397,23 +392,13 @@ TEST(VgpuMeasureBarrier, OthersMeasuringUntilTheLastFinishes) {
 TEST(VgpuMeasureBarrier, AVmThatPowersOffFirstFailsTheOthersAtOnce) {
   SchedulerServer server(socket_path("left"), options(Policy::best_effort, 2), 2);
   auto a = connect_gate(server.path(), kTimeout);
-  std::string error;
-  double took = 0;
-  std::jthread waiter([&] {
-    const auto t0 = Clock::now();
-    try {
-      a->begin_measuring();
-      error = "released";
-    } catch (const std::runtime_error& e) {
-      error = e.what();
-    }
-    took = secs(Clock::now() - t0);
-  });
+  Failure waited{};
+  std::jthread waiter([&] { waited = failure_of([&] { a->begin_measuring(); }, "released"); });
   std::this_thread::sleep_for(100ms);
   connect_gate(server.path(), kTimeout).reset();  // a second VM connects and powers off
   waiter.join();
-  EXPECT_TRUE(contains(error, "powered off before its measured steps")) << error;
-  EXPECT_LT(took, secs(kTimeout)) << error;
+  EXPECT_TRUE(contains(waited.error, "powered off before its measured steps")) << waited.error;
+  EXPECT_LT(waited.took, secs(kTimeout)) << waited.error;
 }
 
 TEST(VgpuMeasureBarrier, AVmAloneWaitsForTheOthersOnlyUntilItsTimeout) {
