@@ -21,14 +21,8 @@
 namespace ringbench {
 namespace {
 
-using testing::run_command;
-using testing::temp_path;
+using namespace ringbench::testing;  // run_command.h
 const std::string kBin = RINGBENCH_BIN;
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  return nlohmann::json::parse(f);
-}
 
 // The children of `pid`, from /proc (empty when it has none or is gone).
 std::vector<pid_t> children_of(pid_t pid) {
@@ -74,12 +68,9 @@ TEST(Cli, RanksDieWithTheirLauncher) {
 }
 
 TEST(Cli, LocalRanksWriteTableAndJson) {
-  std::string json = temp_path("ar.json");
-  auto r = run_command(kBin + " allreduce --ranks 3 -b 0 -e 64K -f 8 -n 3 -w 1 --timeout 10 --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("transport=tcp"), std::string::npos) << r.output;
-  auto doc = read_json(json);
+  auto [code, output, doc] = run_json(kBin + " allreduce --ranks 3 -b 0 -e 64K -f 8 -n 3 -w 1 --timeout 10");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(has_all(output, {"# Out of bounds values : 0 OK", "transport=tcp"}));
   EXPECT_EQ(doc["meta"]["ranks"], 3);
   EXPECT_EQ(doc["meta"]["launcher"], "local");
   ASSERT_EQ(doc["meta"]["hosts"].size(), 3u);
@@ -98,12 +89,10 @@ TEST(Cli, LocalRanksWriteTableAndJson) {
 
 // --transport shm: our ring over shared memory, exact, and the path says so on every rank.
 TEST(Cli, ShmTransportIsExactAndSaysSo) {
-  const std::string json = temp_path("ar_shm.json");
-  auto r = run_command(kBin + " allreduce --ranks 3 --transport shm -b 0 -e 1M -f 16 -n 2 -w 1 --timeout 10 --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("ring (ours) over shm"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
-  auto doc = read_json(json);
+  auto [code, output, doc] =
+      run_json(kBin + " allreduce --ranks 3 --transport shm -b 0 -e 1M -f 16 -n 2 -w 1 --timeout 10");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(has_all(output, {"ring (ours) over shm", "# Out of bounds values : 0 OK"}));
   EXPECT_EQ(doc["meta"]["transport"], "shm");
   for (auto& h : doc["meta"]["hosts"]) EXPECT_EQ(h["path"]["transport"], "shm");
   for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
@@ -121,19 +110,14 @@ TEST(Cli, SingleRankRuns) {
 }
 
 TEST(Cli, BadOptionsAreClearErrors) {
-  auto r = run_command(kBin + " allreduce -b 1M -e 1K");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("minbytes"), std::string::npos) << r.output;
-  r = run_command(kBin + " allreduce -d int8");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("use float, half or bfloat16"), std::string::npos) << r.output;
-  r = run_command(kBin + " allreduce -e 12Q");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("unknown unit"), std::string::npos) << r.output;
+  EXPECT_TRUE(fails_saying(kBin + " allreduce -b 1M -e 1K", "minbytes"));
+  EXPECT_TRUE(fails_saying(kBin + " allreduce -d int8", "use float, half or bfloat16"));
+  EXPECT_TRUE(fails_saying(kBin + " allreduce -e 12Q", "unknown unit"));
   // Numbers: NaN, infinity and overflow are refused naming the option; sizes this machine cannot
   // hold, and socket buffers too small to carry a segment, are refused before anything runs.
   const std::vector<std::pair<std::string, std::string>> non_finite{
       {"--timeout", "nan"}, {"--timeout", "inf"}, {"-f", "nan"}, {"-f", "1e999"}};
+  testing::CommandResult r;
   for (const auto& [option, value] : non_finite) {
     r = run_command(kBin + " allreduce -b 1K -e 4K " + option + " " + value);
     EXPECT_EQ(r.exit_code, 1) << option << " " << value << ": " << r.output;
@@ -153,9 +137,7 @@ TEST(Cli, BadOptionsAreClearErrors) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--ranks 1000: at most 256 ranks on one machine"), std::string::npos) << r.output;
   // Not built, no device, or no such device: each says so, naming --transport verbs.
-  r = run_command(kBin + " allreduce --transport verbs --ib-dev no_such_dev0");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--transport verbs"), std::string::npos) << r.output;
+  EXPECT_TRUE(fails_saying(kBin + " allreduce --transport verbs --ib-dev no_such_dev0", "--transport verbs"));
 }
 
 
@@ -233,33 +215,24 @@ TEST(Cli, FullDiskIsAClearErrorAndKeepsTheLastCompleteJson) {
 }
 
 TEST(Cli, MpiImplNeedsMpirun) {
-  auto r = run_command(kBin + " allreduce --impl mpi -e 4K");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("mpirun"), std::string::npos) << r.output;
+  EXPECT_TRUE(fails_saying(kBin + " allreduce --impl mpi -e 4K", "mpirun"));
 }
 
 // Without NCCL in the build or a GPU here, --impl nccl fails at once, before any rank starts,
 // saying which; the metadata of any run says why there is no GPU. With both, it runs (the gpu
 // tests cover it).
 TEST(Cli, NcclImplWithoutNcclOrGpuIsAClearError) {
-  auto r = run_command(kBin + " allreduce --impl nccl --ranks 2 -e 4K -n 1 -w 0");
+  const auto r = run_command(kBin + " allreduce --impl nccl --ranks 2 -e 4K -n 1 -w 0");
   if (r.exit_code == 0) GTEST_SKIP() << "NCCL and a GPU are here: --impl nccl ran";
-  EXPECT_NE(r.output.find("--impl nccl is not available: "), std::string::npos) << r.output;
-  EXPECT_TRUE(r.output.find("built without NCCL") != std::string::npos ||
-              r.output.find("no CUDA device") != std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "no rank should have started: " << r.output;
-  r = run_command(kBin + " allreduce --impl gloo");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("use ring, mpi or nccl"), std::string::npos) << r.output;
-  const std::string json = temp_path("ar_gpu.json");
-  r = run_command(kBin + " allreduce -b 4K -e 4K -n 1 -w 0 --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("# gpu: "), std::string::npos) << r.output;
-  const auto gpu = read_json(json)["meta"]["hosts"][0]["gpu"];
+  EXPECT_TRUE(refused_without_gpu(r, "--impl nccl is not available: ", "NCCL"));
+  EXPECT_TRUE(fails_saying(kBin + " allreduce --impl gloo", "use ring, mpi or nccl"));
+  auto [code, output, doc] = run_json(kBin + " allreduce -b 4K -e 4K -n 1 -w 0");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("# gpu: "), std::string::npos) << output;
+  const auto gpu = doc["meta"]["hosts"][0]["gpu"];
   if (!gpu["available"].get<bool>()) {
     EXPECT_FALSE(gpu["reason"].get<std::string>().empty()) << gpu;
   }
-  std::remove(json.c_str());
 }
 
 // Two ranks started by hand with different sweeps: both must stop with a clear error.

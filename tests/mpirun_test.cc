@@ -12,7 +12,7 @@ namespace ringbench {
 namespace {
 
 using testing::run_command;
-using testing::temp_path;
+using testing::run_json;
 
 std::string mpirun(int np) {
   return "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
@@ -26,11 +26,8 @@ void skip_without_mpi() {
 
 TEST(Mpirun, RingOverTcpBootstrappedByMpi) {
   skip_without_mpi();
-  std::string json = temp_path("mpi_ring.json");
-  auto r = run_command(mpirun(4) + RINGBENCH_BIN " allreduce -b 1K -e 1M -f 32 -n 3 -w 1 --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::ifstream f(json);
-  auto doc = nlohmann::json::parse(f);
+  auto [code, output, doc] = run_json(mpirun(4) + RINGBENCH_BIN " allreduce -b 1K -e 1M -f 32 -n 3 -w 1");
+  ASSERT_EQ(code, 0) << output;
   EXPECT_EQ(doc["meta"]["launcher"], "mpirun");
   EXPECT_EQ(doc["meta"]["impl"], "ring");
   EXPECT_EQ(doc["meta"]["ranks"], 4);
@@ -40,11 +37,9 @@ TEST(Mpirun, RingOverTcpBootstrappedByMpi) {
 
 TEST(Mpirun, MpiAllreduceBaseline) {
   skip_without_mpi();
-  std::string json = temp_path("mpi_base.json");
-  auto r = run_command(mpirun(3) + RINGBENCH_BIN " allreduce --impl mpi -b 1K -e 1M -f 32 -n 3 -w 1 -o avg --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::ifstream f(json);
-  auto doc = nlohmann::json::parse(f);
+  auto [code, output, doc] =
+      run_json(mpirun(3) + RINGBENCH_BIN " allreduce --impl mpi -b 1K -e 1M -f 32 -n 3 -w 1 -o avg");
+  ASSERT_EQ(code, 0) << output;
   EXPECT_EQ(doc["meta"]["transport"], "mpi");
   EXPECT_EQ(doc["meta"]["hosts"][0]["path"]["btl"], "tcp,self");
   for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
@@ -61,12 +56,9 @@ TEST(Mpirun, MpiBaselineRejectsHalf) {
 TEST(Mpirun, TrainOverRingAndMpi) {
   skip_without_mpi();
   for (const std::string transport : {"tcp", "mpi"}) {
-    std::string json = temp_path("train_mpirun.json");
-    auto r = run_command(mpirun(2) + RINGBENCH_BIN " train --model lenet --batch 4 --steps 2 "
-                         "--warmup 1 --threads 1 --transport " + transport + " --json " + json);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::ifstream f(json);
-    auto doc = nlohmann::json::parse(f);
+    auto [code, output, doc] = run_json(mpirun(2) + RINGBENCH_BIN " train --model lenet --batch 4 --steps 2 "
+                                        "--warmup 1 --threads 1 --transport " + transport);
+    ASSERT_EQ(code, 0) << output;
     EXPECT_EQ(doc["meta"]["launcher"], "mpirun");
     EXPECT_EQ(doc["meta"]["ranks"], 2);
     EXPECT_EQ(doc["meta"]["path"]["transport"], transport);

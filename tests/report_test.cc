@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "tests/run_command.h"
 
 namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+using testing::has_all;
 
 class TempDir {
  public:
@@ -211,9 +213,9 @@ Compared compare(const std::string& a_raw, const std::string& b_raw, double thre
   CompareOptions opts;
   opts.threshold = threshold;
   opts.fail_on_regression = fail_on_regression;
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   const int rc = compare_runs(a.path(), b.path(), opts);
-  return {rc, testing::internal::GetCapturedStdout()};
+  return {rc, ::testing::internal::GetCapturedStdout()};
 }
 
 // summary.csv as rows of cells by point id, plus the column index by name.
@@ -255,15 +257,6 @@ struct Cell {
 
 void expect_cells(const Csv& csv, const std::vector<Cell>& cells) {
   for (const Cell& c : cells) EXPECT_EQ(csv.at(c.point, c.column), c.value) << c.point << ", " << c.column;
-}
-
-// Every one of `parts` is in `text`; a failure names the missing ones, then the text.
-::testing::AssertionResult has_all(const std::string& text, const std::vector<std::string>& parts) {
-  std::string missing;
-  for (const std::string& part : parts)
-    if (text.find(part) == std::string::npos) missing += "\n  " + part;
-  if (missing.empty()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "missing:" << missing << "\nin:\n" << text;
 }
 
 const std::string kN2Tcp = "train/lenet/b32/n2/tcp/none", kN4Tcp = "train/lenet/b32/n4/tcp/none";
@@ -392,9 +385,9 @@ TEST(Report, TruncatedLastLineIsIgnoredWithAWarning) {
   TempDir ref, dir;
   write_report(make_run(ref, full), no_plots());
   const std::string partial = standard_sweep().records[1].dump().substr(0, 40);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   write_report(make_run(dir, full + partial), no_plots());
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("raw.jsonl line 20 is incomplete"), std::string::npos) << err;
   EXPECT_EQ(read_file(dir.path() + "/summary.csv"), read_file(ref.path() + "/summary.csv"));
   EXPECT_EQ(read_file(dir.path() + "/report.md"), read_file(ref.path() + "/report.md"));
@@ -427,9 +420,9 @@ TEST(Report, RecordOfTheWrongTypeIsLeftOutNamingItsLine) {
   for (int i = 0; i < 2; ++i) third = text.find('\n', third) + 1;
   text.insert(third, "[\"not\", \"a record\"]\n{\"schema\": 1, \"point\": 7}\n");
   for (int run = 0; run < 2; ++run) {  // and again: later reports still work
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     write_report(make_run(dir, text), no_plots());
-    const std::string err = testing::internal::GetCapturedStderr();
+    const std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find("raw.jsonl line 3 is not a JSON object: record left out"), std::string::npos) << err;
     EXPECT_NE(err.find("raw.jsonl line 4: \"point\" is missing or not a string: record left out"), std::string::npos)
         << err;
@@ -448,9 +441,9 @@ TEST(Report, NumberOutOfRangeIsInvalidJsonNamingItsLine) {
     EXPECT_NE(std::string(e.what()).find("raw.jsonl line 1 is not valid JSON"), std::string::npos) << e.what();
   }
   TempDir last;  // as the last line, it is what an interrupted sweep leaves: ignored
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   write_report(make_run(last, full + "{\"schema\": 1e999}\n"), no_plots());
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("is incomplete"), std::string::npos) << err;
 }
 
@@ -793,9 +786,9 @@ TEST(ReportVgpu, OkShareRecordNeedsItsTotal) {
       break;
     }
   TempDir dir;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   write_report(make_run(dir, s.jsonl()), no_plots());  // the other records still report
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("status ok but share.summary.total_img_s.mean is missing: record left out"), std::string::npos)
       << err;
 }

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace ringbench::testing {
 
@@ -47,6 +49,56 @@ inline CommandResult run_command(const std::string& cmd) {
   return {code, ss.str()};
 }
 
+// Every one of `parts` is in `text`; a failure names the missing ones, then the text.
+inline ::testing::AssertionResult has_all(const std::string& text, const std::vector<std::string>& parts) {
+  std::string missing;
+  for (const std::string& part : parts)
+    if (text.find(part) == std::string::npos) missing += "\n  " + part;
+  if (missing.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "missing:" << missing << "\nin:\n" << text;
+}
 
+// `cmd` fails (exits non-zero) and its output says `message`.
+inline ::testing::AssertionResult fails_saying(const std::string& cmd, const std::string& message) {
+  const CommandResult r = run_command(cmd);
+  if (r.exit_code != 0 && r.output.find(message) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << cmd << "\nexited " << r.exit_code << "; expected an error saying '" << message
+                                       << "', got:\n" << r.output;
+}
+
+// A GPU option refused at once, before any rank starts, where there is no GPU or the build lacks
+// `library` (CUDA, NCCL): the error names `option` and says which.
+inline ::testing::AssertionResult refused_without_gpu(const CommandResult& r, const std::string& option,
+                                                      const std::string& library) {
+  const auto has = [&](const std::string& part) { return r.output.find(part) != std::string::npos; };
+  if (r.exit_code == 0) return ::testing::AssertionFailure() << option << " ran:\n" << r.output;
+  if (!has(option)) return ::testing::AssertionFailure() << "the error does not name " << option << ":\n" << r.output;
+  if (!has("built without " + library) && !has("no CUDA device"))
+    return ::testing::AssertionFailure() << "the error does not say why:\n" << r.output;
+  if (has("[rank")) return ::testing::AssertionFailure() << "a rank started:\n" << r.output;
+  return ::testing::AssertionSuccess();
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+// A command run with `--json FILE` added: its exit code, its output, and the document it wrote
+// (null when it wrote none).
+struct JsonRun {
+  int exit_code;
+  std::string output;
+  nlohmann::json doc;
+};
+
+inline JsonRun run_json(const std::string& cmd) {
+  const std::string path = temp_path("run") + ".json";
+  const CommandResult r = run_command(cmd + " --json " + path);
+  JsonRun out{r.exit_code, r.output, nullptr};
+  if (std::filesystem::exists(path)) out.doc = read_json(path);
+  std::remove(path.c_str());
+  return out;
+}
 
 }  // namespace ringbench::testing

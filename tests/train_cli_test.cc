@@ -10,14 +10,8 @@
 namespace ringbench {
 namespace {
 
-using testing::run_command;
-using testing::temp_path;
+using namespace ringbench::testing;  // run_command.h
 const std::string kBin = RINGBENCH_BIN;
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  return nlohmann::json::parse(f);
-}
 
 TEST(TrainCli, TwoLocalRanksReportJsonAndTimeline) {
   const std::string json = temp_path("train") + ".json", trace = temp_path("trace") + ".json";
@@ -68,13 +62,10 @@ TEST(TrainCli, SingleRankNoAllreduce) {
 
 // --layer-times: extra steps after the measured ones, every layer timed, the table on rank 0.
 TEST(TrainCli, LayerTimesSayWhereTheStepGoes) {
-  const std::string json = temp_path("layers") + ".json";
-  auto r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --layer-times 3 "
-                       "--json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("# where time goes (rank 0, median of 3 profiled steps"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("#   conv 5x5"), std::string::npos) << r.output;
-  auto doc = read_json(json);
+  auto [code, output, doc] =
+      run_json(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --layer-times 3");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(has_all(output, {"# where time goes (rank 0, median of 3 profiled steps", "#   conv 5x5"}));
   EXPECT_EQ(doc["meta"]["steps"], 2);  // the profiled steps are not measured ones
   ASSERT_EQ(doc["ranks"][0]["step_s"].size(), 2u);
   const auto& lt = doc["layer_times"];
@@ -86,28 +77,17 @@ TEST(TrainCli, LayerTimesSayWhereTheStepGoes) {
   // Each step's layers fit in it, but medians taken layer by layer over 3 noisy steps need not
   // add up to at most the median step: allow that noise, not a layer counted twice.
   EXPECT_LE(layers, 1.5 * lt["step_s"].get<double>());
-  std::remove(json.c_str());
 }
 
 TEST(TrainCli, BadInputIsAClearError) {
-  auto r = run_command(kBin + " train --model resnet50");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("mobilenet_v1"), std::string::npos) << "should list the models: " << r.output;
-  r = run_command(kBin + " train --transport rdma");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--transport rdma is not known: use tcp, verbs, "), std::string::npos) << r.output;
-  r = run_command(kBin + " train --batch 0");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--batch"), std::string::npos) << r.output;
-  r = run_command(kBin + " train --epochs 1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("real dataset"), std::string::npos) << r.output;
-  r = run_command(kBin + " train --data fashion-mnist --data-dir /nonexistent --steps 1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
+  EXPECT_TRUE(fails_saying(kBin + " train --model resnet50", "mobilenet_v1"));  // lists the models
+  EXPECT_TRUE(fails_saying(kBin + " train --transport rdma", "--transport rdma is not known: use tcp, verbs, "));
+  EXPECT_TRUE(fails_saying(kBin + " train --batch 0", "--batch"));
+  EXPECT_TRUE(fails_saying(kBin + " train --epochs 1", "real dataset"));
+  EXPECT_TRUE(fails_saying(kBin + " train --data fashion-mnist --data-dir /nonexistent --steps 1", "/nonexistent"));
   // More memory than the machine has: refused before any rank starts, with the sizes (it was a
   // bare std::bad_alloc).
-  r = run_command(kBin + " train --device cpu --model mobilenet_v1 --batch 8 --image-size 100000 --steps 1");
+  const auto r = run_command(kBin + " train --device cpu --model mobilenet_v1 --batch 8 --image-size 100000 --steps 1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--model mobilenet_v1 --batch 8 at 100000x100000 px needs at least "), std::string::npos)
       << r.output;
@@ -120,33 +100,20 @@ TEST(TrainCli, BadInputIsAClearError) {
 // before any rank starts, saying why; auto falls back to the CPU. On a machine with a GPU they
 // run: then there is nothing to check here (the gpu-labelled tests cover them).
 TEST(TrainCli, GpuOptionsWithoutAGpuAreClearErrors) {
-  auto r = run_command(kBin + " train --device cuda --batch 2 --steps 1 --warmup 0 --ranks 2");
-  if (r.exit_code == 0) GTEST_SKIP() << "a GPU is here: --device cuda ran";
-  EXPECT_NE(r.output.find("--device cuda: "), std::string::npos) << r.output;
-  EXPECT_TRUE(r.output.find("built without CUDA") != std::string::npos ||
-              r.output.find("no CUDA device") != std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "no rank should have started: " << r.output;
-  r = run_command(kBin + " train --transport nccl --batch 2 --steps 1 --warmup 0 --ranks 2");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--transport nccl is not available: "), std::string::npos) << r.output;
-  EXPECT_TRUE(r.output.find("built without NCCL") != std::string::npos ||
-              r.output.find("no CUDA device") != std::string::npos) << r.output;
-  r = run_command(kBin + " train --backend cudnn --steps 1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--backend cudnn needs a GPU"), std::string::npos) << r.output;
-  r = run_command(kBin + " train --device tpu");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("use cpu, cuda or auto"), std::string::npos) << r.output;
+  const auto cuda = run_command(kBin + " train --device cuda --batch 2 --steps 1 --warmup 0 --ranks 2");
+  if (cuda.exit_code == 0) GTEST_SKIP() << "a GPU is here: --device cuda ran";
+  EXPECT_TRUE(refused_without_gpu(cuda, "--device cuda: ", "CUDA"));
+  const auto nccl = run_command(kBin + " train --transport nccl --batch 2 --steps 1 --warmup 0 --ranks 2");
+  EXPECT_TRUE(refused_without_gpu(nccl, "--transport nccl is not available: ", "NCCL"));
+  EXPECT_TRUE(fails_saying(kBin + " train --backend cudnn --steps 1", "--backend cudnn needs a GPU"));
+  EXPECT_TRUE(fails_saying(kBin + " train --device tpu", "use cpu, cuda or auto"));
   // auto: the CPU, and the metadata says why there is no GPU.
-  const std::string json = temp_path("train_auto") + ".json";
-  r = run_command(kBin + " train --batch 2 --steps 1 --warmup 0 --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("# gpu: none ("), std::string::npos) << r.output;
-  auto doc = read_json(json);
+  auto [code, output, doc] = run_json(kBin + " train --batch 2 --steps 1 --warmup 0");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("# gpu: none ("), std::string::npos) << output;
   EXPECT_EQ(doc["meta"]["device"], "cpu");
   EXPECT_EQ(doc["meta"]["hosts"][0]["gpu"]["available"], false);
   EXPECT_FALSE(doc["meta"]["hosts"][0]["gpu"]["reason"].get<std::string>().empty());
-  std::remove(json.c_str());
 }
 
 TEST(TrainCli, RanksWithDifferentOptionsFail) {

@@ -14,14 +14,8 @@
 namespace ringbench {
 namespace {
 
-using testing::run_command;
-using testing::temp_path;
+using namespace ringbench::testing;  // run_command.h
 const std::string kBin = "OMP_WAIT_POLICY=passive " + std::string(RINGBENCH_BIN);
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  return nlohmann::json::parse(f);
-}
 
 TEST(VgpuCli, ProfilesListsTheCatalogWithItsSource) {
   auto r = run_command(kBin + " vgpu profiles");
@@ -40,13 +34,10 @@ TEST(VgpuCli, DetectWithoutADriverSaysNone) {
 }
 
 TEST(VgpuCli, EmulatedProfileCapsMemoryAndRecordsIt) {
-  const std::string json = temp_path("fits") + ".json";
-  auto r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --log-every 0 "
-                       "--profile t4-4c --json " + json);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("# vGPU profile T4-4C"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("MiB framebuffer of T4-4C"), std::string::npos) << r.output;
-  auto doc = read_json(json);
+  auto [code, output, doc] =
+      run_json(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --log-every 0 --profile t4-4c");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(has_all(output, {"# vGPU profile T4-4C", "MiB framebuffer of T4-4C"}));
   EXPECT_EQ(doc["meta"]["vgpu"]["profile"], "T4-4C");  // the catalog's spelling
   EXPECT_EQ(doc["meta"]["vgpu"]["framebuffer_mib"], 4096);
   const std::string mode = doc["meta"]["vgpu"]["mode"];
@@ -55,18 +46,15 @@ TEST(VgpuCli, EmulatedProfileCapsMemoryAndRecordsIt) {
   // LeNet's parameters, gradients and momentum alone are 3 x 6.3 MiB.
   EXPECT_GT(peak, 3 * 6.3);
   EXPECT_LT(peak, 4096);
-  std::remove(json.c_str());
 }
 
 TEST(VgpuCli, ModelOverTheFramebufferDoesNotFit) {
   // Inception v3 at batch 64 needs several GiB of activations: a 1 GiB profile cannot hold it,
   // and it fails while allocating, before any step runs.
-  const std::string json = temp_path("nofit") + ".json";
-  auto r = run_command(kBin + " train --model inception_v3 --batch 64 --steps 1 --warmup 0 "
-                       "--profile P40-1Q --json " + json);
-  ASSERT_EQ(r.exit_code, 3) << r.output;
-  EXPECT_NE(r.output.find("does not fit"), std::string::npos) << r.output;
-  auto doc = read_json(json);
+  auto [code, output, doc] =
+      run_json(kBin + " train --model inception_v3 --batch 64 --steps 1 --warmup 0 --profile P40-1Q");
+  ASSERT_EQ(code, 3) << output;
+  EXPECT_NE(output.find("does not fit"), std::string::npos) << output;
   const auto& d = doc["does_not_fit"];
   EXPECT_EQ(d["profile"], "P40-1Q");
   EXPECT_DOUBLE_EQ(d["framebuffer_mib"].get<double>(), 1024.0);
@@ -74,7 +62,6 @@ TEST(VgpuCli, ModelOverTheFramebufferDoesNotFit) {
   EXPECT_LE(d["in_use_mib"].get<double>(), 1024.0);
   EXPECT_GT(d["requested_mib"].get<double>(), 0.0);
   EXPECT_FALSE(doc.contains("summary"));
-  std::remove(json.c_str());
 }
 
 TEST(VgpuCli, BadProfilesAreClearErrors) {
