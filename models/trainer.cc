@@ -73,6 +73,7 @@ class Trainer::Comm {
   void begin_step(bool trace) {
     std::lock_guard lk(mu_);
     std::fill(done_.begin(), done_.end(), false);
+    std::fill(bucket_s_.begin(), bucket_s_.end(), 0.0);
     busy_s_ = 0;
     trace_ = trace;
   }
@@ -93,6 +94,10 @@ class Trainer::Comm {
   double busy_seconds() {
     std::lock_guard lk(mu_);
     return busy_s_;
+  }
+  std::vector<double> bucket_seconds() {
+    std::lock_guard lk(mu_);
+    return bucket_s_;
   }
 
  private:
@@ -129,6 +134,7 @@ class Trainer::Comm {
         timeline_->add(int(10 + b), "allreduce bucket " + std::to_string(b), "allreduce", t0, t1);
       lk.lock();
       busy_s_ += seconds(t0, t1);
+      bucket_s_[b] = seconds(t0, t1);
       done_[b] = true;
       if (err && !error_) error_ = err;
       done_cv_.notify_all();
@@ -144,6 +150,7 @@ class Trainer::Comm {
   std::condition_variable cv_, done_cv_;
   std::deque<size_t> queue_;
   std::vector<bool> done_;
+  std::vector<double> bucket_s_ = std::vector<double>(plan_.buckets.size(), 0.0);
   double busy_s_ = 0;
   bool trace_ = false, stop_ = false;
   std::exception_ptr error_;
@@ -225,22 +232,29 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   const auto t0 = Clock::now();
   if (gate) gate->enter();
   forward_loss(data, r);
+  const auto t_fwd = Clock::now();
 
   // Backward: hand each bucket to the communication thread as soon as its lowest tensor's
-  // gradient is final (on a GPU: queued; the communication thread waits for it to run).
-  size_t next = 0;
+  // gradient is final (on a GPU: queued; the communication thread waits for it to run). When
+  // each bucket became final is recorded with or without ranks to reduce it.
+  size_t next = 0, final_buckets = 0;
+  r.bucket_ready_s.assign(plan_.buckets.size(), 0.0);
   auto release = [&](size_t b) {
     buffers_->grads_queued(b);
     comm_->enqueue(b);
   };
   if (comm_) comm_->begin_step(trace);
   net_.backward([&](int node) {
-    if (!comm_ || !o_.overlap || g_.nodes[size_t(node)].params.empty()) return;
+    if (g_.nodes[size_t(node)].params.empty()) return;
     const int lowest = g_.nodes[size_t(node)].params.front();
-    while (next < plan_.buckets.size() && plan_.buckets[next].first >= lowest) release(next++);
+    for (; final_buckets < plan_.buckets.size() && plan_.buckets[final_buckets].first >= lowest; ++final_buckets)
+      r.bucket_ready_s[final_buckets] = seconds(t_fwd, Clock::now());
+    if (comm_ && o_.overlap)
+      while (next < final_buckets) release(next++);
   });
   buffers_->wait_compute();  // GPU: backward has run, so compute and exposed time mean the same
   const auto t_bwd = Clock::now();
+  for (; final_buckets < plan_.buckets.size(); ++final_buckets) r.bucket_ready_s[final_buckets] = seconds(t_fwd, t_bwd);
   // Time sliced, the waits for slices (in enter and at the layers' checkpoints) are not compute.
   const double sliced_wait = gate ? gate->usage().waited_s - u0.waited_s : 0;
   if (comm_)
@@ -280,7 +294,10 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   if (tl) tl->add(1, "step " + std::to_string(steps_), "step", t0, t_end);
   r.step_s = seconds(t0, t_end);
   r.compute_s = seconds(t0, t_bwd) - sliced_wait;
+  r.forward_s = seconds(t0, t_fwd);
+  r.backward_s = seconds(t_fwd, t_bwd);
   r.allreduce_s = comm_ ? comm_->busy_seconds() : 0;
+  if (comm_) r.bucket_allreduce_s = comm_->bucket_seconds();
   r.exposed_s = waited;
   r.optimizer_s = optimizer;
   if (profile) profile->end_step(r.step_s);

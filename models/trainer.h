@@ -69,6 +69,12 @@ struct StepRecord {
   double optimizer_s = 0;
   double device_s = 0;       // with a gate: time this job held the device during the step
   double device_wait_s = 0;  // with a gate: time it waited for a slice
+  // The step's timeline, as `ringbench predict` replays it: forward (with the loss) and backward
+  // (their sum is compute_s, plus any waits for device slices), and per gradient bucket when
+  // backward released it, in seconds from backward's start (backward_s for the buckets released
+  // after it; GPU: when its kernels were queued), and how long its allreduce took.
+  double forward_s = 0, backward_s = 0;
+  std::vector<double> bucket_ready_s, bucket_allreduce_s;
 };
 
 class Trainer {

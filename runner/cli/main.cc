@@ -17,6 +17,7 @@
 #include "runner/cluster/cluster.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/options.h"
+#include "runner/predict/predict_cmd.h"
 #include "runner/report/report.h"
 
 namespace {
@@ -89,6 +90,12 @@ int main(int argc, char** argv) {
   report->add_option("--straggler-margin", ro.straggler_margin, "Flag a rank whose median step time "
                      "exceeds the ranks' median by more than this fraction")->capture_default_str();
 
+  ringbench::PredictArgs pr;
+  auto* predict = app.add_subcommand("predict", "Fit the allreduce's alpha-beta cost from RUN_DIR's collectives "
+                                     "points and check every train point's predicted step time against the "
+                                     "measured one");
+  ringbench::add_predict_options(*predict, pr);
+
   std::string run_a, run_b;
   ringbench::CompareOptions co;
   auto* compare = app.add_subcommand("compare", "Per-point deltas between two sweeps' results, with "
@@ -128,6 +135,7 @@ int main(int argc, char** argv) {
       std::cout << "wrote " << report_dir << "/report.md, summary.csv and plots/\n";
       return 0;
     }
+    if (predict->parsed()) return ringbench::run_predict(pr);
     if (compare->parsed()) return ringbench::compare_runs(run_a, run_b, co);
     if (vgpu->parsed()) return ringbench::run_vgpu(vg, args);
     if (cluster->parsed()) return ringbench::run_cluster_cmd(cluster_action, cluster_nodes, link);

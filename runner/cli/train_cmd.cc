@@ -431,7 +431,8 @@ std::unique_ptr<m::LayerProfile> profile_layers(m::Trainer& trainer, m::BatchSou
 // accuracy, printed and in `doc`.
 void report(json& doc, const std::vector<json>& ranks, const Steps& st, const VgpuSetup& vgpu, int n, bool on_gpu,
             const m::LayerProfile* profile, const json& eval) {
-  const json summary = summarize(ranks, st.measured, vgpu, st.tail_steps, {st.begin, st.end});
+  json summary = summarize(ranks, st.measured, vgpu, st.tail_steps, {st.begin, st.end});
+  summary["timeline"] = step_timeline(ranks, doc["meta"]["buckets"]["list"]);
   doc["summary"] = summary;
   doc["per_rank"] = per_rank_img_s(ranks);
   doc["ranks"] = ranks;

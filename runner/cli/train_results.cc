@@ -24,38 +24,52 @@ using Clock = std::chrono::steady_clock;
 
 json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
 
+// The per-step series of a rank's record: one number per step, and one array per step.
+constexpr const char* kSeries[] = {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s",
+                                   "optimizer_s", "device_s", "device_wait_s", "loss", "img_s"};
+constexpr const char* kBucketSeries[] = {"bucket_ready_s", "bucket_allreduce_s"};
+
 // Per-rank figures of the measured steps, sent to rank 0 through the store.
 json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
   json r = {{"rank", rank}};
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
-                        "device_wait_s", "loss", "img_s"})
-    r[k] = json::array();
+  for (const char* k : kSeries) r[k] = json::array();
+  for (const char* k : kBucketSeries) r[k] = json::array();
   for (const auto& s : steps) {
-    r["device_s"].push_back(s.device_s);
-    r["device_wait_s"].push_back(s.device_wait_s);
-    r["step_s"].push_back(s.step_s);
-    r["compute_s"].push_back(s.compute_s);
-    r["allreduce_s"].push_back(s.allreduce_s);
-    r["exposed_s"].push_back(s.exposed_s);
-    r["optimizer_s"].push_back(s.optimizer_s);
-    r["loss"].push_back(s.loss);
-    r["img_s"].push_back(batch / s.step_s);
+    for (auto [k, v] : {std::pair{"step_s", s.step_s}, {"compute_s", s.compute_s}, {"forward_s", s.forward_s},
+                        {"backward_s", s.backward_s}, {"allreduce_s", s.allreduce_s}, {"exposed_s", s.exposed_s},
+                        {"optimizer_s", s.optimizer_s}, {"device_s", s.device_s},
+                        {"device_wait_s", s.device_wait_s}, {"loss", s.loss}, {"img_s", batch / s.step_s}})
+      r[k].push_back(v);
+    r["bucket_ready_s"].push_back(s.bucket_ready_s);
+    r["bucket_allreduce_s"].push_back(s.bucket_allreduce_s);
   }
   return r;
 }
 
+// A time as rank 0 reads it from the store: a finite number >= 0.
+bool is_time(const json& v) { return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0; }
+
 // Rank `sender`'s measured steps as rank 0 read them from the store: every series must hold
-// `steps` finite numbers (the losses may be any finite value, the times must be >= 0).
-void check_rank_record(const json& r, const std::string& key, int sender, size_t steps) {
+// `steps` finite numbers (the losses may be any finite value, the times must be >= 0), and every
+// per-bucket series `steps` arrays of as many times as rank 0's own (`buckets`).
+void check_rank_record(const json& r, const std::string& key, int sender, size_t steps, const json& buckets) {
   const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + "): ";
   if (!r.contains("rank") || r["rank"] != sender) throw Error(from + "it is not rank " + std::to_string(sender) + "'s record");
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s", "device_s",
-                        "device_wait_s", "loss", "img_s"}) {
+  for (const char* k : kSeries) {
     if (!r.contains(k) || !r[k].is_array() || r[k].size() != steps)
       throw Error(from + "\"" + k + "\" must be an array of " + std::to_string(steps) + " numbers");
     for (const auto& v : r[k])
-      if (!v.is_number() || !std::isfinite(v.get<double>()) || (std::string(k) != "loss" && v.get<double>() < 0))
+      if (std::string(k) == "loss" ? !v.is_number() || !std::isfinite(v.get<double>()) : !is_time(v))
         throw Error(from + "\"" + k + "\" holds " + v.dump() + ", not a measurement");
+  }
+  for (const char* k : kBucketSeries) {
+    const size_t per_step = buckets[k].size();
+    if (!r.contains(k) || !r[k].is_array() || r[k].size() != steps)
+      throw Error(from + "\"" + k + "\" must be an array of " + std::to_string(steps) + " arrays");
+    for (const auto& a : r[k])
+      if (!a.is_array() || a.size() != per_step || !std::all_of(a.begin(), a.end(), is_time))
+        throw Error(from + "\"" + k + "\" holds " + a.dump() + ", not " + std::to_string(per_step) +
+                    " times (one per gradient bucket)");
   }
 }
 
@@ -110,12 +124,15 @@ json gather_eval(m::Trainer& trainer, const m::Dataset& test_set, Store& store, 
 // Every rank's measured steps, checked, as rank 0 reads them (every rank publishes its own).
 std::vector<json> gather_steps(Store& store, int rank, int n, const std::vector<m::StepRecord>& measured, int batch,
                                Millis timeout) {
-  store.set("train/steps/" + std::to_string(rank), rank_record(rank, measured, batch).dump());
+  const json own = rank_record(rank, measured, batch);
+  store.set("train/steps/" + std::to_string(rank), own.dump());
+  json buckets = json::object();  // rank 0's own per-bucket arrays: how long each must be
+  for (const char* k : kBucketSeries) buckets[k] = own[k].empty() ? json::array() : own[k][0];
   std::vector<json> ranks;
   for (int r = 0; r < n; ++r) {
     const std::string key = "train/steps/" + std::to_string(r);
     ranks.push_back(get_rank_json(store, key, r, timeout));
-    check_rank_record(ranks.back(), key, r, measured.size());
+    check_rank_record(ranks.back(), key, r, measured.size(), buckets);
   }
   return ranks;
 }
@@ -138,7 +155,7 @@ json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>&
   }
   json summary = {{"img_s_per_rank", to_json(mean_ci(per_rank_means))}, {"total_img_s", to_json(mean_ci(totals))},
                   {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
-  for (const char* k : {"step_s", "compute_s", "allreduce_s", "exposed_s", "optimizer_s"})
+  for (const char* k : {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s", "optimizer_s"})
     summary[k] = across_ranks(ranks, k);
   const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
   summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
@@ -159,6 +176,29 @@ json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>&
                          {"window_ns", {since_epoch(window.first), since_epoch(window.second)}}};
   }
   return summary;
+}
+
+json step_timeline(const std::vector<json>& ranks, const json& bucket_list) {
+  const size_t steps = ranks[0]["step_s"].size(), buckets = bucket_list.size();
+  std::vector<double> ready(buckets, 0.0), reduce(buckets, 0.0);
+  const bool reduced = ranks.size() > 1;
+  for (size_t i = 0; i < steps; ++i)
+    for (size_t b = 0; b < buckets; ++b) {
+      double latest = 0;  // the ring cannot start a bucket before its last rank has it
+      for (const auto& r : ranks) {
+        const json &rd = r["bucket_ready_s"][i], &ar = r["bucket_allreduce_s"][i];
+        if (rd.size() != buckets || (reduced && ar.size() != buckets))
+          throw Error("rank " + r["rank"].dump() + "'s step " + std::to_string(i) + " has per-bucket times for " +
+                      std::to_string(rd.size()) + " gradient buckets, not " + std::to_string(buckets));
+        latest = std::max(latest, r["forward_s"][i].get<double>() + rd[b].get<double>());
+        if (reduced) reduce[b] += ar[b].get<double>() / double(ranks.size() * steps);
+      }
+      ready[b] += latest / double(steps);
+    }
+  json bytes = json::array();
+  for (const auto& b : bucket_list) bytes.push_back(b.value("bytes", 0));
+  return {{"bucket_bytes", bytes}, {"bucket_ready_s", ready},
+          {"bucket_allreduce_s", reduced ? json(reduce) : json::array()}};
 }
 
 // The Horovod-style result lines and where a step's time goes.

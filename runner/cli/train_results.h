@@ -32,6 +32,12 @@ nlohmann::json summarize(const std::vector<nlohmann::json>& ranks, const std::ve
                          const VgpuSetup& vgpu, int64_t tail_steps,
                          std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point> window);
 
+// The step's timeline over the measured steps, as `ringbench predict` replays it: per gradient
+// bucket (`bucket_list`: meta's buckets.list) its bytes, when the last rank had it final
+// (seconds from the step's start), and its allreduce's time on the communication thread (mean
+// over steps and ranks; empty with one rank). Each a mean over the measured steps.
+nlohmann::json step_timeline(const std::vector<nlohmann::json>& ranks, const nlohmann::json& bucket_list);
+
 // The Horovod-style result lines and where a step's time goes.
 void print_summary(const nlohmann::json& summary, size_t steps, int n, const VgpuSetup& vgpu);
 

@@ -33,7 +33,11 @@
 //                document's "summary", "per_rank", "ranks" (per-rank per-step series: step_s,
 //                compute_s, allreduce_s, exposed_s, optimizer_s, loss, img_s) and a "meta"
 //                subset (params, backend, threads_per_rank, allreduce, steps, warmup,
-//                buckets: count, hosts: [{rank, host, path}], vgpu). With a profile other than
+//                buckets: count, hosts: [{rank, host, path}], vgpu). The summary also has forward_s,
+//                backward_s ({mean,max}_over_ranks) and "timeline": {"bucket_bytes",
+//                "bucket_ready_s" (when the last rank had each bucket final, from the step's
+//                start), "bucket_allreduce_s" (mean over ranks; [] with one rank)}, means over
+//                the measured steps (runs before that lack them). With a profile other than
 //                none, when ok: summary.device_memory {"peak_mib": float, "cap_mib": int|null}
 //   vgpu         how the profile was applied, in train.meta.vgpu and share.meta.vgpu (top level
 //                when does_not_fit): {"mode": "none"|"real"|"emulated"|"mismatch", "message",

@@ -1,0 +1,79 @@
+#include "runner/predict/predict_cmd.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/output_file.h"
+#include "runner/predict/md_model_check.h"
+#include "runner/report/run.h"
+
+namespace ringbench {
+
+using nlohmann::json;
+using namespace predict;
+
+namespace {
+
+json fit_json(const TransportFit& f) {
+  json residuals = json::array();
+  for (const auto& r : f.fit.residuals)
+    residuals.push_back({{"nodes", r.nodes}, {"bytes", r.bytes}, {"measured_s", r.measured_s},
+                         {"fitted_s", r.fitted_s}, {"error", r.error()}});
+  return {{"transport", f.transport}, {"nodes", f.nodes ? json(f.nodes) : json("all")}, {"algo", f.fit.algo},
+          {"alpha_s", f.fit.alpha_s}, {"beta_s_per_byte", f.fit.beta_s}, {"r2", f.fit.r2},
+          {"min_bytes", f.fit.min_bytes}, {"max_bytes", f.fit.max_bytes}, {"residuals", residuals}};
+}
+
+json check_json(const ModelCheck& mc) {
+  json rows = json::array();
+  for (const auto& r : mc.rows)
+    rows.push_back({{"point", r.point->id}, {"fit", r.fit}, {"repeats", r.repeats}, {"measured_step_s", r.measured_s},
+                    {"predicted_step_s", r.predicted_s}, {"error", r.error()},
+                    {"measured_exposed_s", r.measured_exposed_s}, {"predicted_exposed_s", r.predicted_exposed_s},
+                    {"in_situ_allreduce_over_fit", r.in_situ_ratio ? json(*r.in_situ_ratio) : json(nullptr)},
+                    {"predicted_from_one_node_step_s",
+                     r.predicted_from_one_node_s ? json(*r.predicted_from_one_node_s) : json(nullptr)}});
+  json fits = json::array();
+  for (const auto& f : mc.fits) fits.push_back(fit_json(f));
+  return {{"fits", fits}, {"check", rows}, {"unchecked", mc.unchecked},
+          {"median_abs_error", mc.rows.empty() ? json(nullptr) : json(mc.median_abs_error())},
+          {"max_abs_error", mc.rows.empty() ? json(nullptr) : json(mc.max_abs_error())}};
+}
+
+// "emulated, link 1gbit, 1 CPU per node".
+std::string cluster_text(const json& c) {
+  if (!c.is_object()) return "unknown";
+  std::string s = c.value("type", "unknown");
+  if (c.contains("link") && c["link"].is_string()) s += ", link " + c["link"].get<std::string>();
+  if (c.contains("cpus_per_node") && c["cpus_per_node"].is_number_integer())
+    s += ", " + std::to_string(c["cpus_per_node"].get<int>()) + " CPU(s) per node";
+  return s;
+}
+
+}  // namespace
+
+void add_predict_options(CLI::App& cmd, PredictArgs& a) {
+  cmd.add_option("run_dir", a.run_dir, "A sweep's results directory (its raw.jsonl)")->required();
+  cmd.add_option("--json", a.json_path, "Also write the fits and the check as JSON to this file");
+}
+
+int run_predict(const PredictArgs& a) {
+  const report::Run run = report::load_run(a.run_dir, 0.10);
+  const ModelCheck mc = check_model(run);
+  std::printf("# ringbench predict %s: sweep %s, run %s, cluster %s\n", a.run_dir.c_str(), run.sweep.c_str(),
+              run.run_id.c_str(), cluster_text(run.cluster).c_str());
+  std::printf("\n## Allreduce cost fits (ring: time = 2(N-1)*alpha + 2(N-1)/N*bytes*beta; direct: alpha + "
+              "(N-1)*bytes*beta; rd: log2 N*(alpha + bytes*beta))\n\n%s",
+              md_fits(mc).c_str());
+  std::printf("## Model check: predicted vs measured step time\n\n%s",
+              mc.rows.empty() ? "No train point could be checked.\n\n" : md_check_rows(mc).c_str());
+  for (const auto& u : mc.unchecked) std::printf("- not checked: %s\n", u.c_str());
+  if (!a.json_path.empty()) {
+    write_file_atomic(a.json_path, check_json(mc).dump(1) + "\n");
+    std::printf("wrote %s\n", a.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ringbench

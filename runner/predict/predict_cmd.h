@@ -1,0 +1,19 @@
+// `ringbench predict RUN_DIR`: the allreduce cost fitted from a run's collectives points, and
+// every train point's step as the model predicts it against the measured one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace ringbench {
+
+struct PredictArgs {
+  std::string run_dir;
+  std::string json_path;  // "": no JSON
+};
+
+void add_predict_options(CLI::App& cmd, PredictArgs& a);
+
+int run_predict(const PredictArgs& a);
+
+}  // namespace ringbench

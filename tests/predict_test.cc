@@ -1,0 +1,222 @@
+// `ringbench predict`: the α-β fit recovers known costs, the step simulator matches schedules
+// computed by hand, and the model check replays a run's points.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+#include "runner/predict/cost_fit.h"
+#include "runner/predict/md_model_check.h"
+#include "runner/predict/model_check.h"
+#include "runner/predict/step_sim.h"
+#include "runner/report/run.h"
+
+namespace ringbench::predict {
+namespace {
+
+using json = nlohmann::json;
+
+// ±`spread` multiplicative noise, the same on every run (a 64-bit LCG).
+struct Noise {
+  uint64_t s = 12345;
+  double spread;
+  double operator()() {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return 1 + spread * (2 * double(s >> 11) / double(1ULL << 53) - 1);
+  }
+};
+
+std::vector<CostSample> synthetic(const std::string& algo, double alpha, double beta, std::vector<int> nodes,
+                                  double spread) {
+  Noise noise{.spread = spread};
+  std::vector<CostSample> out;
+  for (int n : nodes)
+    for (double bytes = 4096; bytes <= 64 << 20; bytes *= 4) {
+      const Terms t = terms(algo, n);
+      out.push_back({n, bytes, (t.messages * alpha + t.bytes * bytes * beta) * noise()});
+    }
+  return out;
+}
+
+TEST(CostFit, RecoversAlphaAndBetaFromNoisyRingTimes) {
+  const double alpha = 25e-6, beta = 1e-9;  // 25 us per message, 1 GB/s
+  const CostFit f = fit_cost("ring", synthetic("ring", alpha, beta, {2, 4, 8}, 0.05));
+  EXPECT_NEAR(f.alpha_s, alpha, 0.15 * alpha);
+  EXPECT_NEAR(f.beta_s, beta, 0.03 * beta);
+  EXPECT_GT(f.r2, 0.99);
+  EXPECT_LE(f.max_abs_error(), 0.08);  // ±5% noise, fitted on relative error
+  EXPECT_EQ(f.residuals.size(), 3u * 8u);
+  EXPECT_EQ(f.min_bytes, 4096);
+  EXPECT_EQ(f.max_bytes, 64 << 20);
+}
+
+TEST(CostFit, ExactWithoutNoiseForEveryAlgorithm) {
+  for (const char* algo : {"ring", "direct", "rd"}) {
+    SCOPED_TRACE(algo);
+    const CostFit f = fit_cost(algo, synthetic(algo, 40e-6, 0.5e-9, {2, 4}, 0));
+    EXPECT_NEAR(f.alpha_s / 40e-6, 1, 1e-9);
+    EXPECT_NEAR(f.beta_s / 0.5e-9, 1, 1e-9);
+    EXPECT_NEAR(f.seconds(16, 1 << 20), terms(algo, 16).messages * 40e-6 + terms(algo, 16).bytes * (1 << 20) * 0.5e-9,
+                1e-12);
+  }
+}
+
+TEST(CostFit, ANegativeTermIsFixedAtZero) {
+  // Pure bandwidth, with noise that would pull an unconstrained α below zero.
+  std::vector<CostSample> s = synthetic("ring", 0, 2e-9, {2}, 0);
+  s[0].seconds *= 0.95;
+  const CostFit f = fit_cost("ring", s);
+  EXPECT_EQ(f.alpha_s, 0);
+  EXPECT_NEAR(f.beta_s, 2e-9, 0.01 * 2e-9);
+}
+
+TEST(CostFit, RejectsWhatItCannotFit) {
+  EXPECT_THROW(fit_cost("ring", {{2, 4096, 1e-5}}), Error);                      // one size
+  EXPECT_THROW(fit_cost("ring", {{2, 4096, 1e-5}, {2, 4096, 2e-5}}), Error);     // one design
+  EXPECT_THROW(fit_cost("ring", {{2, 4096, 1e-5}, {2, 8192, 0}}), Error);        // not a time
+  EXPECT_THROW(fit_cost("tree", synthetic("ring", 1e-5, 1e-9, {2}, 0)), Error);  // no model
+}
+
+double per_byte(double bytes) { return 0.01 * bytes; }
+
+TEST(StepSim, NoBucketsIsComputeThenOptimizer) {
+  const StepPrediction p = simulate_step({10, 2, {}}, per_byte);
+  EXPECT_DOUBLE_EQ(p.step_s, 12);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 0);
+  EXPECT_DOUBLE_EQ(p.comm_end_s, 0);
+}
+
+TEST(StepSim, OneBucketReducedPastBackward) {
+  // Ready at 6, reduced 6..16; backward ends at 10: the optimizer waits 6, then runs 2.
+  const StepPrediction p = simulate_step({10, 2, {{1000, 6}}}, per_byte);
+  EXPECT_DOUBLE_EQ(p.comm_end_s, 16);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 6);
+  EXPECT_DOUBLE_EQ(p.step_s, 18);
+}
+
+TEST(StepSim, TwoBucketsWithAndWithoutOverlap) {
+  const StepTimeline t{10, 4, {{100, 2}, {300, 8}}};  // optimizer: 1 for bucket 0, 3 for bucket 1
+  // Overlap: bucket 0 2..3, bucket 1 8..11; updates 10..11 and 11..14.
+  const StepPrediction o = simulate_step(t, per_byte);
+  EXPECT_DOUBLE_EQ(o.comm_end_s, 11);
+  EXPECT_DOUBLE_EQ(o.exposed_s, 0);
+  EXPECT_DOUBLE_EQ(o.step_s, 14);
+  // No overlap: bucket 0 10..11, bucket 1 11..14; updates 11..12 and 14..17.
+  const StepPrediction n = simulate_step(t, per_byte, false);
+  EXPECT_DOUBLE_EQ(n.comm_end_s, 14);
+  EXPECT_DOUBLE_EQ(n.exposed_s, 3);
+  EXPECT_DOUBLE_EQ(n.step_s, 17);
+}
+
+TEST(StepSim, ManyBucketsQueueOnOneChannel) {
+  // Ten buckets ready at 0, 1, ..., 9, each taking 2: the channel, not backward, sets the pace.
+  StepTimeline t{10, 0, {}};
+  for (int i = 0; i < 10; ++i) t.buckets.push_back({200, double(i)});
+  const StepPrediction o = simulate_step(t, per_byte);
+  EXPECT_DOUBLE_EQ(o.comm_end_s, 20);
+  EXPECT_DOUBLE_EQ(o.step_s, 20);
+  EXPECT_DOUBLE_EQ(o.exposed_s, 10);
+  EXPECT_DOUBLE_EQ(simulate_step(t, per_byte, false).step_s, 30);
+}
+
+// A run directory with a collectives point (ring at α, β exactly) and lenet at N=1 and N=2 with
+// a step timeline.
+class TempRun {
+ public:
+  TempRun() {
+    char tmpl[] = "/tmp/predict_test.XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+  }
+  ~TempRun() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  void add(json rec) {
+    rec.update({{"schema", 1}, {"run_id", "t-1"}, {"sweep", "t"}, {"seq", seq_++}, {"repeat", 1},
+                {"profile", "none"}, {"status", "ok"}, {"error", ""}, {"started_at", "2026-11-26T00:00:00Z"},
+                {"cluster", {{"type", "emulated"}, {"link", "1gbit"}}}});
+    std::ofstream(dir_ + "/raw.jsonl", std::ios::app) << rec.dump() << "\n";
+  }
+  void collectives(double alpha, double beta) {
+    json rows = json::array();
+    for (uint64_t bytes = 65536; bytes <= 16 << 20; bytes *= 4)
+      rows.push_back({{"bytes", bytes}, {"count", bytes / 4}, {"dtype", "float"}, {"inplace", false},
+                      {"algo", "ring"}, {"time_us", 1e6 * (2 * alpha + double(bytes) * beta)}, {"algbw_gbps", 1},
+                      {"busbw_gbps", 1}, {"p50_us", 1}, {"p99_us", 1}, {"wrong", 0}});
+    add({{"point", "collectives/n2/tcp/none"}, {"kind", "collectives"}, {"nodes", 2}, {"transport", "tcp"},
+         {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}}}}}});
+  }
+  void train(int nodes, double step, bool timeline = true) {
+    auto over_ranks = [](double v) { return json{{"mean_over_ranks", v}, {"max_over_ranks", v}}; };
+    json summary = {{"total_img_s", {{"mean", 32 * nodes / step}, {"ci95", 0}}},
+                    {"img_s_per_rank", {{"mean", 32 / step}, {"ci95", 0}}},
+                    {"step_s", over_ranks(step)}, {"forward_s", over_ranks(0.004)},
+                    {"backward_s", over_ranks(0.006)}, {"optimizer_s", over_ranks(0.002)},
+                    {"exposed_s", over_ranks(0.001)}};
+    if (timeline)
+      summary["timeline"] = {{"bucket_bytes", {1 << 20, 1 << 20}}, {"bucket_ready_s", {0.006, 0.009}},
+                             {"bucket_allreduce_s", nodes > 1 ? json{0.004, 0.004} : json::array()}};
+    const std::string t = nodes > 1 ? "tcp" : "none";
+    add({{"point", "train/lenet/b32/n" + std::to_string(nodes) + "/" + t + "/none"}, {"kind", "train"},
+         {"nodes", nodes}, {"transport", t}, {"model", "lenet"}, {"batch", 32}, {"image_size", 0},
+         {"train", {{"summary", summary}, {"ranks", json::array()}, {"meta", {{"backend", "onednn"}}}}}});
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int seq_ = 0;
+};
+
+TEST(ModelCheck, ReplaysATrainPointWithTheRunsOwnFit) {
+  TempRun run;
+  run.collectives(50e-6, 2e-9);  // a 1 MiB bucket on 2 ranks: 2·50 us + 2^20 B · 2 ns = 2.197 ms
+  run.train(1, 0.012);
+  run.train(2, 0.0150);
+  const ModelCheck mc = check_model(report::load_run(run.dir(), 0.1));
+  ASSERT_EQ(mc.fits.size(), 1u);
+  EXPECT_NEAR(mc.fits[0].fit.alpha_s / 50e-6, 1, 1e-6);
+  ASSERT_EQ(mc.rows.size(), 1u) << "one rank has nothing to predict";
+  const CheckRow& r = mc.rows[0];
+  EXPECT_EQ(r.point->nodes, 2);
+  EXPECT_EQ(r.fit, "tcp N=2");
+  // Buckets: 6.000..8.197 ms and 9.000..11.197 ms; updates (1 ms each) at 10..11, 11.197..12.197.
+  const double c = 2 * 50e-6 + (1 << 20) * 2e-9;
+  EXPECT_NEAR(r.predicted_s, 0.009 + c + 0.001, 1e-12);
+  EXPECT_NEAR(r.predicted_exposed_s, 0.009 + c - 0.011, 1e-12);
+  EXPECT_NEAR(r.error(), r.predicted_s / 0.015 - 1, 1e-12);
+  ASSERT_TRUE(r.in_situ_ratio.has_value());
+  EXPECT_NEAR(*r.in_situ_ratio, 0.008 / (2 * c), 1e-9);
+  ASSERT_TRUE(r.predicted_from_one_node_s.has_value());  // the same timeline here
+  EXPECT_NEAR(*r.predicted_from_one_node_s, r.predicted_s, 1e-12);
+  EXPECT_NE(md_model_check(report::load_run(run.dir(), 0.1)).find("## Model check"), std::string::npos);
+}
+
+TEST(ModelCheck, SaysWhyAPointCannotBeChecked) {
+  TempRun old_run;  // recorded before train wrote its timeline: no rows, no report section
+  old_run.collectives(50e-6, 2e-9);
+  old_run.train(2, 0.015, false);
+  const report::Run run = report::load_run(old_run.dir(), 0.1);
+  const ModelCheck mc = check_model(run);
+  EXPECT_TRUE(mc.rows.empty());
+  ASSERT_EQ(mc.unchecked.size(), 1u);
+  EXPECT_NE(mc.unchecked[0].find("no step timeline"), std::string::npos) << mc.unchecked[0];
+  EXPECT_EQ(md_model_check(run), "");
+
+  TempRun no_fit;
+  no_fit.train(2, 0.015);
+  const ModelCheck nf = check_model(report::load_run(no_fit.dir(), 0.1));
+  ASSERT_EQ(nf.unchecked.size(), 1u);
+  EXPECT_NE(nf.unchecked[0].find("no allreduce measured on tcp"), std::string::npos) << nf.unchecked[0];
+}
+
+}  // namespace
+}  // namespace ringbench::predict
