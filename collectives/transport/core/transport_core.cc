@@ -1,10 +1,18 @@
 #include "collectives/transport/core/transport_core.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 
 namespace ringbench::transport_core {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void signal_eventfd(int fd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+}
 
 std::string fmt_s(double s) {
   char b[32];

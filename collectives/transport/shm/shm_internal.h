@@ -67,10 +67,7 @@ inline void ring_bell(SegmentHeader& h, bool force = false) {
 
 // ---- state ---------------------------------------------------------------------------------
 
-struct ReqState : transport_core::ReqState {
-  char* data = nullptr;
-  size_t transferred = 0;  // payload bytes moved so far, for timeout messages
-};
+using ReqState = transport_core::ReqState;  // data and transferred are all it needs
 using ReqPtr = std::shared_ptr<ReqState>;
 
 struct SendItem {
@@ -119,14 +116,6 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   ~ShmTransport() override;
 
   std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes, MemKind kind) override;
-  std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset, size_t length,
-                                 uint64_t tag) override;
-  std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
-                                 uint64_t tag) override;
-  void abort(const std::string& reason) noexcept override;
-
-  bool test(const ReqPtr& r) override;
-  void wait(const ReqPtr& r, milliseconds timeout) override;
 
  private:
   void connect(Store& store);
@@ -137,7 +126,12 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   SegmentHeader& own() const { return own_.header(); }
   std::string single_copy_summary() const;
 
-  // All below run with mu_ held.
+  // All below run with mu_ held. TransportCore's hooks first.
+  void post(const ReqPtr& r) override;
+  void advance(ReqState&) override { progress(); }
+  void await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) override;
+  TimeoutError timed_out(const ReqState& r, milliseconds waited) const override;
+  void publish_abort(const std::string& reason) override;
   bool progress();
   bool pump_out(Peer& p);
   bool pump_in(Peer& p);
@@ -151,7 +145,6 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   void check_alive(Peer& p, Clock::time_point now);
   bool process_gone(const Peer& p) const;
   void corrupt(Peer& p, const std::string& what);
-  void publish_abort(const std::string& reason);
   void complete(const ReqPtr& r) { r->status = ReqState::kDone; }
   void fail(std::exception_ptr e) override;
   bool has_pending() const;

@@ -217,36 +217,28 @@ void ShmTransport::corrupt(Peer& p, const std::string& what) {
 
 // ---- completion ----------------------------------------------------------------------------
 
-bool ShmTransport::test(const ReqPtr& r) {
-  std::lock_guard lk(mu_);
-  if (r->status == ReqState::kPending) progress();
-  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
-  return r->status == ReqState::kDone;
-}
-
-void ShmTransport::wait(const ReqPtr& r, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  std::unique_lock lk(mu_);
+void ShmTransport::await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) {
   auto spin_end = Clock::now() + opts_.spin;
-  while (r->status == ReqState::kPending) {
+  while (r.status == ReqState::kPending) {
     // Spin while data flows; sleep once nothing has moved for `spin`.
     if (progress()) spin_end = Clock::now() + opts_.spin;
     const auto now = Clock::now();
-    if (r->status != ReqState::kPending || now >= deadline) break;
+    if (r.status != ReqState::kPending || now >= deadline) break;
     if (now < spin_end) {
       lk.unlock();
       sched_yield();
       lk.lock();
     } else {
-      sleep(lk, *r, std::min(deadline, now + heartbeat_));
+      sleep(lk, r, std::min(deadline, now + heartbeat_));
     }
   }
-  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
-  if (r->status == ReqState::kDone) return;
-  const Peer& p = peers_[r->peer];
-  throw transport_core::timeout_error(me(), who(r->peer), *r, timeout, seconds(Clock::now() - p.beat_at),
-                                     opts_.timeout, " (" + std::to_string(r->transferred) + " moved)",
-                                     r->transferred > 0);
+}
+
+TimeoutError ShmTransport::timed_out(const ReqState& r, milliseconds waited) const {
+  const Peer& p = peers_[r.peer];
+  return transport_core::timeout_error(me(), who(r.peer), r, waited, seconds(Clock::now() - p.beat_at),
+                                       opts_.timeout, " (" + std::to_string(r.transferred) + " moved)",
+                                       r.transferred > 0);
 }
 
 // Sleeps on our doorbell until a peer rings it, `until`, or a failure. We announce ourselves in

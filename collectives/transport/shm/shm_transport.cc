@@ -95,9 +95,7 @@ void ShmTransport::attach_rings(Peer& p) {
 ShmTransport::~ShmTransport() {
   {
     std::lock_guard lk(mu_);
-    // Requests still pending now will never be waited for: stop using their buffers.
-    if (has_pending() && !fatal_)
-      fail(std::make_exception_ptr(IoError(-1, me() + ": the transport was closed with transfers still pending")));
+    fail_pending_at_close(has_pending());
     // What we sent is in the receivers' segments already: nothing to flush, only to say goodbye.
     own().flags.fetch_or(kBye, std::memory_order_release);
   }
@@ -133,55 +131,26 @@ std::unique_ptr<Buffer> ShmTransport::register_buffer(void* data, size_t bytes, 
   return std::make_unique<Buffer>(data, bytes, kind);
 }
 
-std::unique_ptr<Request> ShmTransport::isend(int peer, const Buffer& buf, size_t offset, size_t length,
-                                             uint64_t tag) {
-  check_args(peer, buf, offset, length);
-  auto r = std::make_shared<ReqState>();
-  r->peer = peer;
-  r->is_send = true;
-  r->length = length;
-  r->tag = tag;
-  r->data = static_cast<char*>(buf.data()) + offset;  // only read from
-  std::lock_guard lk(mu_);
-  if (fatal_) std::rethrow_exception(fatal_);
-  Peer& p = peers_[peer];
-  if (p.said_bye) throw IoError(peer, me() + ": cannot send to " + who(peer) + ": it has left the job");
+// A send goes into the ring at once when it is first in line: most messages fit, and then
+// nobody waits. A receive looks at once too: the message may be waiting already.
+void ShmTransport::post(const ReqPtr& r) {
+  Peer& p = peers_[r->peer];
+  if (!r->is_send) {
+    p.recvq.push_back(r);
+    if (p.recvq.size() == 1) pump_in(p);
+    return;
+  }
+  if (p.said_bye) throw left_job(*r);
   SendItem item;
   item.req = r;
-  const bool single_copy = p.cma_out && length >= opts_.single_copy_bytes;
-  item.hdr = {single_copy ? kFrameMagicCma : kFrameMagic, p.send_seq++, tag, length,
+  const bool single_copy = p.cma_out && r->length >= opts_.single_copy_bytes;
+  item.hdr = {single_copy ? kFrameMagicCma : kFrameMagic, p.send_seq++, r->tag, r->length,
               single_copy ? reinterpret_cast<uintptr_t>(r->data) : 0};
   p.sendq.push_back(std::move(item));
-  if (p.sendq.size() == 1) pump_out(p);  // at once: most messages fit, and then nobody waits
-  return make_request(r);
+  if (p.sendq.size() == 1) pump_out(p);
 }
 
-std::unique_ptr<Request> ShmTransport::irecv(int peer, Buffer& buf, size_t offset, size_t length,
-                                             uint64_t tag) {
-  check_args(peer, buf, offset, length);
-  auto r = std::make_shared<ReqState>();
-  r->peer = peer;
-  r->length = length;
-  r->tag = tag;
-  r->data = static_cast<char*>(buf.data()) + offset;
-  std::lock_guard lk(mu_);
-  if (fatal_) std::rethrow_exception(fatal_);
-  Peer& p = peers_[peer];
-  p.recvq.push_back(r);
-  if (p.recvq.size() == 1) pump_in(p);  // the message may be waiting already
-  return make_request(r);
-}
-
-void ShmTransport::abort(const std::string& reason) noexcept {
-  try {
-    std::lock_guard lk(mu_);
-    if (!fatal_) fail(std::make_exception_ptr(IoError(-1, me() + " aborted: " + reason)));
-    publish_abort(reason);
-  } catch (...) {
-  }
-}
-
-// Tells every peer that this rank aborted, and why (the first reason stays). Called with mu_ held.
+// Tells every peer that this rank aborted, and why (the first reason stays).
 void ShmTransport::publish_abort(const std::string& reason) {
   SegmentHeader& h = own();
   if (!(h.flags.load(std::memory_order_relaxed) & kAborted)) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,9 +29,7 @@ using namespace tcp_wire;
 constexpr size_t kMaxAbortText = 4096;
 
 struct ReqState : transport_core::ReqState {
-  char* data = nullptr;
-  size_t transferred = 0;  // payload bytes moved so far, for timeout messages
-  struct Conn* conn = nullptr;
+  struct Conn* conn = nullptr;  // the socket it was posted on
 };
 using ReqPtr = std::shared_ptr<ReqState>;
 
@@ -69,14 +68,6 @@ class TcpTransport : public transport_core::TransportCore<ReqState> {
   ~TcpTransport() override;
 
   std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes, MemKind kind) override;
-  std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset, size_t length,
-                                 uint64_t tag) override;
-  std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
-                                 uint64_t tag) override;
-  void abort(const std::string& reason) noexcept override;
-
-  bool test(const ReqPtr& r) override;
-  void wait(const ReqPtr& r, milliseconds timeout) override;
 
  private:
   struct Peer {
@@ -95,7 +86,12 @@ class TcpTransport : public transport_core::TransportCore<ReqState> {
     return "rank " + std::to_string(peer) + " (" + peers_[peer].addr + ")";
   }
 
-  // All below run with mu_ held.
+  // All below run with mu_ held. TransportCore's hooks first (tcp_transport.cc).
+  void post(const ReqPtr& r) override;
+  void advance(ReqState& r) override;
+  void await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) override;
+  TimeoutError timed_out(const ReqState& r, milliseconds waited) const override;
+  void publish_abort(const std::string& reason) override;
   void io_loop();
   void on_readable(Conn& c);
   void on_writable(Conn& c);

@@ -78,14 +78,11 @@ TcpTransport::~TcpTransport() {
     // said goodbye too, so that no socket is closed with unread data (which would reset it).
     std::unique_lock lk(mu_);
     closing_ = true;
-    // Requests still pending now will never be waited for: stop using their buffers.
     bool pending = false;
     for (auto& p : peers_)
       for (auto& c : p.conns)
         if (c && has_pending(*c)) pending = true;
-    if (pending && !fatal_)
-      fail(std::make_exception_ptr(
-          IoError(-1, me() + ": the transport was closed with transfers still pending")));
+    fail_pending_at_close(pending);
     for (auto& p : peers_)
       for (auto& c : p.conns)
         if (c && !c->closed) {
@@ -94,12 +91,10 @@ TcpTransport::~TcpTransport() {
           c->sendq.push_back(std::move(bye));
           update_interest(*c);
         }
-    auto limit = std::min<milliseconds>(opts_.timeout, std::chrono::seconds(fatal_ ? 1 : 5));
-    cv_.wait_for(lk, limit, [&] { return quiet(); });
+    await_goodbyes(lk, opts_.timeout, [&] { return quiet(); });
   }
   stop_ = true;
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  transport_core::signal_eventfd(wake_fd_);
   io_.join();
   for (auto& p : peers_)
     for (auto& c : p.conns)
@@ -126,97 +121,60 @@ std::unique_ptr<Buffer> TcpTransport::register_buffer(void* data, size_t bytes, 
   return std::make_unique<Buffer>(data, bytes, kind);
 }
 
-std::unique_ptr<Request> TcpTransport::isend(int peer, const Buffer& buf, size_t offset,
-                                             size_t length, uint64_t tag) {
-  check_args(peer, buf, offset, length);
-  auto r = std::make_shared<ReqState>();
-  r->peer = peer;
-  r->is_send = true;
-  r->length = length;
-  r->tag = tag;
-  std::lock_guard lk(mu_);
-  if (fatal_) std::rethrow_exception(fatal_);
-  Peer& p = peers_[peer];
-  Conn& c = *p.conns[p.sends++ % p.conns.size()];
-  if (c.closed || c.peer_said_bye)
-    throw IoError(peer, me() + ": cannot send to " + who(peer) + ": it has left the job");
+// A peer's sends take its sockets in turn, and so do its receives.
+void TcpTransport::post(const ReqPtr& r) {
+  Peer& p = peers_[r->peer];
+  Conn& c = *p.conns[(r->is_send ? p.sends++ : p.recvs++) % p.conns.size()];
+  if (c.closed || c.peer_said_bye) throw left_job(*r);
   r->conn = &c;
-  SendItem item;
-  item.req = r;
-  item.hdr = {kData, 0, tag, length};
-  item.payload = static_cast<const char*>(buf.data()) + offset;
-  item.payload_len = length;
-  c.sendq.push_back(std::move(item));
-  if (c.sendq.size() == 1) on_writable(c);  // try at once: saves a wake-up of the I/O thread
-  update_interest(c);
-  return make_request(r);
-}
-
-std::unique_ptr<Request> TcpTransport::irecv(int peer, Buffer& buf, size_t offset,
-                                             size_t length, uint64_t tag) {
-  check_args(peer, buf, offset, length);
-  auto r = std::make_shared<ReqState>();
-  r->peer = peer;
-  r->data = static_cast<char*>(buf.data()) + offset;
-  r->length = length;
-  r->tag = tag;
-  std::lock_guard lk(mu_);
-  if (fatal_) std::rethrow_exception(fatal_);
-  Peer& p = peers_[peer];
-  Conn& c = *p.conns[p.recvs++ % p.conns.size()];
-  if (c.closed || c.peer_said_bye)
-    throw IoError(peer, me() + ": cannot receive from " + who(peer) + ": it has left the job");
-  r->conn = &c;
-  c.recvq.push_back(r);
-  if (c.rx == Conn::kAwaitingRecv) on_header(c);  // a frame was waiting for this receive
-  update_interest(c);
-  return make_request(r);
-}
-
-void TcpTransport::abort(const std::string& reason) noexcept {
-  try {
-    std::lock_guard lk(mu_);
-    if (!fatal_) fail(std::make_exception_ptr(IoError(-1, me() + " aborted: " + reason)));
-    std::string text = reason.substr(0, kMaxAbortText);
-    for (auto& p : peers_)
-      for (auto& c : p.conns) {
-        if (!c || c->closed) continue;
-        // Finish a half-written frame (the stream must stay parseable), drop the rest.
-        // (front() of an empty queue is undefined: check emptiness first.)
-        while (c->sendq.size() > (!c->sendq.empty() && c->sendq.front().sent > 0 ? 1u : 0u))
-          c->sendq.pop_back();
-        c->heartbeat_queued =
-            !c->sendq.empty() && c->sendq.front().hdr.type == kHeartbeat;
-        SendItem item;
-        item.hdr = {kAbort, 0, 0, text.size()};
-        item.text = text;
-        c->sendq.push_back(std::move(item));
-        update_interest(*c);
-      }
-  } catch (...) {
+  if (r->is_send) {
+    SendItem item;
+    item.req = r;
+    item.hdr = {kData, 0, r->tag, r->length};
+    item.payload = r->data;
+    item.payload_len = r->length;
+    c.sendq.push_back(std::move(item));
+    if (c.sendq.size() == 1) on_writable(c);  // try at once: saves a wake-up of the I/O thread
+  } else {
+    c.recvq.push_back(r);
+    if (c.rx == Conn::kAwaitingRecv) on_header(c);  // a frame was waiting for this receive
   }
+  update_interest(c);
+}
+
+void TcpTransport::publish_abort(const std::string& reason) {
+  std::string text = reason.substr(0, kMaxAbortText);
+  for (auto& p : peers_)
+    for (auto& c : p.conns) {
+      if (!c || c->closed) continue;
+      // Finish a half-written frame (the stream must stay parseable), drop the rest.
+      // (front() of an empty queue is undefined: check emptiness first.)
+      while (c->sendq.size() > (!c->sendq.empty() && c->sendq.front().sent > 0 ? 1u : 0u))
+        c->sendq.pop_back();
+      c->heartbeat_queued =
+          !c->sendq.empty() && c->sendq.front().hdr.type == kHeartbeat;
+      SendItem item;
+      item.hdr = {kAbort, 0, 0, text.size()};
+      item.text = text;
+      c->sendq.push_back(std::move(item));
+      update_interest(*c);
+    }
 }
 
 // ---- completion ------------------------------------------------------------------------
 
-bool TcpTransport::test(const ReqPtr& r) {
-  std::lock_guard lk(mu_);
-  Conn& c = *r->conn;
-  if (r->status == ReqState::kPending && !r->is_send && !c.waiter && !c.closed)
-  {
-    on_readable(c);  // a receive progresses when its owner asks (see update_interest)
-    update_interest(c);
-  }
-  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
-  return r->status == ReqState::kDone;
+// A receive progresses when its owner asks (see update_interest).
+void TcpTransport::advance(ReqState& r) {
+  Conn& c = *r.conn;
+  if (r.is_send || c.waiter || c.closed) return;
+  on_readable(c);
+  update_interest(c);
 }
 
-void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  std::unique_lock lk(mu_);
-  while (r->status == ReqState::kPending && Clock::now() < deadline) {
-    Conn& c = *r->conn;
-    if (r->is_send || c.closed || c.waiter || c.rx == Conn::kAwaitingRecv || fatal_) {
+void TcpTransport::await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) {
+  while (r.status == ReqState::kPending && Clock::now() < deadline) {
+    Conn& c = *r.conn;
+    if (r.is_send || c.closed || c.waiter || c.rx == Conn::kAwaitingRecv || fatal_) {
       cv_.wait_until(lk, deadline);
       continue;
     }
@@ -229,12 +187,12 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
     // microseconds, more than most small-message hops take.
     for (auto spin_end = Clock::now() + opts_.spin; Clock::now() < spin_end;) {
       on_readable(c);
-      if (r->status != ReqState::kPending || c.closed || fatal_) break;
+      if (r.status != ReqState::kPending || c.closed || fatal_) break;
       lk.unlock();
       sched_yield();
       lk.lock();
     }
-    if (r->status != ReqState::kPending || c.closed || fatal_) {
+    if (r.status != ReqState::kPending || c.closed || fatal_) {
       c.waiter = false;
       cv_.notify_all();  // another thread may be waiting for this socket to be free
       update_interest(c);
@@ -250,12 +208,13 @@ void TcpTransport::wait(const ReqPtr& r, milliseconds timeout) {
     cv_.notify_all();  // another thread may be waiting for this socket to be free
     update_interest(c);
   }
-  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
-  if (r->status == ReqState::kDone) return;
+}
+
+TimeoutError TcpTransport::timed_out(const ReqState& r, milliseconds waited) const {
   double heard = 1e9;
-  for (auto& c : peers_[r->peer].conns) heard = std::min(heard, seconds(Clock::now() - c->last_rx));
-  throw transport_core::timeout_error(me(), who(r->peer), *r, timeout, heard, opts_.timeout,
-                                     " (" + std::to_string(r->transferred) + " moved)", r->transferred > 0);
+  for (auto& c : peers_[r.peer].conns) heard = std::min(heard, seconds(Clock::now() - c->last_rx));
+  return transport_core::timeout_error(me(), who(r.peer), r, waited, heard, opts_.timeout,
+                                       " (" + std::to_string(r.transferred) + " moved)", r.transferred > 0);
 }
 
 void TcpTransport::complete(const ReqPtr& r) {
@@ -267,8 +226,7 @@ void TcpTransport::complete(const ReqPtr& r) {
 void TcpTransport::fail(std::exception_ptr e) {
   if (!fatal_) {
     fatal_ = e;
-    uint64_t one = 1;  // wakes threads polling a socket in wait(); never drained
-    [[maybe_unused]] auto n = ::write(waiter_wake_fd_, &one, sizeof one);
+    transport_core::signal_eventfd(waiter_wake_fd_);  // wakes threads polling a socket in wait()
   }
   auto fail_req = [&](const ReqPtr& r) {
     if (r && r->status == ReqState::kPending) {

@@ -15,19 +15,11 @@ namespace ringbench::verbs_detail {
 
 // ---- completion ------------------------------------------------------------------------
 
-bool VerbsTransport::test(const ReqPtr& r) {
-  std::lock_guard lk(mu_);
-  if (r->status == ReqState::kPending) poll_cq();
-  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
-  return r->status == ReqState::kDone;
-}
+void VerbsTransport::advance(ReqState&) { poll_cq(); }
 
-void VerbsTransport::wait(const ReqPtr& r, milliseconds timeout) {
-  const auto start = Clock::now();
-  const auto deadline = start + timeout;
-  const auto spin_end = start + opts_.spin;
-  std::unique_lock lk(mu_);
-  while (r->status == ReqState::kPending) {
+void VerbsTransport::await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) {
+  const auto spin_end = Clock::now() + opts_.spin;
+  while (r.status == ReqState::kPending) {
     auto now = Clock::now();
     if (now >= deadline) break;
     if (now < spin_end) {
@@ -41,11 +33,12 @@ void VerbsTransport::wait(const ReqPtr& r, milliseconds timeout) {
     }
     cv_.wait_until(lk, deadline);  // the progress thread notifies on every completion
   }
-  if (r->status == ReqState::kFailed) std::rethrow_exception(r->error);
-  if (r->status == ReqState::kDone) return;
-  const Peer& p = peers_[static_cast<size_t>(r->peer)];
+}
+
+TimeoutError VerbsTransport::timed_out(const ReqState& r, milliseconds waited) const {
+  const Peer& p = peers_[static_cast<size_t>(r.peer)];
   double heard = seconds(Clock::now() - p.last_rx);
-  throw transport_core::timeout_error(me(), who(r->peer), *r, timeout, heard, opts_.timeout, "", false);
+  return transport_core::timeout_error(me(), who(r.peer), r, waited, heard, opts_.timeout, "", false);
 }
 
 void VerbsTransport::complete(const ReqPtr& r, ReqState::Status s, std::exception_ptr e) {

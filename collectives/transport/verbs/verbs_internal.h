@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,14 +111,6 @@ class VerbsTransport : public transport_core::TransportCore<ReqState> {
   ~VerbsTransport() override;
 
   std::unique_ptr<Buffer> register_buffer(void* data, size_t bytes, MemKind kind) override;
-  std::unique_ptr<Request> isend(int peer, const Buffer& buf, size_t offset, size_t length,
-                                 uint64_t tag) override;
-  std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
-                                 uint64_t tag) override;
-  void abort(const std::string& reason) noexcept override;
-
-  bool test(const ReqPtr& r) override;
-  void wait(const ReqPtr& r, milliseconds timeout) override;
 
  private:
   struct Peer {
@@ -146,10 +139,15 @@ class VerbsTransport : public transport_core::TransportCore<ReqState> {
   void connect(Store& store);
   void release() noexcept;
   std::string who(int peer) const override;
+  void prepare(ReqState& r, const Buffer& buf, size_t offset) const override;  // verbs_memory.cc
   std::vector<ibv_sge> sg_list(const Buffer& buf, size_t offset, size_t length) const;
-  void check_verbs_args(int peer, const Buffer& buf, size_t offset, size_t length) const;
 
-  // All below run with mu_ held.
+  // All below run with mu_ held. TransportCore's hooks first.
+  void post(const ReqPtr& r) override;
+  void advance(ReqState& r) override;  // verbs_completion.cc, as the two below
+  void await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) override;
+  TimeoutError timed_out(const ReqState& r, milliseconds waited) const override;
+  void publish_abort(const std::string& reason) override;
   void post_data(int peer, const ReqPtr& r);
   void post_waiting(int peer);
   void post_ctrl_recv(int peer, int slot);

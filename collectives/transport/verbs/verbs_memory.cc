@@ -55,12 +55,12 @@ std::unique_ptr<Buffer> VerbsTransport::register_buffer(void* data, size_t bytes
   return std::make_unique<VerbsBuffer>(dev_, this, data, bytes, chunk_);
 }
 
-// The common checks, and a message no longer than the port takes.
-void VerbsTransport::check_verbs_args(int peer, const Buffer& buf, size_t offset, size_t length) const {
-  check_args(peer, buf, offset, length);
-  if (length > port_attr_.max_msg_sz)
-    throw Error(me() + ": a " + std::to_string(length) + "-byte message exceeds " + dev_->name +
+// A message no longer than the port takes (after the common checks), and its SGEs.
+void VerbsTransport::prepare(ReqState& r, const Buffer& buf, size_t offset) const {
+  if (r.length > port_attr_.max_msg_sz)
+    throw Error(me() + ": a " + std::to_string(r.length) + "-byte message exceeds " + dev_->name +
                 "'s maximum of " + std::to_string(port_attr_.max_msg_sz) + " bytes");
+  r.sges = sg_list(buf, offset, r.length);
 }
 
 // One SGE per memory region the range crosses.

@@ -61,19 +61,15 @@ VerbsTransport::~VerbsTransport() {
     bool pending = false;
     for (auto& p : peers_)
       if (has_pending(p)) pending = true;
-    if (pending && !fatal_)
-      fail(std::make_exception_ptr(
-          IoError(-1, me() + ": the transport was closed with transfers still pending")));
+    fail_pending_at_close(pending);
     // Say goodbye, so that peers do not take our vanishing QPs for a death, and wait
     // (bounded) until the control sends are acknowledged.
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && !peers_[static_cast<size_t>(r)].left) post_ctrl(r, kBye);
-    auto limit = std::min<milliseconds>(opts_.timeout, std::chrono::seconds(fatal_ ? 1 : 5));
-    cv_.wait_for(lk, limit, [&] { return ctrl_idle(); });
+    await_goodbyes(lk, opts_.timeout, [&] { return ctrl_idle(); });
   }
   stop_ = true;
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  transport_core::signal_eventfd(wake_fd_);
   progress_.join();
   release();
 }
@@ -92,45 +88,23 @@ bool VerbsTransport::has_pending(const Peer& p) const {
 
 // ---- posting ---------------------------------------------------------------------------
 
-std::unique_ptr<Request> VerbsTransport::isend(int peer, const Buffer& buf, size_t offset,
-                                               size_t length, uint64_t tag) {
-  check_verbs_args(peer, buf, offset, length);
-  auto r = std::make_shared<ReqState>();
-  r->peer = peer;
-  r->is_send = true;
-  r->length = length;
-  r->tag = tag;
-  r->sges = sg_list(buf, offset, length);
-  std::lock_guard lk(mu_);
-  if (fatal_) std::rethrow_exception(fatal_);
+// Straight to the QP while it has room (and, for a send, the peer has posted its receive),
+// behind those waiting otherwise.
+void VerbsTransport::post(const ReqPtr& r) {
+  const int peer = r->peer;
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (p.left) throw IoError(peer, me() + ": cannot send to " + who(peer) + ": it has left the job");
-  if (may_send(p) && p.sends_waiting.empty())
-    post_data(peer, r);
-  else
-    p.sends_waiting.push_back(r);
-  return make_request(r);
-}
-
-std::unique_ptr<Request> VerbsTransport::irecv(int peer, Buffer& buf, size_t offset,
-                                               size_t length, uint64_t tag) {
-  check_verbs_args(peer, buf, offset, length);
-  auto r = std::make_shared<ReqState>();
-  r->peer = peer;
-  r->length = length;
-  r->tag = tag;
-  r->sges = sg_list(buf, offset, length);
-  std::lock_guard lk(mu_);
-  if (fatal_) std::rethrow_exception(fatal_);
-  Peer& p = peers_[static_cast<size_t>(peer)];
-  if (p.left) throw IoError(peer, me() + ": cannot receive from " + who(peer) + ": it has left the job");
-  if (p.recvs_posted.size() < depth_ && p.recvs_waiting.empty()) {
+  if (p.left) throw left_job(*r);
+  if (r->is_send) {
+    if (may_send(p) && p.sends_waiting.empty())
+      post_data(peer, r);
+    else
+      p.sends_waiting.push_back(r);
+  } else if (p.recvs_posted.size() < depth_ && p.recvs_waiting.empty()) {
     post_data(peer, r);
     announce_recvs(peer);
   } else {
     p.recvs_waiting.push_back(r);
   }
-  return make_request(r);
 }
 
 void VerbsTransport::post_data(int peer, const ReqPtr& r) {
@@ -230,14 +204,9 @@ bool VerbsTransport::post_ctrl(int peer, CtrlType type, const std::string& text)
   return true;
 }
 
-void VerbsTransport::abort(const std::string& reason) noexcept {
-  try {
-    std::lock_guard lk(mu_);
-    if (!fatal_) fail(std::make_exception_ptr(IoError(-1, me() + " aborted: " + reason)));
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_ && !peers_[static_cast<size_t>(r)].left) post_ctrl(r, kAbort, reason);
-  } catch (...) {
-  }
+void VerbsTransport::publish_abort(const std::string& reason) {
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && !peers_[static_cast<size_t>(r)].left) post_ctrl(r, kAbort, reason);
 }
 
 }  // namespace verbs_detail
