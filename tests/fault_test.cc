@@ -118,16 +118,7 @@ void victim_mid_allreduce(int sig) {
     ASSERT_FALSE(job.proc(r).exited) << "rank " << r << " stopped early:" << job.describe();
 
   const auto hit_at = Clock::now();
-  job.signal(kVictim, sig);
-  auto survivors_exited = [&] {
-    for (int r = 0; r < kRanks; ++r)
-      if (r != kVictim && !job.proc(r).exited) return false;
-    return true;
-  };
-  const bool exited =
-      job.pump_until(hit_at + kBound + kLinger + kSlack, survivors_exited);
-  if (sig != SIGKILL) job.signal(kVictim, SIGKILL);
-  job.pump_until(Clock::now() + 5s, [&] { return job.proc(kVictim).exited; });
+  const bool exited = job.others_exit_after_signal(kVictim, sig, hit_at + kBound + kLinger + kSlack);
   ASSERT_TRUE(exited) << "survivors still running " << ms(Clock::now() - hit_at)
                       << " ms after the signal:" << job.describe();
 

@@ -187,6 +187,20 @@ class ProcessRanks {
   void signal(int rank, int sig) {
     check_errno(::kill(proc(rank).pid, sig) == 0, "kill");
   }
+
+  // Sends `sig` to `victim`, then collects until every other rank has exited (true) or
+  // `deadline` passes (false); the victim is killed and reaped either way.
+  bool others_exit_after_signal(int victim, int sig, Clock::time_point deadline) {
+    signal(victim, sig);
+    const bool exited = pump_until(deadline, [&] {
+      for (int r = 0; r < size(); ++r)
+        if (r != victim && !proc(r).exited) return false;
+      return true;
+    });
+    if (sig != SIGKILL) signal(victim, SIGKILL);
+    pump_until(Clock::now() + std::chrono::seconds(5), [&] { return proc(victim).exited; });
+    return exited;
+  }
   const Proc& proc(int rank) const { return procs_.at(static_cast<size_t>(rank)); }
   int size() const { return static_cast<int>(procs_.size()); }
   int store_port() const { return server_ ? server_->port() : -1; }

@@ -60,6 +60,9 @@ void run_shm(int n, const std::function<void(Transport&)>& body, const ShmOption
   });
 }
 
+// run_shm with the default options, as the contract checks run ranks.
+void shm_ranks(int n, const std::function<void(Transport&)>& body) { run_shm(n, body); }
+
 // Names in /dev/shm that belong to `job`.
 std::vector<std::string> leftovers(const std::string& job) {
   std::vector<std::string> v;
@@ -74,17 +77,12 @@ bool contains(const std::string& s, const std::string& what) { return s.find(wha
 
 TEST(ShmTransport, DeclaresHostMemoryAndPath) {
   run_shm(2, [](Transport& t) {
-    EXPECT_EQ(t.caps().name, "shm");
-    EXPECT_TRUE(t.caps().host_memory);
-    EXPECT_FALSE(t.caps().cuda_memory);
+    testing::expect_host_memory_only(t, "shm");
     auto p = t.path_info();
-    EXPECT_EQ(p["transport"], "shm");
     EXPECT_EQ(p["ring_bytes"], std::to_string(16 << 10));
     EXPECT_EQ(p["wakeup"], "futex");
     EXPECT_EQ(p["spin_us"], "200");
     EXPECT_EQ(p["single_copy"], "cma >= 65536 bytes");  // threads of one process may read each other
-    int x = 0;
-    EXPECT_THROW(t.register_buffer(&x, sizeof x, MemKind::cuda), Error);
   });
 }
 
@@ -108,10 +106,7 @@ TEST(ShmTransport, OrderedVariedSizesAndUnexpected) {
     run_shm(2, [&](Transport& t) {
       const int peer = 1 - t.rank();
       const int msgs = 64;
-      std::vector<uint32_t> src(1 << 19), dst(1 << 19, 0);
-      std::iota(src.begin(), src.end(), static_cast<uint32_t>(t.rank()) << 24);
-      auto sb = t.register_buffer(src.data(), src.size() * 4);
-      auto db = t.register_buffer(dst.data(), dst.size() * 4);
+      testing::Numbered v(t, 1 << 19);
       std::vector<std::pair<size_t, size_t>> ranges;  // elements
       for (size_t i = 0, off = 0; i < msgs; ++i) {
         size_t len = i % 16 == 5 ? 50000 : (i * 37 % 9) * 1000;  // includes zero-length messages
@@ -121,19 +116,17 @@ TEST(ShmTransport, OrderedVariedSizesAndUnexpected) {
       std::vector<std::unique_ptr<Request>> reqs;
       auto post_recvs = [&] {
         for (int i = 0; i < msgs; ++i)
-          reqs.push_back(t.irecv(peer, *db, ranges[i].first * 4, ranges[i].second * 4, static_cast<uint64_t>(i)));
+          reqs.push_back(t.irecv(peer, *v.db, ranges[i].first * 4, ranges[i].second * 4, static_cast<uint64_t>(i)));
       };
       if (!late_receives) post_recvs();
       for (int i = 0; i < msgs; ++i)
-        reqs.push_back(t.isend(peer, *sb, ranges[i].first * 4, ranges[i].second * 4, static_cast<uint64_t>(i)));
+        reqs.push_back(t.isend(peer, *v.sb, ranges[i].first * 4, ranges[i].second * 4, static_cast<uint64_t>(i)));
       if (late_receives) {
         std::this_thread::sleep_for(50ms);  // the ring fills before the receives exist
         post_recvs();
       }
       for (auto& r : reqs) r->wait(10s);
-      const size_t total = ranges.back().first + ranges.back().second;
-      for (size_t i = 0; i < total; ++i)
-        ASSERT_EQ(dst[i], (static_cast<uint32_t>(peer) << 24) + i) << "element " << i;
+      ASSERT_TRUE(v.received_from(peer, ranges.back().first + ranges.back().second));
     }, opts("ordered", 16 << 10, 5000ms, single_copy));
   }
 }
@@ -180,11 +173,10 @@ TEST(ShmTransport, AllPairsOfFourRanks) {
   });
 }
 
-void shm_ranks(int n, const std::function<void(Transport&)>& body) { run_shm(n, body); }
-
 TEST(ShmTransport, TestPollsToCompletion) { testing::contract::test_polls_to_completion(shm_ranks); }
 TEST(ShmTransport, OutOfBoundsAndBadPeerAreErrors) { testing::contract::out_of_bounds_and_bad_peer_are_errors(shm_ranks); }
 TEST(ShmTransport, MismatchFailsBothSides) { testing::contract::mismatch_fails_both_sides(shm_ranks); }
+TEST(ShmTransport, WaitTimesOutNamingAlivePeer) { testing::contract::wait_times_out_naming_alive_peer(shm_ranks, 3s); }
 
 // An abort reaches a peer asleep in a wait at once (the doorbell), long before any timeout.
 TEST(ShmTransport, AbortReachesSleepingPeerQuickly) {
@@ -196,41 +188,12 @@ TEST(ShmTransport, AbortReachesSleepingPeerQuickly) {
       t.abort("the disk is on fire");
       return;
     }
-    const auto t0 = Clock::now();
-    try {
-      t.irecv(0, *b, 0, 8, 0)->wait(20s);
-      ADD_FAILURE() << "wait returned";
-    } catch (const IoError& e) {
-      EXPECT_EQ(e.peer(), 0);
-      EXPECT_TRUE(contains(e.what(), "rank 0 (shm pid")) << e.what();
-      EXPECT_TRUE(contains(e.what(), "aborted: the disk is on fire")) << e.what();
-    }
-    EXPECT_LT(Clock::now() - t0, 5s);
+    const auto f = testing::failed_wait<IoError>(*t.irecv(0, *b, 0, 8, 0), 20s);
+    EXPECT_EQ(f.peer, 0);
+    EXPECT_TRUE(contains(f.what, "rank 0 (shm pid")) << f.what;
+    EXPECT_TRUE(contains(f.what, "aborted: the disk is on fire")) << f.what;
+    EXPECT_LT(f.took, 5s);
   }, opts("abort", 16 << 10, 30000ms));
-}
-
-// A live peer that never sends: the wait times out (it does not hang) and names that peer.
-TEST(ShmTransport, WaitTimesOutNamingAlivePeer) {
-  run_shm(3, [](Transport& t) {
-    std::vector<char> buf(8);
-    auto b = t.register_buffer(buf.data(), buf.size());
-    if (t.rank() == 2) {
-      auto r = t.irecv(1, *b, 0, 8, 0);
-      auto t0 = Clock::now();
-      try {
-        r->wait(300ms);
-        ADD_FAILURE() << "wait returned";
-      } catch (const TimeoutError& e) {
-        EXPECT_EQ(e.peer(), 1);
-        EXPECT_TRUE(contains(e.what(), "rank 1")) << e.what();
-        EXPECT_TRUE(contains(e.what(), "alive")) << e.what();
-      }
-      EXPECT_LT(Clock::now() - t0, 3s);
-      t.abort("test over");
-    } else {
-      EXPECT_THROW(t.irecv(2, *b, 0, 8, 0)->wait(10s), IoError);  // rank 2's abort
-    }
-  });
 }
 
 // What a peer sent before it closed its transport is still delivered; a receive beyond it fails
@@ -247,15 +210,10 @@ TEST(ShmTransport, PeerThatLeftDeliversWhatItSentThenFails) {
     std::this_thread::sleep_for(200ms);
     for (int i = 0; i < 3; ++i) t.irecv(1, *b, i * sizeof(int), sizeof(int), 5)->wait(5s);
     EXPECT_EQ(v, (std::vector<int>{10, 20, 30}));
-    const auto t0 = Clock::now();
-    try {
-      t.irecv(1, *b, 0, sizeof(int), 5)->wait(20s);
-      ADD_FAILURE() << "received from a rank that left";
-    } catch (const IoError& e) {
-      EXPECT_EQ(e.peer(), 1);
-      EXPECT_TRUE(contains(e.what(), "left the job")) << e.what();
-    }
-    EXPECT_LT(Clock::now() - t0, 5s);
+    const auto f = testing::failed_wait<IoError>(*t.irecv(1, *b, 0, sizeof(int), 5), 20s);
+    EXPECT_EQ(f.peer, 1);
+    EXPECT_TRUE(contains(f.what, "left the job")) << f.what;
+    EXPECT_LT(f.took, 5s);
   }, opts("left", 16 << 10, 30000ms));
 }
 
@@ -554,15 +512,7 @@ void victim_mid_allreduce(int sig) {
   ASSERT_TRUE(job.pump_until(Clock::now() + 60s, [&] { return all_have("iter"); })) << job.describe();
   job.pump_for(300ms);
   const auto hit_at = Clock::now();
-  job.signal(kVictim, sig);
-  auto survivors_done = [&] {
-    for (int r = 0; r < n; ++r)
-      if (r != kVictim && !job.proc(r).exited) return false;
-    return true;
-  };
-  const bool exited = job.pump_until(hit_at + 2 * kT + 10s, survivors_done);
-  if (sig != SIGKILL) job.signal(kVictim, SIGKILL);
-  job.pump_until(Clock::now() + 5s, [&] { return job.proc(kVictim).exited; });
+  const bool exited = job.others_exit_after_signal(kVictim, sig, hit_at + 2 * kT + 10s);
   ASSERT_TRUE(exited) << "survivors still running:" << job.describe();
   for (int r = 0; r < n; ++r) {
     if (r == kVictim) continue;

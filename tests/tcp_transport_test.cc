@@ -27,17 +27,15 @@ TcpOptions opts(int sockets = 2, std::chrono::milliseconds timeout = 5000ms) {
   return o;
 }
 
+// run_ranks with the default options, as the contract checks run ranks.
+void tcp_ranks(int n, const std::function<void(Transport&)>& body) { run_ranks(n, body); }
+
 TEST(TcpTransport, DeclaresHostMemoryAndPath) {
   run_ranks(2, [](Transport& t) {
-    EXPECT_EQ(t.caps().name, "tcp");
-    EXPECT_TRUE(t.caps().host_memory);
-    EXPECT_FALSE(t.caps().cuda_memory);
+    testing::expect_host_memory_only(t, "tcp");
     auto p = t.path_info();
-    EXPECT_EQ(p["transport"], "tcp");
     EXPECT_EQ(p["iface"], "lo");
     EXPECT_EQ(p["addr"].rfind("127.0.0.1:", 0), 0u);
-    int x = 0;
-    EXPECT_THROW(t.register_buffer(&x, sizeof x, MemKind::cuda), Error);
   });
 }
 
@@ -48,62 +46,30 @@ TEST(TcpTransport, OrderedStripedAndUnexpected) {
     run_ranks(2, [&](Transport& t) {
       const int peer = 1 - t.rank();
       const int msgs = 64;
-      std::vector<uint32_t> src(1 << 16), dst(1 << 16, 0);
-      std::iota(src.begin(), src.end(), static_cast<uint32_t>(t.rank()) << 24);
-      auto sb = t.register_buffer(src.data(), src.size() * 4);
-      auto db = t.register_buffer(dst.data(), dst.size() * 4);
+      testing::Numbered v(t, 1 << 16);
       std::vector<std::unique_ptr<Request>> reqs;
       size_t off = 0;
       std::vector<std::pair<size_t, size_t>> ranges;
       for (int i = 0; i < msgs; ++i) {
         size_t len = (i * 37 % 9) * 100;  // includes zero-length messages
         ranges.push_back({off, len});
-        reqs.push_back(t.isend(peer, *sb, off * 4, len * 4, static_cast<uint64_t>(i)));
+        reqs.push_back(t.isend(peer, *v.sb, off * 4, len * 4, static_cast<uint64_t>(i)));
         off += len;
       }
       std::this_thread::sleep_for(50ms);  // let the data arrive before the receives exist
       for (int i = 0; i < msgs; ++i)
-        reqs.push_back(t.irecv(peer, *db, ranges[i].first * 4, ranges[i].second * 4,
+        reqs.push_back(t.irecv(peer, *v.db, ranges[i].first * 4, ranges[i].second * 4,
                                static_cast<uint64_t>(i)));
       for (auto& r : reqs) r->wait(5s);
-      for (size_t i = 0; i < off; ++i)
-        ASSERT_EQ(dst[i], (static_cast<uint32_t>(peer) << 24) + i) << "element " << i;
+      ASSERT_TRUE(v.received_from(peer, off));
     }, opts(sockets));
   }
 }
 
-void tcp_ranks(int n, const std::function<void(Transport&)>& body) { run_ranks(n, body); }
-
 TEST(TcpTransport, TestPollsToCompletion) { testing::contract::test_polls_to_completion(tcp_ranks); }
 TEST(TcpTransport, OutOfBoundsAndBadPeerAreErrors) { testing::contract::out_of_bounds_and_bad_peer_are_errors(tcp_ranks); }
 TEST(TcpTransport, MismatchFailsBothSides) { testing::contract::mismatch_fails_both_sides(tcp_ranks); }
-
-// A live peer that never sends: the wait times out (it does not hang) and names that peer.
-TEST(TcpTransport, WaitTimesOutNamingAlivePeer) {
-  run_ranks(3, [](Transport& t) {
-    std::vector<char> buf(8);
-    auto b = t.register_buffer(buf.data(), buf.size());
-    if (t.rank() == 2) {
-      auto r = t.irecv(1, *b, 0, 8, 0);
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        r->wait(300ms);
-        ADD_FAILURE() << "wait returned";
-      } catch (const TimeoutError& e) {
-        EXPECT_EQ(e.peer(), 1);
-        EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("alive"), std::string::npos) << e.what();
-      }
-      EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
-      t.abort("test over");
-    } else {
-      // Stay alive until rank 2 is done, then observe its abort.
-      std::vector<char> x(8);
-      auto xb = t.register_buffer(x.data(), x.size());
-      EXPECT_THROW(t.irecv(2, *xb, 0, 8, 0)->wait(5s), IoError);
-    }
-  });
-}
+TEST(TcpTransport, WaitTimesOutNamingAlivePeer) { testing::contract::wait_times_out_naming_alive_peer(tcp_ranks, 2s); }
 
 // A client that connects to a rank's port and never says anything must not hold up the real
 // peers: handshakes are read concurrently, so setup finishes long before the 5 s grace.

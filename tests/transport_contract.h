@@ -1,17 +1,80 @@
 // Checks of the transport contract (collectives/transport.h) that hold for every transport: each
 // transport's test runs them on its own ranks, through `run(n, body)`, which runs body on n
-// connected ranks of that transport (threads as ranks).
+// connected ranks of that transport (threads as ranks). Before them, helpers of the transports'
+// own tests.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "base/errors.h"
 #include "collectives/transport.h"
+
+namespace ringbench::testing {
+
+// A transport of host memory only: its caps and its path give `name`, and CUDA memory is refused.
+inline void expect_host_memory_only(Transport& t, const std::string& name) {
+  EXPECT_EQ(t.caps().name, name);
+  EXPECT_TRUE(t.caps().host_memory);
+  EXPECT_FALSE(t.caps().cuda_memory);
+  EXPECT_EQ(t.path_info()["transport"], name);
+  int x = 0;
+  EXPECT_THROW(t.register_buffer(&x, sizeof x, MemKind::cuda), Error);
+}
+
+// How a wait that must fail with an `E` (IoError, TimeoutError) failed: the peer its error names,
+// its message, and how long the wait took; peer -2 and "the wait returned" when it did not fail.
+struct WaitFailure {
+  int peer;
+  std::string what;
+  std::chrono::steady_clock::duration took;
+};
+
+template <class E>
+WaitFailure failed_wait(Request& r, std::chrono::milliseconds timeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  WaitFailure f{-2, "the wait returned", {}};
+  try {
+    r.wait(timeout);
+  } catch (const E& e) {
+    f.peer = e.peer();
+    f.what = e.what();
+  }
+  f.took = std::chrono::steady_clock::now() - t0;
+  return f;
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A rank's registered send and receive buffers of uint32 for ordering checks: what it sends
+// counts up from rank << 24, so every element received says whose it is and where it was.
+struct Numbered {
+  Numbered(Transport& t, size_t n) : src(n), dst(n, 0) {
+    std::iota(src.begin(), src.end(), static_cast<uint32_t>(t.rank()) << 24);
+    sb = t.register_buffer(src.data(), n * 4);
+    db = t.register_buffer(dst.data(), n * 4);
+  }
+
+  // The first `n` elements received are `peer`'s first `n`, in order.
+  ::testing::AssertionResult received_from(int peer, size_t n) const {
+    for (size_t i = 0; i < n; ++i)
+      if (dst[i] != (static_cast<uint32_t>(peer) << 24) + i)
+        return ::testing::AssertionFailure() << "element " << i << " is " << dst[i];
+    return ::testing::AssertionSuccess();
+  }
+
+  std::vector<uint32_t> src, dst;
+  std::unique_ptr<Buffer> sb, db;
+};
+
+}  // namespace ringbench::testing
 
 namespace ringbench::testing::contract {
 
@@ -75,6 +138,27 @@ inline void mismatch_fails_both_sides(const RunRanks& run) {
     EXPECT_NE(errors[0].find("aborted"), std::string::npos) << errors[0];
     EXPECT_EQ(peers[0], 1);
   }
+}
+
+// A live peer that never sends: the wait times out within `bound` (it does not hang) and names
+// that peer.
+inline void wait_times_out_naming_alive_peer(const RunRanks& run, std::chrono::milliseconds bound) {
+  run(3, [&](Transport& t) {
+    std::vector<char> buf(8);
+    auto b = t.register_buffer(buf.data(), buf.size());
+    if (t.rank() == 2) {
+      auto r = t.irecv(1, *b, 0, 8, 0);  // kept until after the abort
+      const WaitFailure f = failed_wait<TimeoutError>(*r, 300ms);
+      EXPECT_EQ(f.peer, 1);
+      EXPECT_TRUE(contains(f.what, "rank 1")) << f.what;
+      EXPECT_TRUE(contains(f.what, "alive")) << f.what;
+      EXPECT_LT(f.took, bound);
+      t.abort("test over");
+    } else {
+      // Stay alive until rank 2 is done, then observe its abort.
+      EXPECT_THROW(t.irecv(2, *b, 0, 8, 0)->wait(10s), IoError);
+    }
+  });
 }
 
 }  // namespace ringbench::testing::contract
