@@ -16,6 +16,8 @@ Terms terms(const std::string& algo, int nodes) {
   throw Error("no cost model for the allreduce algorithm '" + algo + "' (ring, direct, rd)");
 }
 
+bool has_cost_model(const std::string& algo) { return algo == "ring" || algo == "direct" || algo == "rd"; }
+
 double CostFit::seconds(int nodes, double bytes) const {
   const Terms t = terms(algo, nodes);
   return t.messages * alpha_s + t.bytes * bytes * beta_s;

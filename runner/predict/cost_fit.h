@@ -42,6 +42,7 @@ struct Terms {
   double messages = 0, bytes = 0;
 };
 Terms terms(const std::string& algo, int nodes);
+bool has_cost_model(const std::string& algo);  // ring, direct, rd (not the baselines: mpi, nccl)
 
 // Weighted least squares on relative error (each size counts alike, 4 KiB as 16 MiB), with
 // α, β >= 0 (a negative one is fixed at 0 and the other refitted). Error with fewer than two

@@ -34,11 +34,14 @@ std::string worst_residuals(const CostFit& f) {
 std::string md_fits(const ModelCheck& mc) {
   if (mc.fits.empty()) return "No allreduce cost fit: the run has no collectives points with two or more sizes.\n\n";
   std::vector<std::vector<std::string>> rows;
-  for (const auto& f : mc.fits)
+  for (const auto& f : mc.fits) {
+    const bool exact = f.fit.residuals.size() <= 2;  // two parameters through two points: no test of the model
     rows.push_back({f.transport, fit_nodes(f), f.fit.algo, fixed(f.fit.alpha_s * 1e6, 2), fixed(f.fit.beta_s * 1e9, 4),
                     f.fit.beta_s > 0 ? fixed(1e-9 / f.fit.beta_s, 3) : "inf",
                     report::fmt_bytes(uint64_t(f.fit.min_bytes)) + "-" + report::fmt_bytes(uint64_t(f.fit.max_bytes)),
-                    fixed(f.fit.r2, 4), fixed(100 * f.fit.median_abs_error(), 1) + "%", worst_residuals(f.fit)});
+                    exact ? "- (2 sizes)" : fixed(f.fit.r2, 4),
+                    exact ? "-" : fixed(100 * f.fit.median_abs_error(), 1) + "%", exact ? "-" : worst_residuals(f.fit)});
+  }
   return md_table({"transport", "N", "algo", "α us", "β ns/B", "1/β GB/s", "sizes", "R²", "median |resid|",
                    "largest residuals"},
                   "lrlrrrrrrl", rows);

@@ -16,13 +16,14 @@ using report::json;
 using report::Point;
 using report::Record;
 
-// Each (transport, N, algorithm)'s samples: one per size, the median over repeats.
+// Each (transport, N, algorithm)'s samples: one per size, the median over repeats. The baselines
+// (MPI_Allreduce, NCCL) choose their own algorithms: no model of ours fits them.
 using SampleKey = std::tuple<std::string, int, std::string>;
 std::map<SampleKey, std::vector<CostSample>> cost_samples(const report::Run& run) {
   std::map<SampleKey, std::vector<CostSample>> out;
   for (const Point* p : report::points_of(run, PointKind::collectives))
     for (const auto& [bytes, s] : p->sizes)
-      if (s.algos.size() == 1 && !s.time_us.empty() && p->nodes > 1)
+      if (s.algos.size() == 1 && has_cost_model(*s.algos.begin()) && !s.time_us.empty() && p->nodes > 1)
         out[{p->transport, p->nodes, *s.algos.begin()}].push_back(
             {p->nodes, double(bytes), report::median(s.time_us) * 1e-6});
   return out;
@@ -100,7 +101,10 @@ std::optional<Replay> replay(const Point& source, const Point& p, const std::vec
     std::string missing;
     auto cost = [&](double bytes) {
       const TransportFit* f = fit_for(fits, p.transport, p.nodes, bytes);
-      if (!f) return missing = "no allreduce measured on " + p.transport + " in this run", 0.0;
+      if (!f)
+        return missing = "no allreduce of ours (ring, direct, rd) measured on " + p.transport +
+                         " in this run (the mpi and nccl baselines choose their own algorithms)",
+               0.0;
       if (out.fit.empty() || bytes > kSmallMessageBytes) out.fit = fit_name(*f, fits);
       out.fitted_s.push_back(f->fit.seconds(p.nodes, bytes));
       return out.fitted_s.back();
