@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <set>
 #include <string>
@@ -70,6 +71,26 @@ std::string sh(const std::string& cmd) {
 }
 
 void delete_netns(const std::string& name) { sh("ip netns delete " + name); }
+
+// `f` throws an Error that says `part`.
+::testing::AssertionResult throws_saying(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(part) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "the error does not say '" << part << "': " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no error (expected one saying '" << part << "')";
+}
+
+// Runs `ringbench cluster <action>` in this process, which must succeed; returns what it printed.
+std::string cluster_cmd_output(const std::string& action, int nodes = 0, const std::string& link = "") {
+  ::testing::internal::CaptureStdout();
+  const int rc = run_cluster_cmd(action, nodes, link);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0) << out;
+  return out;
+}
 
 // A pid no process has: the leftover detector must call its namespaces dead.
 long dead_pid() {
@@ -243,12 +264,7 @@ TEST_F(ClusterTest, DestructorRemovesEverything) {
 
 TEST_F(ClusterTest, SamePrefixTwiceIsRefusedAndTheFirstStays) {
   auto c = EmulatedCluster::up({2, "1gbit", "", "10.77.0"});
-  try {
-    EmulatedCluster::up({2, "1gbit", "", "10.88.0"});
-    FAIL() << "a second cluster with the same prefix came up";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("already exist"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(throws_saying([] { EmulatedCluster::up({2, "1gbit", "", "10.88.0"}); }, "already exist"));
   EXPECT_EQ(netns_with_prefix(my_prefix()).size(), 3u);
   EXPECT_GT(transfer(*c, 0, 1, 1000), 0);
 }
@@ -282,9 +298,7 @@ TEST_F(ClusterTest, PersistentClusterUpAttachDown) {
   if (!netns_with_prefix("ringbench-").empty())
     GTEST_SKIP() << "a persistent cluster (ringbench-*) is up on this machine: not touching it";
   made_persistent_ = true;
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_cluster_cmd("up", 2, "1gbit"), 0);
-  const std::string up_out = ::testing::internal::GetCapturedStdout();
+  const std::string up_out = cluster_cmd_output("up", 2, "1gbit");
   EXPECT_NE(up_out.find("ip netns exec ringbench-n0"), std::string::npos) << up_out;
   EXPECT_NE(up_out.find("10.77.0.2"), std::string::npos) << up_out;
   EXPECT_NE(up_out.find("1gbit"), std::string::npos) << up_out;
@@ -301,57 +315,30 @@ TEST_F(ClusterTest, PersistentClusterUpAttachDown) {
   }
   EXPECT_EQ(netns_with_prefix("ringbench-").size(), 3u) << "an attached cluster's destructor removed it";
 
-  try {
-    run_cluster_cmd("up", 2, "1gbit");
-    FAIL() << "a second `cluster up` succeeded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("`ringbench cluster down` first"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(throws_saying([] { run_cluster_cmd("up", 2, "1gbit"); }, "`ringbench cluster down` first"));
 
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_cluster_cmd("status", 0, ""), 0);
-  const std::string status = ::testing::internal::GetCapturedStdout();
+  const std::string status = cluster_cmd_output("status");
   EXPECT_NE(status.find("ringbench-n1  10.77.0.2  1gbit"), std::string::npos) << status;
 
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_cluster_cmd("down", 0, ""), 0);
-  const std::string down = ::testing::internal::GetCapturedStdout();
+  const std::string down = cluster_cmd_output("down");
   EXPECT_NE(down.find("removed namespace ringbench-sw"), std::string::npos) << down;
   EXPECT_TRUE(netns_with_prefix("ringbench-").empty());
 
-  try {
-    EmulatedCluster::attach("ringbench");
-    FAIL() << "attached to a cluster that is down";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("run `ringbench cluster up` first"), std::string::npos) << e.what();
-  }
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_cluster_cmd("down", 0, ""), 0);
-  const std::string again = ::testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(throws_saying([] { EmulatedCluster::attach("ringbench"); }, "run `ringbench cluster up` first"));
+  const std::string again = cluster_cmd_output("down");
   EXPECT_NE(again.find("nothing to remove"), std::string::npos) << again;
 }
 
 TEST_F(ClusterTest, BadRateIsRefusedAndLeavesNothing) {
-  try {
-    EmulatedCluster::up({2, "fast", "", "10.77.0"});
-    FAIL() << "rate 'fast' accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rate 'fast'"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(throws_saying([] { EmulatedCluster::up({2, "fast", "", "10.77.0"}); }, "rate 'fast'"));
   EXPECT_TRUE(netns_with_prefix(my_prefix()).empty());
 }
 
 TEST_F(ClusterTest, FailedCommandIsQuotedAndEverythingUndone) {
   // Found out by `ip addr add` half-way through: the namespaces and veths exist by then.
-  try {
-    EmulatedCluster::up({2, "1gbit", "", "10.77.999"});
-    FAIL() << "subnet 10.77.999 accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("emulated cluster: `ip -n " + my_prefix() + "sw addr add 10.77.999.254/24 dev br0` failed: "),
-              std::string::npos)
-        << what;
-  }
+  const std::string quoted = "`ip -n " + my_prefix() + "sw addr add 10.77.999.254/24 dev br0`";
+  EXPECT_TRUE(throws_saying([] { EmulatedCluster::up({2, "1gbit", "", "10.77.999"}); },
+                            "emulated cluster: " + quoted + " failed: "));
   EXPECT_TRUE(netns_with_prefix(my_prefix()).empty());
 }
 

@@ -73,7 +73,8 @@ TEST(SweepConfig, AsRunRoundTrips) {
 }
 
 TEST(SweepConfig, MistakesNameTheKey) {
-  expect_error("name: t\ncluster: {type: local}\n", {"train", "measures nothing"});
+  const std::string kLocal = "name: t\ncluster: {type: local}\n";  // a name and a cluster, nothing to run
+  expect_error(kLocal, {"train", "measures nothing"});
   expect_error(kMinimal + "speed: 3\n", {"speed", "unknown key", "transports"});
   expect_error(kMinimal + "nodes: [1, 0]\n", {"nodes", ">= 1"});
   expect_error(kMinimal + "nodes: [2, 2]\n", {"nodes", "twice"});
@@ -88,7 +89,7 @@ TEST(SweepConfig, MistakesNameTheKey) {
   expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {slice_ms: 0}\n", {"sharing.slice_ms", ">="});
   expect_error(kMinimal + "sharing: {vms_per_gpu: 2}\n", {"sharing", "time-sliced"});
   expect_error(kMinimal + "profiles: [passthrough]\nsharing: {vms_per_gpu: 2}\n", {"sharing", "time-sliced"});
-  expect_error("name: t\ncluster: {type: local}\nprofiles: [T4-4C]\nsharing: {}\ncollectives: {}\n", {"sharing", "train"});
+  expect_error(kLocal + "profiles: [T4-4C]\nsharing: {}\ncollectives: {}\n", {"sharing", "train"});
   expect_error(kMinimal + "vgpu_catalog: /nonexistent/catalog.yaml\n", {"vgpu_catalog", "/nonexistent/catalog.yaml"});
   expect_error(kMinimal + "repeats: 0\n", {"repeats", ">= 1"});
   expect_error(kMinimal + "timeout: soon\n", {"timeout", "number", "soon"});
@@ -97,15 +98,15 @@ TEST(SweepConfig, MistakesNameTheKey) {
   expect_error("name: t\ncluster: {type: local, link: 1gbit}\ntrain: {models: [lenet]}\n", {"cluster.link", "emulated"});
   expect_error("name: t\ncluster: {type: emulated, link: fast}\ntrain: {models: [lenet]}\n", {"cluster.link", "fast", "10gbit"});
   expect_error("name: t\ncluster: {type: local, hosts: [a]}\ntrain: {models: [lenet]}\n", {"cluster.hosts", "mpirun"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {steps: 3}\n", {"train.models", "missing"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [resnet50]}\n", {"train.models[0].model", "resnet50", "inception_v3"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 0}]}\n", {"train.models[0].batch", ">= 1"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: many}]}\n", {"train.models[0].batch", "integer", "many"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, size: 3}]}\n", {"train.models[0].size", "unknown key"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [lenet], backend: cuda}\n", {"train.backend", "cuda", "onednn"});
-  expect_error("name: t\ncluster: {type: local}\ncollectives: {min_bytes: 1M, max_bytes: 4K}\n", {"collectives.max_bytes", "min_bytes"});
-  expect_error("name: t\ncluster: {type: local}\ncollectives: {max_bytes: lots}\n", {"collectives.max_bytes", "lots"});
-  expect_error("name: t\ncluster: {type: local}\ncollectives: {dtype: int8}\n", {"collectives.dtype", "int8", "bfloat16"});
+  expect_error(kLocal + "train: {steps: 3}\n", {"train.models", "missing"});
+  expect_error(kLocal + "train: {models: [resnet50]}\n", {"train.models[0].model", "resnet50", "inception_v3"});
+  expect_error(kLocal + "train: {models: [{model: lenet, batch: 0}]}\n", {"train.models[0].batch", ">= 1"});
+  expect_error(kLocal + "train: {models: [{model: lenet, batch: many}]}\n", {"train.models[0].batch", "integer", "many"});
+  expect_error(kLocal + "train: {models: [{model: lenet, size: 3}]}\n", {"train.models[0].size", "unknown key"});
+  expect_error(kLocal + "train: {models: [lenet], backend: cuda}\n", {"train.backend", "cuda", "onednn"});
+  expect_error(kLocal + "collectives: {min_bytes: 1M, max_bytes: 4K}\n", {"collectives.max_bytes", "min_bytes"});
+  expect_error(kLocal + "collectives: {max_bytes: lots}\n", {"collectives.max_bytes", "lots"});
+  expect_error(kLocal + "collectives: {dtype: int8}\n", {"collectives.dtype", "int8", "bfloat16"});
   expect_error("name: t\nnodes: [1]\ncluster: {type: local}\ncollectives: {}\n", {"nodes", ">= 2"});
   expect_error("name: a/b\ncluster: {type: local}\ntrain: {models: [lenet]}\n", {"name", "a/b"});
   expect_error("cluster: {type: local}\ntrain: {models: [lenet]}\n", {"name", "missing"});
