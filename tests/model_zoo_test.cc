@@ -263,35 +263,26 @@ TEST(Zoo, DefaultDropoutRatesAndOverride) {
 
 TEST(Zoo, SmallerImagesKeepTheParameters) {
   for (int size : {32, 64, 128}) {
-    ModelOptions o;
-    o.image_size = size;
-    const Graph g = build_model("mobilenet_v1", o);
+    const Graph g = build_model("mobilenet_v1", {.image_size = size});
     EXPECT_EQ(g.input_dims(), (Dims{3, size, size}));
     EXPECT_EQ(g.param_count, 4231976u) << size;
     EXPECT_EQ(g.nodes[size_t(node_index(g, "Conv2d_13_pointwise"))].out, (Dims{1024, size / 32, size / 32}));
   }
   for (int size : {75, 139, 320}) {
-    ModelOptions o;
-    o.image_size = size;
-    const Graph g = build_model("inception_v3", o);
+    const Graph g = build_model("inception_v3", {.image_size = size});
     EXPECT_EQ(g.input_dims(), (Dims{3, size, size}));
     EXPECT_EQ(g.param_count, 23834568u) << size;
     EXPECT_EQ(g.output_node().out, (Dims{1000, 1, 1}));
   }
-  ModelOptions o;
-  o.image_size = 400;  // the aux head's 5x5 conv gives 2x2 here, pooled to 1x1 as in torchvision
-  o.aux_logits = true;
-  const Graph g = build_model("inception_v3", o);
+  // At 400 px the aux head's 5x5 conv gives 2x2, pooled to 1x1 as in torchvision.
+  const Graph g = build_model("inception_v3", {.image_size = 400, .aux_logits = true});
   EXPECT_EQ(g.param_count, 27161264u);
   EXPECT_EQ(g.output_node(1).out, (Dims{1000, 1, 1}));
 }
 
 TEST(Zoo, BadOptionsSayWhatIsAllowed) {
   auto err = [](const char* model, int size, bool aux = false) {
-    ModelOptions o;
-    o.image_size = size;
-    o.aux_logits = aux;
-    return invalid_argument_of([&] { build_model(model, o); });
+    return invalid_argument_of([&] { build_model(model, {.image_size = size, .aux_logits = aux}); });
   };
   EXPECT_TRUE(contains(err("lenet", 32), "28")) << err("lenet", 32);
   EXPECT_TRUE(contains(err("mobilenet_v1", 100), "multiple of 32")) << err("mobilenet_v1", 100);
@@ -307,12 +298,19 @@ TEST(Zoo, BadOptionsSayWhatIsAllowed) {
 }
 
 // Graph's own shape checks, which the zoo relies on.
+
+// A convolution to `out_channels` with a `k` x `k` kernel, stride 1, no padding.
+ConvSpec conv_spec(int out_channels, int k) {
+  ConvSpec s;
+  s.out_channels = out_channels;
+  s.kh = s.kw = k;
+  return s;
+}
+
 TEST(GraphShapes, KernelLargerThanInput) {
   Graph g;
   const int x = g.input({3, 4, 4});
-  ConvSpec s;
-  s.out_channels = 8;
-  s.kh = s.kw = 5;
+  ConvSpec s = conv_spec(8, 5);
   const std::string msg = invalid_argument_of([&] { g.conv(x, "big", s); });
   EXPECT_TRUE(contains(msg, "'big'")) << msg;
   EXPECT_TRUE(contains(msg, "larger than the padded input")) << msg;
@@ -350,9 +348,7 @@ TEST(GraphShapes, GroupsMustDivideChannels) {
 TEST(GraphShapes, ConcatNeedsEqualSpatialSizes) {
   Graph g;
   const int x = g.input({4, 8, 8});
-  ConvSpec s;
-  s.out_channels = 2;
-  s.kh = s.kw = 3;
+  ConvSpec s = conv_spec(2, 3);
   const int a = g.conv(x, "a", s);  // 2x6x6
   s.kh = s.kw = 1;
   const int b = g.conv(x, "b", s);  // 2x8x8

@@ -147,16 +147,22 @@ TEST(HalfConversion, TiesAndOverflowRoundToNearestEven) {
   EXPECT_EQ(float_to_half(std::numeric_limits<float>::denorm_min()), 0x0000);
 }
 
+// Each float NaN (by its bits) narrows to a quiet NaN of `f` with the same sign, and each
+// NaN of `f` widens to a float NaN.
+void expect_nans_stay_nans(const Format& f, uint16_t (*narrow)(float), float (*widen)(uint16_t),
+                           std::initializer_list<uint32_t> float_nans, std::initializer_list<uint16_t> nans) {
+  for (uint32_t nan : float_nans) {
+    const uint16_t n = narrow(std::bit_cast<float>(nan));
+    EXPECT_TRUE(is_quiet_nan_bits(f, n)) << std::hex << nan << " -> " << n;
+    EXPECT_EQ(n & 0x8000u, (nan >> 16) & 0x8000u) << std::hex << nan;
+  }
+  for (uint16_t n : nans) EXPECT_TRUE(std::isnan(widen(n))) << std::hex << n;
+}
+
 TEST(HalfConversion, NanStaysQuietNan) {
-  const Format& f = half_format();
-  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfffffu, 0x7fffffffu}) {
-    const uint16_t h = float_to_half(std::bit_cast<float>(nan));
-    EXPECT_TRUE(is_quiet_nan_bits(f, h)) << std::hex << nan << " -> " << h;
-    EXPECT_EQ(h & 0x8000u, (nan >> 16) & 0x8000u);
-  }
-  for (uint16_t h : std::initializer_list<uint16_t>{0x7e00, 0x7c01, 0xfe00, 0x7fff}) {
-    EXPECT_TRUE(std::isnan(half_to_float(h)));
-  }
+  expect_nans_stay_nans(half_format(), float_to_half, half_to_float,
+                        {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfffffu, 0x7fffffffu},
+                        {0x7e00, 0x7c01, 0xfe00, 0x7fff});
 }
 
 TEST(Bf16Conversion, KnownValues) {
@@ -188,14 +194,8 @@ TEST(Bf16Conversion, TiesRoundToNearestEven) {
 }
 
 TEST(Bf16Conversion, NanStaysQuietNan) {
-  const Format& f = bf16_format();
-  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7f80ffffu, 0x7fffffffu}) {
-    const uint16_t b = float_to_bf16(std::bit_cast<float>(nan));
-    EXPECT_TRUE(is_quiet_nan_bits(f, b)) << std::hex << nan << " -> " << b;
-    EXPECT_EQ(b & 0x8000u, (nan >> 16) & 0x8000u);
-  }
-  EXPECT_TRUE(std::isnan(bf16_to_float(0x7fc0)));
-  EXPECT_TRUE(std::isnan(bf16_to_float(0xff81)));
+  expect_nans_stay_nans(bf16_format(), float_to_bf16, bf16_to_float,
+                        {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7f80ffffu, 0x7fffffffu}, {0x7fc0, 0xff81});
 }
 
 // Every narrow value decodes to the reference value and round-trips through float.

@@ -269,17 +269,9 @@ struct ConvCase {
   ConvSpec spec;
 };
 
+// Every field, in ConvSpec's (and PoolSpec's, below) order.
 ConvSpec conv_spec(int out, int kh, int kw, int stride_h, int stride_w, Pads pad, int groups, bool bias) {
-  ConvSpec s;
-  s.out_channels = out;
-  s.kh = kh;
-  s.kw = kw;
-  s.stride_h = stride_h;
-  s.stride_w = stride_w;
-  s.pad = pad;
-  s.groups = groups;
-  s.bias = bias;
-  return s;
+  return {out, kh, kw, stride_h, stride_w, pad, groups, bias};
 }
 
 TEST(RefConv, GradientsMatchFiniteDifferences) {
@@ -413,14 +405,7 @@ TEST(RefActivation, GradientsMatchFiniteDifferences) {
 // Pooling
 
 PoolSpec pool_spec(int kh, int kw, int stride_h, int stride_w, Pads pad, bool exclude_padding = false) {
-  PoolSpec s;
-  s.kh = kh;
-  s.kw = kw;
-  s.stride_h = stride_h;
-  s.stride_w = stride_w;
-  s.pad = pad;
-  s.exclude_padding = exclude_padding;
-  return s;
+  return {kh, kw, stride_h, stride_w, pad, exclude_padding};
 }
 
 TEST(RefPool, MaxPoolPaddingNeverWins) {
