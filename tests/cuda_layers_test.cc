@@ -36,6 +36,22 @@ using cuda::DeviceArray;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
+// The tests that need a usable CUDA device: each skips, with the reason, where there is none.
+class NeedsCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  }
+};
+class CudnnBatchNorm : public NeedsCuda {};
+class CudnnEltwise : public NeedsCuda {};
+class CudnnConcat : public NeedsCuda {};
+class CudnnFc : public NeedsCuda {};
+class CudnnDropout : public NeedsCuda {};
+class CudnnGraph : public NeedsCuda {};
+class CudnnZoo : public NeedsCuda {};
+class CudnnNetwork : public NeedsCuda {};
+
 // The cudnn network behind host buffers, so the shared comparison (which owns host vectors) can
 // drive it: bind() copies parameters, gradients and state into device buffers of its own and
 // binds those; forward() uploads parameters and state first and downloads the state after;
@@ -128,10 +144,9 @@ std::vector<float> to_host(const float* d, size_t n, cudaStream_t stream) {
 // ---------------------------------------------------------------------------------------------
 // Convolution (the cases: backend_compare.h)
 
-class CudnnConv : public ::testing::TestWithParam<ConvCase> {};
+class CudnnConv : public NeedsCuda, public ::testing::WithParamInterface<ConvCase> {};
 
 TEST_P(CudnnConv, MatchesReference) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   check_conv(cudnn(), GetParam());
 }
 
@@ -139,7 +154,6 @@ TEST_P(CudnnConv, MatchesReference) {
 // on an H200 under compute-sanitizer (other timings) WINOGRAD_NONFUSED or FFT on kernel_eq_input
 // was 2.4e-4 of the output's scale off the reference. PyTorch's cudnn.benchmark allows them too.
 TEST_P(CudnnConv, MatchesReferenceWithMeasuredAlgorithms) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   check_conv(cudnn(true), GetParam(), 1e-3);
 }
 
@@ -156,40 +170,33 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------------------------
 // Batch norm, relu, relu6, pooling
 
-TEST(CudnnBatchNorm, TrainingRunningStatsAndInference) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnBatchNorm, TrainingRunningStatsAndInference) {
   check_batch_norm_training(cudnn());
 }
 
-TEST(CudnnBatchNorm, MomentumAndEps) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnBatchNorm, MomentumAndEps) {
   check_batch_norm_momentum_and_eps(cudnn());
 }
 
-TEST(CudnnBatchNorm, AfterFc) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnBatchNorm, AfterFc) {
   check_batch_norm_after_fc(cudnn(), 24, 4);
 }
 
-TEST(CudnnBatchNorm, OneValuePerChannel) {  // batch 1 after an fc: running variance from the biased one (0)
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnBatchNorm, OneValuePerChannel) {  // batch 1 after an fc: running variance from the biased one (0)
   check_batch_norm_after_fc(cudnn(), 6, 1);
 }
 
-TEST(CudnnEltwise, Relu) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnEltwise, Relu) {
   check_relu(cudnn());
 }
 
-TEST(CudnnEltwise, Relu6) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnEltwise, Relu6) {
   check_relu6(cudnn());
 }
 
-class CudnnPool : public ::testing::TestWithParam<PoolCase> {};
+class CudnnPool : public NeedsCuda, public ::testing::WithParamInterface<PoolCase> {};
 
 TEST_P(CudnnPool, MatchesReference) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   check_pool(cudnn(), GetParam());
 }
 
@@ -202,8 +209,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudnnPool,
                          [](const ::testing::TestParamInfo<PoolCase>& p) { return p.param.name; });
 
 // After a ReLU whole windows are 0: the gradient goes to the first tap, as in the reference.
-TEST(CudnnPool, MaxTiesAfterRelu) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnPool, MaxTiesAfterRelu) {
   for (const PoolSpec& s : {pool(2, 2), pool(3, 1, Pads::same(1)), pool(3, 2)})
     check_graph(single_op({3, 8, 8}, 0, [&](Graph& g, int x) { return g.max_pool(g.relu(x, "relu"), "pool", s); }),
                 {.batch = 3});
@@ -212,69 +218,57 @@ TEST(CudnnPool, MaxTiesAfterRelu) {
 // ---------------------------------------------------------------------------------------------
 // Concat, fc, dropout
 
-TEST(CudnnConcat, ChannelCounts) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnConcat, ChannelCounts) {
   check_graph(concat_graph({16, 32}, false));
   check_graph(concat_graph({16, 32, 16}, true));
   check_graph(concat_graph({0, 5}, true));  // the input's 3 channels and 5
   check_graph(concat_graph({3, 5}, false));
 }
 
-TEST(CudnnConcat, TwoConsumersOfOneNode) {  // `a` twice in one concat, `x` in it and before `a`
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnConcat, TwoConsumersOfOneNode) {  // `a` twice in one concat, `x` in it and before `a`
   check_concat_same_input_twice(cudnn());
 }
 
-TEST(CudnnFc, AfterConvWithAndWithoutBias) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnFc, AfterConvWithAndWithoutBias) {
   check_fc_after_conv(cudnn());
 }
 
-TEST(CudnnFc, FromInputAndChained) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnFc, FromInputAndChained) {
   check_fc_from_input_and_chained(cudnn(), 5);
 }
 
-TEST(CudnnDropout, MasksEqualReference) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnDropout, MasksEqualReference) {
   check_dropout_masks(cudnn());
 }
 
-TEST(CudnnDropout, AfterConvBeforeFc) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnDropout, AfterConvBeforeFc) {
   check_dropout_after_conv_before_fc(cudnn());
 }
 
 // ---------------------------------------------------------------------------------------------
 // Whole graphs (lenet_like, inception_like and the cases: backend_compare.h)
 
-TEST(CudnnGraph, LenetLike) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, LenetLike) {
   check_graph(lenet_like(), {.batch = 3});
 }
 
-TEST(CudnnGraph, InceptionLikeBlock) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, InceptionLikeBlock) {
   check_graph(inception_like(false), {.batch = 2, .tol = 3e-4});
 }
 
-TEST(CudnnGraph, InceptionLikeBlockWithMeasuredAlgorithms) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, InceptionLikeBlockWithMeasuredAlgorithms) {
   compare_with_reference(cudnn(true), inception_like(false), {.batch = 2, .tol = 1e-3});
 }
 
-TEST(CudnnGraph, TwoOutputs) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, TwoOutputs) {
   check_two_outputs(cudnn());
 }
 
-TEST(CudnnGraph, FanOut) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, FanOut) {
   check_fan_out(cudnn());
 }
 
-TEST(CudnnGraph, OutputThatIsAlsoConsumed) {  // the output's gradient plus its consumer's
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, OutputThatIsAlsoConsumed) {  // the output's gradient plus its consumer's
   Graph g;
   const int x = g.input({3, 5, 5});
   const int a = g.conv(x, "a", conv(8, 3, 3, 1, Pads::same(1), 1, true));
@@ -283,13 +277,11 @@ TEST(CudnnGraph, OutputThatIsAlsoConsumed) {  // the output's gradient plus its 
   check_graph(g, {.batch = 2});
 }
 
-TEST(CudnnGraph, BatchNormOnInputKeepsInputGradient) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, BatchNormOnInputKeepsInputGradient) {
   check_batch_norm_on_input(cudnn());
 }
 
-TEST(CudnnGraph, SecondStepAndRebind) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnGraph, SecondStepAndRebind) {
   check_second_step_and_rebind(cudnn());
 }
 
@@ -298,14 +290,12 @@ TEST(CudnnGraph, SecondStepAndRebind) {
 // float rounding flipping ReLU and max-pool decisions and batch norm spreading them over a
 // channel (see DnnlZoo), not from wrong indexing, which gives errors of order 1.
 
-TEST(CudnnZoo, Lenet) {  // no batch norm: only rounding, and a rare ReLU flip
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnZoo, Lenet) {  // no batch norm: only rounding, and a rare ReLU flip
   const Graph g = build_model("lenet", {});
   check_graph(g, {.batch = 4, .tol = 1e-4, .normwise = true, .grad_tol = 1e-3});
 }
 
-TEST(CudnnZoo, MobilenetV1) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnZoo, MobilenetV1) {
   const Graph g = build_model("mobilenet_v1", {.classes = 10, .image_size = 64});
   check_graph(g, {.batch = 4, .tol = 1e-4, .normwise = true, .grad_tol = 5e-2});
 }
@@ -331,8 +321,7 @@ struct DeviceBuffers {
   DeviceArray<float> params, grads, state;
 };
 
-TEST(CudnnNetwork, OnDeviceStreamAndDescribe) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, OnDeviceStreamAndDescribe) {
   const Graph g = inception_like(false);
   auto net = make_network("cudnn", g, 2);
   EXPECT_EQ(net->backend(), "cudnn");
@@ -346,8 +335,7 @@ TEST(CudnnNetwork, OnDeviceStreamAndDescribe) {
   EXPECT_NE(d.find("bn cudnn"), std::string::npos) << d;
 }
 
-TEST(CudnnNetwork, Errors) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, Errors) {
   const Graph g = lenet_like();
   auto net = make_network("cudnn", g, 2);
   EXPECT_THROW(net->forward({}), std::logic_error);  // not bound
@@ -357,8 +345,7 @@ TEST(CudnnNetwork, Errors) {
   EXPECT_THROW(make_network("cudnn", g, 0), std::invalid_argument);
 }
 
-TEST(CudnnNetwork, ParamGradsCallbackOrderAndFinality) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, ParamGradsCallbackOrderAndFinality) {
   const Graph g = inception_like(true);
   auto net = make_network("cudnn", g, 2);
   DeviceBuffers b(g, 2);
@@ -366,8 +353,7 @@ TEST(CudnnNetwork, ParamGradsCallbackOrderAndFinality) {
   check_param_grads_callback(*net, 2, b.reader(*net));
 }
 
-TEST(CudnnNetwork, OutputGradientsResetAfterBackward) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, OutputGradientsResetAfterBackward) {
   const Graph g = lenet_like();
   auto net = make_network("cudnn", g, 2);
   DeviceBuffers b(g, 2);
@@ -375,8 +361,7 @@ TEST(CudnnNetwork, OutputGradientsResetAfterBackward) {
   check_output_grads_reset(*net, 2, b.reader(*net));
 }
 
-TEST(CudnnNetwork, ForwardSanityByHand) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, ForwardSanityByHand) {
   check_conv_by_hand(cudnn());
 }
 
@@ -390,8 +375,7 @@ class CountingGate final : public DeviceGate {
   int checkpoints = 0;
 };
 
-TEST(CudnnNetwork, GateCheckpointsEveryLayer) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, GateCheckpointsEveryLayer) {
   const Graph g = lenet_like();
   auto net = make_network("cudnn", g, 2);
   DeviceBuffers b(g, 5);
@@ -408,8 +392,7 @@ TEST(CudnnNetwork, GateCheckpointsEveryLayer) {
 
 // Every buffer the backend keeps (activations, gradients, workspace) counts against the emulated
 // framebuffer: under a cap too small for them, construction fails like cudaMalloc on a vGPU.
-TEST(CudnnNetwork, DeviceMemoryIsCounted) {
-  if (auto why = cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudnnNetwork, DeviceMemoryIsCounted) {
   const Graph g = build_model("mobilenet_v1", {.classes = 10, .image_size = 64});
   DeviceMemory& dm = DeviceMemory::instance();
   const size_t before = dm.in_use();
