@@ -23,13 +23,10 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 using testing::has_all;
 
+// A directory of its own (under run_command.h's per-process one), removed with what it holds.
 class TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/report_test.XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
+  TempDir() : path_(testing::temp_path("report")) { fs::create_directories(path_); }
   ~TempDir() {
     std::error_code ec;
     fs::remove_all(path_, ec);
