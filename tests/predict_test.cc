@@ -13,8 +13,10 @@
 
 #include "base/errors.h"
 #include "runner/predict/cost_fit.h"
+#include "runner/predict/extrapolate.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/model_check.h"
+#include "runner/predict/predictions.h"
 #include "runner/predict/step_sim.h"
 #include "runner/report/run.h"
 
@@ -200,6 +202,14 @@ TEST(ModelCheck, ReplaysATrainPointWithTheRunsOwnFit) {
   ASSERT_TRUE(r.predicted_from_one_node_s.has_value());  // the same timeline here
   EXPECT_NEAR(*r.predicted_from_one_node_s, r.predicted_s, 1e-12);
   EXPECT_NE(md_model_check(report::load_run(run.dir(), 0.1)).find("## Model check"), std::string::npos);
+  // Extrapolated from the one-rank point's timeline (the same here) with the N=2 fit.
+  const auto preds = predict_run(report::load_run(run.dir(), 0.1), mc.fits, {1, 2, 4});
+  ASSERT_EQ(preds.size(), 1u);
+  ASSERT_EQ(preds[0].links.size(), 1u);
+  const LinkCurve& tcp = preds[0].links[0];
+  EXPECT_EQ(tcp.link.name, "tcp");
+  EXPECT_NEAR(tcp.curve[1].ring_efficiency, 0.012 / r.predicted_s, 1e-9);
+  EXPECT_NEAR(tcp.measured_efficiency.at(2), (64 / 0.015 / 2) / (32 / 0.012), 1e-9);
 }
 
 TEST(ModelCheck, SaysWhyAPointCannotBeChecked) {
@@ -221,6 +231,30 @@ TEST(ModelCheck, SaysWhyAPointCannotBeChecked) {
   ASSERT_EQ(nf.unchecked.size(), 1u);
   EXPECT_NE(nf.unchecked[0].find("no allreduce of ours (ring, direct, rd) measured on tcp"), std::string::npos)
       << nf.unchecked[0];
+}
+
+// One 1 MB bucket ready at the end of a 10 ms backward, no optimizer; α 10 us, β 1 ns/B.
+TEST(Extrapolate, EfficiencyFromTheOneRankTimeline) {
+  const StepTimeline t{0.010, 0, {{1e6, 0.010}}};
+  const LinkCost link{"x", 10e-6, 1e-9};
+  const auto curve = scaling_curve(t, link, {1, 2, 4, 1024});
+  ASSERT_EQ(curve.size(), 4u);
+  EXPECT_DOUBLE_EQ(curve[0].ring_efficiency, 1);
+  // N=4: ring 6·10 us + 1.5·1 ms = 1.56 ms; hd 4·10 us + 1.5 ms = 1.54 ms.
+  EXPECT_NEAR(curve[2].ring_step_s, 0.010 + 60e-6 + 1.5e-3, 1e-12);
+  EXPECT_NEAR(curve[2].hd_step_s, 0.010 + 40e-6 + 1.5e-3, 1e-12);
+  EXPECT_NEAR(curve[2].ring_efficiency, 0.010 / curve[2].ring_step_s, 1e-12);
+  EXPECT_NEAR(curve[2].latency_share, 60e-6 / 1.56e-3, 1e-12);
+  // N=1024: the ring's 2046 messages (20.46 ms) against hd's 20 (0.2 ms).
+  EXPECT_NEAR(curve[3].ring_step_s, 0.010 + 2046 * 10e-6 + 2 * 1023.0 / 1024 * 1e-3, 1e-12);
+  EXPECT_NEAR(curve[3].hd_step_s, 0.010 + 20 * 10e-6 + 2 * 1023.0 / 1024 * 1e-3, 1e-12);
+  // Latency outweighs bandwidth above N = B·β/α = 100.
+  ASSERT_TRUE(latency_dominates_above(t, link).has_value());
+  EXPECT_NEAR(*latency_dominates_above(t, link), 100, 1e-9);
+  EXPECT_FALSE(latency_dominates_above(t, {"y", 0, 1e-9}).has_value());
+  ASSERT_TRUE(hd_wins_from(curve).has_value());
+  EXPECT_EQ(*hd_wins_from(curve), 1024);  // at N=4 hd saves 1.3% of the step, under the 5% margin
+  EXPECT_EQ(powers_of_two_nodes(8), (std::vector<int>{1, 2, 4, 8}));
 }
 
 }  // namespace

@@ -13,10 +13,11 @@ Terms terms(const std::string& algo, int nodes) {
   if (algo == "ring") return {2 * (n - 1), 2 * (n - 1) / n};
   if (algo == "direct") return {1, n - 1};
   if (algo == "rd") return {std::log2(n), std::log2(n)};
-  throw Error("no cost model for the allreduce algorithm '" + algo + "' (ring, direct, rd)");
+  if (algo == "hd") return {2 * std::log2(n), 2 * (n - 1) / n};
+  throw Error("no cost model for the allreduce algorithm '" + algo + "' (ring, direct, rd, hd)");
 }
 
-bool has_cost_model(const std::string& algo) { return algo == "ring" || algo == "direct" || algo == "rd"; }
+bool has_cost_model(const std::string& algo) { return algo == "ring" || algo == "direct" || algo == "rd" || algo == "hd"; }
 
 double CostFit::seconds(int nodes, double bytes) const {
   const Terms t = terms(algo, nodes);

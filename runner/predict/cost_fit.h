@@ -4,6 +4,9 @@
 //   ring      2(N-1) messages per rank, 2(N-1)/N of the buffer sent: t = 2(N-1)·α + 2(N-1)/N·B·β
 //   direct    one round, N-1 copies of the buffer sent:               t = α + (N-1)·B·β
 //   rd        log2 N rounds, the whole buffer each:                    t = log2 N·(α + B·β)
+//   hd        Rabenseifner's recursive halving and doubling (not implemented in ringbench; the
+//             extrapolation's alternative to the ring): 2·log2 N messages, the ring's bytes:
+//                                                                      t = 2·log2 N·α + 2(N-1)/N·B·β
 // The ring's reduction costs (N-1)/N·B·γ: a fixed half of its byte term at every N, so no fit
 // can tell γ from β; β here includes it.
 #pragma once
@@ -42,7 +45,7 @@ struct Terms {
   double messages = 0, bytes = 0;
 };
 Terms terms(const std::string& algo, int nodes);
-bool has_cost_model(const std::string& algo);  // ring, direct, rd (not the baselines: mpi, nccl)
+bool has_cost_model(const std::string& algo);  // ring, direct, rd, hd (not the baselines: mpi, nccl)
 
 // Weighted least squares on relative error (each size counts alike, 4 KiB as 16 MiB), with
 // α, β >= 0 (a negative one is fixed at 0 and the other refitted). Error with fewer than two

@@ -54,7 +54,8 @@ std::vector<double> numbers(const json* a) {
   return v;
 }
 
-// One repeat's measured timeline, or why there is none.
+}  // namespace
+
 std::optional<StepTimeline> timeline_of(const Record& r, std::string& why) {
   const json* tl = report::find_at(r.j, "/train/summary/timeline");
   const auto fwd = report::number_at(r.j, "/train/summary/forward_s/mean_over_ranks");
@@ -75,6 +76,8 @@ std::optional<StepTimeline> timeline_of(const Record& r, std::string& why) {
   for (size_t b = 0; b < bytes.size(); ++b) t.buckets.push_back({bytes[b], ready[b]});
   return t;
 }
+
+namespace {
 
 std::string fit_name(const TransportFit& f, const std::vector<TransportFit>& fits) {
   if (f.nodes) return f.transport + " N=" + std::to_string(f.nodes);

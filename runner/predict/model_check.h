@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runner/predict/cost_fit.h"
+#include "runner/predict/step_sim.h"
 #include "runner/report/run.h"
 
 namespace ringbench::predict {
@@ -48,6 +49,9 @@ struct ModelCheck {
 constexpr double kSmallMessageBytes = 32 << 10;
 
 ModelCheck check_model(const report::Run& run);
+
+// One repeat's measured step timeline (train's summary.timeline), or why there is none.
+std::optional<StepTimeline> timeline_of(const report::Record& r, std::string& why);
 
 // The fit that prices a bucket of `bytes` on (transport, nodes): that N's own, else the one over
 // every N; null when the run has none.

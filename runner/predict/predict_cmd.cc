@@ -6,6 +6,7 @@
 
 #include "base/output_file.h"
 #include "runner/predict/md_model_check.h"
+#include "runner/predict/md_predictions.h"
 #include "runner/report/run.h"
 
 namespace ringbench {
@@ -23,6 +24,29 @@ json fit_json(const TransportFit& f) {
   return {{"transport", f.transport}, {"nodes", f.nodes ? json(f.nodes) : json("all")}, {"algo", f.fit.algo},
           {"alpha_s", f.fit.alpha_s}, {"beta_s_per_byte", f.fit.beta_s}, {"r2", f.fit.r2},
           {"min_bytes", f.fit.min_bytes}, {"max_bytes", f.fit.max_bytes}, {"residuals", residuals}};
+}
+
+json predictions_json(const std::vector<ModelPrediction>& predictions) {
+  json out = json::array();
+  for (const auto& mp : predictions) {
+    json links = json::array();
+    for (const auto& c : mp.links) {
+      json curve = json::array();
+      for (const auto& x : c.curve)
+        curve.push_back({{"nodes", x.nodes}, {"ring_step_s", x.ring_step_s}, {"ring_efficiency", x.ring_efficiency},
+                         {"hd_step_s", x.hd_step_s}, {"hd_efficiency", x.hd_efficiency},
+                         {"ring_latency_share", x.latency_share}});
+      json measured = json::object();
+      for (const auto& [n, e] : c.measured_efficiency) measured[std::to_string(n)] = e;
+      links.push_back({{"transport", c.link.name}, {"alpha_s", c.link.alpha_s}, {"beta_s_per_byte", c.link.beta_s},
+                       {"fit", c.fit}, {"curve", curve}, {"measured_efficiency", measured},
+                       {"latency_dominates_above_nodes", c.latency_above ? json(*c.latency_above) : json(nullptr)},
+                       {"hd_wins_from_nodes", c.hd_from ? json(*c.hd_from) : json(nullptr)}});
+    }
+    out.push_back({{"model", mp.one_rank->model}, {"batch", mp.one_rank->batch},
+                   {"image_size", mp.one_rank->image_size}, {"one_rank_point", mp.one_rank->id}, {"links", links}});
+  }
+  return out;
 }
 
 json check_json(const ModelCheck& mc) {
@@ -55,7 +79,9 @@ std::string cluster_text(const json& c) {
 
 void add_predict_options(CLI::App& cmd, PredictArgs& a) {
   cmd.add_option("run_dir", a.run_dir, "A sweep's results directory (its raw.jsonl)")->required();
-  cmd.add_option("--json", a.json_path, "Also write the fits and the check as JSON to this file");
+  cmd.add_option("--json", a.json_path, "Also write the fits, the check and the predictions as JSON to this file");
+  cmd.add_option("--max-nodes", a.max_nodes, "Predict for N = 1, 2, 4, ... up to this")
+      ->capture_default_str()->check(CLI::Range(2, 1 << 20));
 }
 
 int run_predict(const PredictArgs& a) {
@@ -69,8 +95,15 @@ int run_predict(const PredictArgs& a) {
   std::printf("## Model check: predicted vs measured step time\n\n%s",
               mc.rows.empty() ? "No train point could be checked.\n\n" : md_check_rows(mc).c_str());
   for (const auto& u : mc.unchecked) std::printf("- not checked: %s\n", u.c_str());
+  const auto predictions = predict_run(run, mc.fits, powers_of_two_nodes(a.max_nodes));
+  std::printf("\n## Predictions: scaling efficiency from each model's one-rank timeline (ring, hd = halving-doubling, "
+              "not implemented in ringbench; measured where the run has it)\n\n");
+  if (predictions.empty()) std::printf("No prediction: the run needs an N=1 train point with a timeline and a ring fit.\n");
+  for (const auto& mp : predictions) std::printf("%s", md_model_prediction(mp, nullptr).c_str());
   if (!a.json_path.empty()) {
-    write_file_atomic(a.json_path, check_json(mc).dump(1) + "\n");
+    json doc = check_json(mc);
+    doc["predictions"] = predictions_json(predictions);
+    write_file_atomic(a.json_path, doc.dump(1) + "\n");
     std::printf("wrote %s\n", a.json_path.c_str());
   }
   return 0;

@@ -10,6 +10,7 @@ namespace ringbench {
 struct PredictArgs {
   std::string run_dir;
   std::string json_path;  // "": no JSON
+  int max_nodes = 1024;
 };
 
 void add_predict_options(CLI::App& cmd, PredictArgs& a);

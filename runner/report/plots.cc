@@ -33,30 +33,6 @@ std::string run_gnuplot(const std::string& gnuplot, const std::string& dir,
   return o.out;
 }
 
-std::string gp_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
-struct Series {
-  std::string title;
-  std::vector<std::array<double, 3>> rows;  // x, y, error
-};
-
-// Data blocks of `series` (gnuplot's `index`) and the plot clauses that draw them.
-void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style) {
-  for (size_t i = 0; i < series.size(); ++i) {
-    plot.dat += "# " + series[i].title + "\n";
-    for (const auto& r : series[i].rows)
-      plot.dat += num6(r[0]) + " " + num6(r[1]) + " " + num6(r[2]) + "\n";
-    plot.dat += "\n\n";
-    plot.plot += plot.plot.empty() ? "plot " : ", \\\n     ";
-    plot.plot += gp_quote(plot.name + ".dat") + " index " + std::to_string(i) + " using 1:2:3 with " +
-                 style + " title " + gp_quote(series[i].title);
-  }
-}
-
 std::string gp_script(const Plot& p) {
   return "# " + p.name + ".svg from " + p.name + ".dat, written by `ringbench report`.\n" +
          "# Regenerate: gnuplot " + p.name + ".gp > " + p.name + ".svg\n" +
@@ -204,6 +180,24 @@ Pair share_per_vm(const Point& p) {
 }
 
 }  // namespace
+
+std::string gp_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style) {
+  for (size_t i = 0; i < series.size(); ++i) {
+    plot.dat += "# " + series[i].title + "\n";
+    for (const auto& r : series[i].rows)
+      plot.dat += num6(r[0]) + " " + num6(r[1]) + " " + num6(r[2]) + "\n";
+    plot.dat += "\n\n";
+    plot.plot += plot.plot.empty() ? "plot " : ", \\\n     ";
+    plot.plot += gp_quote(plot.name + ".dat") + " index " + std::to_string(i) + " using 1:2:3 with " +
+                 style + " title " + gp_quote(series[i].title);
+  }
+}
 
 Plotter::Plotter(const std::string& run_dir, bool wanted) : dir_(run_dir + "/plots") {
   if (!wanted) {

@@ -29,6 +29,17 @@ class Plotter {
   std::string dir_, gnuplot_, note_;
 };
 
+struct Series {
+  std::string title;
+  std::vector<std::array<double, 3>> rows;  // x, y, error
+};
+
+// Data blocks of `series` (gnuplot's `index`) and the plot clauses that draw them.
+void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style);
+
+// A gnuplot string literal.
+std::string gp_quote(const std::string& s);
+
 // A file name made of the model's name (letters, digits, '-', '_', '.').
 std::string file_safe(std::string s);
 

@@ -5,6 +5,7 @@
 
 #include "base/output_file.h"
 #include "runner/predict/md_model_check.h"
+#include "runner/predict/md_predictions.h"
 #include "runner/report/plots.h"
 #include "runner/report/run.h"
 #include "runner/report/sections.h"
@@ -20,7 +21,7 @@ void write_report(const std::string& run_dir, const ReportOptions& opts) {
   const std::string md = md_header(run, plotter) + md_definitions(opts, run) +
                          md_train(run, plotter) + md_time(run, plotter) + md_stragglers(run, opts) +
                          md_vgpu(run, plotter) + md_collectives(run, plotter) +
-                         predict::md_model_check(run) + md_paths(run) +
+                         predict::md_model_check(run) + predict::md_predictions(run, plotter) + md_paths(run) +
                          md_failures(run);
   write_file_atomic(run_dir + "/summary.csv", summary_csv(run));
   write_file_atomic(run_dir + "/report.md", md);
