@@ -26,20 +26,14 @@ EOF
 }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-BUILD=$REPO/build
-OUT=""
+# shellcheck source=guest-options.sh
+. "$HERE/guest-options.sh"  # REPO, BUILD, OUT, GUEST_OPTS, guest_option
 TIMEOUT=420
-GC_OPTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir) BUILD=${2:?}; shift 2 ;;
-    --out) OUT=${2:?}; shift 2 ;;
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
-    --cache-dir | --mem) GC_OPTS+=("$1" "${2:?}"); shift 2 ;;
-    --no-install) GC_OPTS+=("$1"); shift ;;
     -h | --help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    *) guest_option "$@" || { usage >&2; exit 2; }; shift "$TAKEN" ;;
   esac
 done
 TRANSPORTS=${TRANSPORTS:-${TRANSPORT:-tcp}}
@@ -67,7 +61,7 @@ t0=$(date +%s)
 set +e
 # shellcheck disable=SC2086
 "$HERE/guest-cluster.sh" --guests "$NODES" --build-dir "$BUILD" --out "$OUT" --timeout "$TIMEOUT" \
-  --in "$HERE" "${GC_OPTS[@]}" -- sh /mnt/in/guest-fault.sh "$VICTIM" "$DELAY" "$steps" $ring_args
+  --in "$HERE" "${GUEST_OPTS[@]}" -- sh /mnt/in/guest-fault.sh "$VICTIM" "$DELAY" "$steps" $ring_args
 rc=$?
 set -e
 [ "$rc" = 77 ] && { say "SKIP: guest-cluster.sh cannot run guests on this machine"; exit 77; }

@@ -11,22 +11,16 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-BUILD=$REPO/build
-OUT=""
+# shellcheck source=guest-options.sh
+. "$HERE/guest-options.sh"  # REPO, BUILD, OUT, GUEST_OPTS, guest_option
 CONFIG=$HERE/headline-ci.yaml
 LINK_ROUNDS=0
-GH_OPTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir) BUILD=${2:?}; shift 2 ;;
-    --out) OUT=${2:?}; shift 2 ;;
     --config) CONFIG=${2:?}; shift 2 ;;
     --link-rounds) LINK_ROUNDS=${2:?}; shift 2 ;;
-    --cache-dir | --mem) GH_OPTS+=("$1" "${2:?}"); shift 2 ;;
-    --no-install) GH_OPTS+=("$1"); shift ;;
     -h | --help) sed -n '2,10p' "$0"; echo "usage: headline-in-guests.sh [--build-dir DIR] [--out DIR] [--config FILE] [--link-rounds N]"; echo "  --link-rounds N  then, in the same guests, the ring over verbs vs ib_write_bw (bench/verbs_vs_perftest.sh), N alternating rounds (0: not run)"; exit 0 ;;
-    *) echo "headline-in-guests: unknown argument '$1'" >&2; exit 2 ;;
+    *) guest_option "$@" || { echo "headline-in-guests: unknown argument '$1'" >&2; exit 2; }; shift "$TAKEN" ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "headline-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }
@@ -48,7 +42,7 @@ T0=$(date +%s)
 rm -rf "$RESULTS"
 
 set +e
-"$HERE/guest-hosts.sh" up --state "$STATE" --guests 4 --build-dir "$BUILD" --results "$RESULTS" "${GH_OPTS[@]}"
+"$HERE/guest-hosts.sh" up --state "$STATE" --guests 4 --build-dir "$BUILD" --results "$RESULTS" "${GUEST_OPTS[@]}"
 rc=$?
 set -e
 [ "$rc" = 77 ] && { say "SKIP: this machine cannot run guests"; exit 77; }
