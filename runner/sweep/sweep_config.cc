@@ -16,6 +16,7 @@
 #include "models/zoo.h"
 #include "runner/cli/allreduce_cmd.h"
 #include "runner/backends/backend.h"
+#include "runner/sweep/yaml_reader.h"
 #include "base/bytes.h"
 #include "vgpu/catalog.h"
 #include "vgpu/scheduler.h"
@@ -49,96 +50,8 @@ bool is_safe_name(const std::string& s) {
   return true;
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
 
-// Reads one YAML mapping, remembering where it is, so every error names its key.
-class Reader {
- public:
-  Reader(const YAML::Node& node, std::string where, std::string origin)
-      : node_(node), where_(std::move(where)), origin_(std::move(origin)) {
-    if (!node_.IsMap()) fail(where_.empty() ? "the file" : where_, "must be a mapping of keys to values");
-    // yaml-cpp keeps every entry of a repeated key but node[key] finds only the first: a
-    // second value must not be silently ignored.
-    std::set<std::string> seen;
-    for (const auto& kv : node_) {
-      if (!kv.first.IsScalar())
-        fail(where_.empty() ? "the file" : where_,
-             "a key must be a plain name, not a list or mapping (line " +
-                 std::to_string(kv.first.Mark().line + 1) + ")");
-      const std::string k = kv.first.Scalar();
-      if (!seen.insert(k).second)
-        fail(key(k), "appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")");
-    }
-  }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw Error(origin_ + ": " + key + ": " + what);
-  }
-  std::string key(const std::string& k) const { return where_.empty() ? k : where_ + "." + k; }
-  bool has(const std::string& k) const { return bool(node_[k]); }
-  YAML::Node at(const std::string& k) const { return node_[k]; }
-  const std::string& origin() const { return origin_; }
-
-  // Unknown keys are errors (a typo must not silently fall back to a default).
-  void only(const std::vector<std::string>& allowed) const {
-    for (const auto& kv : node_) {
-      const std::string& k = kv.first.Scalar();  // a scalar: checked by the constructor
-      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
-        fail(key(k), "unknown key; allowed here: " + join(allowed));
-    }
-  }
-
-  template <class T>
-  void get(const std::string& k, T& out, const char* type_name) const {
-    if (!has(k)) return;
-    const YAML::Node v = node_[k];
-    if (!v.IsScalar()) fail(key(k), std::string("must be ") + type_name);
-    try {
-      out = v.as<T>();
-    } catch (const YAML::Exception&) {
-      fail(key(k), std::string("must be ") + type_name + " (got '" + v.Scalar() + "')");
-    }
-  }
-  void get_int(const std::string& k, int& out, int min) const {
-    get(k, out, "an integer");
-    if (out < min) fail(key(k), "must be >= " + std::to_string(min) + " (got " + std::to_string(out) + ")");
-  }
-  void get_double(const std::string& k, double& out, double min) const {
-    get(k, out, "a number");
-    if (!(out >= min)) fail(key(k), "must be >= " + std::to_string(min));
-  }
-  void get_choice(const std::string& k, std::string& out, const std::vector<std::string>& allowed) const {
-    get(k, out, "a string");
-    if (std::find(allowed.begin(), allowed.end(), out) == allowed.end())
-      fail(key(k), "'" + out + "' is not one of: " + join(allowed));
-  }
-  template <class T>
-  std::vector<T> list(const std::string& k, const char* type_name) const {
-    const YAML::Node v = node_[k];
-    if (!v.IsSequence() || v.size() == 0) fail(key(k), std::string("must be a non-empty list of ") + type_name);
-    std::vector<T> out;
-    for (size_t i = 0; i < v.size(); ++i) {
-      try {
-        out.push_back(v[i].as<T>());
-      } catch (const YAML::Exception&) {
-        fail(key(k) + "[" + std::to_string(i) + "]", std::string("must be ") + type_name);
-      }
-      if (std::find(out.begin(), out.end() - 1, out.back()) != out.end() - 1)
-        fail(key(k), v[i].Scalar() + " is listed twice");  // every point would run twice
-    }
-    return out;
-  }
-
- private:
-  YAML::Node node_;
-  std::string where_, origin_;
-};
-
-void check_bytes(const Reader& r, const std::string& k, const std::string& v) {
+void check_bytes(const YamlReader& r, const std::string& k, const std::string& v) {
   try {
     parse_bytes(v);
   } catch (const std::exception& e) {
@@ -146,7 +59,7 @@ void check_bytes(const Reader& r, const std::string& k, const std::string& v) {
   }
 }
 
-TrainSweep parse_train(const Reader& r) {
+TrainSweep parse_train(const YamlReader& r) {
   TrainSweep t;
   r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend"});
   if (!r.has("models")) r.fail(r.key("models"), "missing; list the models to train, e.g. [{model: lenet, batch: 32}]");
@@ -159,15 +72,15 @@ TrainSweep parse_train(const Reader& r) {
     if (models[i].IsScalar()) {
       m.model = models[i].as<std::string>();
     } else {
-      Reader mr(models[i], where, r.origin());
+      YamlReader mr(models[i], where, r.origin());
       mr.only({"model", "batch", "image_size"});
-      if (!mr.has("model")) mr.fail(where + ".model", "missing; one of: " + join(kModels));
+      if (!mr.has("model")) mr.fail(where + ".model", "missing; one of: " + join_names(kModels));
       mr.get("model", m.model, "a string");
       mr.get_int("batch", m.batch, 1);
       mr.get_int("image_size", m.image_size, 0);
     }
     if (std::find(kModels.begin(), kModels.end(), m.model) == kModels.end())
-      r.fail(where + ".model", "'" + m.model + "' is not one of: " + join(kModels));
+      r.fail(where + ".model", "'" + m.model + "' is not one of: " + join_names(kModels));
     try {
       models::build_model(m.model, {0, m.image_size, false, -1});
     } catch (const std::exception& e) {
@@ -188,7 +101,7 @@ TrainSweep parse_train(const Reader& r) {
   return t;
 }
 
-CollectivesSweep parse_collectives(const Reader& r) {
+CollectivesSweep parse_collectives(const YamlReader& r) {
   CollectivesSweep c;
   r.only({"min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "dtype", "check"});
   r.get("min_bytes", c.min_bytes, "a byte count (4K, 64M)");
@@ -207,7 +120,7 @@ CollectivesSweep parse_collectives(const Reader& r) {
   return c;
 }
 
-SharingConfig parse_sharing(const Reader& r) {
+SharingConfig parse_sharing(const YamlReader& r) {
   SharingConfig s;
   r.only({"vms_per_gpu", "policy", "slice_ms"});
   r.get_int("vms_per_gpu", s.vms_per_gpu, 1);
@@ -234,10 +147,10 @@ SharingConfig parse_sharing(const Reader& r) {
   return s;
 }
 
-ClusterConfig parse_cluster(const Reader& r) {
+ClusterConfig parse_cluster(const YamlReader& r) {
   ClusterConfig c;
   r.only({"type", "link", "cpus_per_node", "hosts"});
-  if (!r.has("type")) r.fail(r.key("type"), "missing; one of: " + join(kClusterTypes));
+  if (!r.has("type")) r.fail(r.key("type"), "missing; one of: " + join_names(kClusterTypes));
   r.get_choice("type", c.type, kClusterTypes);
   if (r.has("link")) {
     if (c.type != "emulated") r.fail(r.key("link"), "only an emulated cluster has a configurable link rate");
@@ -254,7 +167,7 @@ ClusterConfig parse_cluster(const Reader& r) {
 }
 
 SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
-  Reader r(root, "", origin);
+  YamlReader r(root, "", origin);
   r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
           "repeats", "seed", "timeout", "cluster", "train", "collectives"});
   SweepConfig c;
@@ -296,18 +209,18 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   r.get("seed", c.seed, "a non-negative integer");
   r.get_double("timeout", c.timeout_s, 1);
   if (!r.has("cluster")) r.fail("cluster", "missing; e.g. {type: emulated, link: 10gbit} or {type: local}");
-  c.cluster = parse_cluster(Reader(r.at("cluster"), "cluster", origin));
+  c.cluster = parse_cluster(YamlReader(r.at("cluster"), "cluster", origin));
   if (r.has("train")) {
     c.has_train = true;
-    c.train = parse_train(Reader(r.at("train"), "train", origin));
+    c.train = parse_train(YamlReader(r.at("train"), "train", origin));
   }
   if (r.has("collectives")) {
     c.has_collectives = true;
-    c.collectives = parse_collectives(Reader(r.at("collectives"), "collectives", origin));
+    c.collectives = parse_collectives(YamlReader(r.at("collectives"), "collectives", origin));
   }
   if (r.has("sharing")) {
     c.has_sharing = true;
-    c.sharing = parse_sharing(Reader(r.at("sharing"), "sharing", origin));
+    c.sharing = parse_sharing(YamlReader(r.at("sharing"), "sharing", origin));
     if (!c.has_train) r.fail("sharing", "needs a train section: its models are what the VMs train");
     bool sliced = false;
     for (const auto& p : c.profiles)
