@@ -37,6 +37,9 @@ void check_output_index(const Graph& g, size_t i, const char* what, const std::s
 // describe()'s list of what runs the layers, and how often: `head` + ": conv fwd x3, ...".
 std::string describe_impls(std::string head, const std::vector<std::pair<std::string, int>>& impls);
 
+// One more use of `what` in such a list: its count goes up, or it joins the end (first-use order).
+void count_impl(std::vector<std::pair<std::string, int>>& impls, const std::string& what);
+
 // Who writes each node's activation gradient first in backward order, for the backends that
 // overwrite with the first write and accumulate the others: the outputs' gradients (seeded
 // before backward), else the highest-numbered consumer (lowest input slot on ties).

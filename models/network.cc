@@ -1,5 +1,6 @@
 #include "models/network.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "models/backends.h"
@@ -57,6 +58,14 @@ std::string describe_impls(std::string head, const std::vector<std::pair<std::st
     sep = ", ";
   }
   return head;
+}
+
+void count_impl(std::vector<std::pair<std::string, int>>& impls, const std::string& what) {
+  auto it = std::find_if(impls.begin(), impls.end(), [&](const auto& e) { return e.first == what; });
+  if (it == impls.end())
+    impls.emplace_back(what, 1);
+  else
+    ++it->second;
 }
 
 GradientWriters plan_gradient_writers(const Graph& g) {

@@ -1,0 +1,128 @@
+// The CUDA backend's network class (cudnn_network.cc has the overview): cudnn_network.cc sets
+// it up and serves the host interface, cudnn_passes.cc runs its forward and backward passes.
+// Internal to those two files; others use make_cudnn_network() (backends.h).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/memory.h"
+#include "models/backends.h"
+#include "models/cuda/conv.h"
+#include "models/cuda/cudnn_util.h"
+#include "models/cuda/layer_kernels.h"
+#include "models/graph.h"
+#include "models/network.h"
+
+namespace ringbench::models::cudnn {
+
+using Clock = std::chrono::steady_clock;
+using cuda::DeviceArray;
+
+struct CudnnDestroy {
+  void operator()(cudnnHandle_t h) const { cudnnDestroy(h); }
+};
+struct CublasDestroy {
+  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+};
+
+class CudnnNetwork final : public Network {
+ public:
+  CudnnNetwork(const Graph& g, int batch, const CudnnOptions& options);
+  ~CudnnNetwork() override {
+    cuda::sync_quietly(stream_.get());  // queued work may still use the buffers
+    cublas_.reset();  // before its workspace goes
+    cudnn_.reset();
+  }
+
+  const Graph& graph() const override { return g_; }
+  int batch() const override { return batch_; }
+  std::string backend() const override { return "cudnn"; }
+  std::string describe() const override;
+  bool on_device() const override { return true; }
+  void* stream() const override { return stream_.get(); }
+
+  void bind(float* params, float* grads, float* state) override;
+  void set_input(const float* x) override;
+  void forward(const ForwardArgs& args) override;
+  void get_output(size_t i, float* y) override;
+  void set_output_grad(size_t i, const float* dy) override;
+  void backward(const std::function<void(int node)>& on_param_grads) override;
+  void get_input_grad(float* dx) override;
+
+ private:
+  struct NodeData {
+    DeviceArray<float> y, dy;  // batch x out dims, NCHW
+    gpu::TensorDesc desc;      // of y and dy
+    std::unique_ptr<gpu::ConvLayer> conv;
+    gpu::TensorDesc bn_desc;                      // 1 x C x 1 x 1
+    DeviceArray<float> bn_mean, bn_invstd;        // saved by a training forward for backward
+    DeviceArray<int32_t> argmax;                  // max pooling's winners
+    gpu::PoolGeometry pool;
+    std::unique_ptr<gpu::PoolDesc> cudnn_pool;    // average pooling with symmetric pads
+  };
+  // backward() computes everything but what feeds only the deferred input gradient, which
+  // get_input_grad() computes.
+  enum class Pass { backward, input_grad };
+
+  void setup_node(int id, const gpu::ConvSettings& conv_settings);
+  void note(const std::string& what) { count_impl(impls_, what); }
+  size_t workspace_limit() const;
+
+  void forward_node(int id);
+  void forward_batch_norm(int id);
+  void forward_fc(int id);
+  void backward_node(int id, Pass pass);
+  void backward_batch_norm(int id, bool acc);
+  void backward_concat(int id, Pass pass);
+  void backward_fc(int id, bool data, bool params, bool acc);
+  void seed_output_grads();
+  bool computes_grad_of(int p, Pass pass) const {
+    return pass == Pass::backward ? !(p == 0 && defer_input_grad_) : p == 0;
+  }
+  bool accumulates(int p, int consumer, int slot) const { return first_slot_[p] != std::pair{consumer, slot}; }
+
+  const float* param(int id, size_t k) const { return params_ + g_.params[g_.nodes[id].params.at(k)].offset; }
+  float* grad(int id, size_t k) const { return grads_ + g_.params[g_.nodes[id].params.at(k)].offset; }
+  float* running(int id) const { return state_ + g_.state.at(size_t(g_.nodes[id].state)).offset; }
+  int64_t count(int id) const { return int64_t(batch_) * g_.nodes[id].out.numel(); }
+  double bn_eps(int id) const { return std::max(double(g_.nodes[id].bn.eps), CUDNN_BN_MIN_EPSILON); }
+  gpu::ConvScratch scratch() const { return {workspace_.data() + pad_bytes_, library_bytes_, pad_}; }
+  cudaStream_t strm() const { return stream_.get(); }
+
+  Graph g_;
+  int batch_;
+  CudnnOptions options_;
+  cuda::Stream stream_;
+  std::unique_ptr<cudnnContext, CudnnDestroy> cudnn_;
+  std::unique_ptr<cublasContext, CublasDestroy> cublas_;
+  gpu::ActivationDesc relu_;
+
+  std::vector<NodeData> nodes_;
+  std::vector<std::pair<int, int>> first_slot_;  // per node: the (consumer, input slot) that writes its gradient first
+  bool defer_input_grad_ = false, has_deferred_ = false;
+  std::vector<DeviceArray<float>> out_dy_;  // per output: the gradient set_output_grad() staged
+  std::vector<bool> out_dy_set_;
+
+  gpu::ConvAlgoCache algo_cache_;
+  DeviceArray<char> workspace_;  // [padded-input scratch | cuDNN and cuBLAS workspace]
+  size_t pad_bytes_ = 0, library_bytes_ = 0;
+  float* pad_ = nullptr;
+  std::vector<std::pair<std::string, int>> impls_;  // describe(): what runs each layer, and how often
+
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  float* state_ = nullptr;
+  ForwardArgs args_;  // of the last forward (dropout's backward recomputes its mask)
+  bool bound_ = false, forwarded_ = false, backwarded_ = false, input_grad_ready_ = false;
+};
+
+}  // namespace ringbench::models::cudnn

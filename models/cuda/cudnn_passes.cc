@@ -1,0 +1,300 @@
+// The CUDA backend's forward and backward passes (cudnn_network.cc has the overview): what each
+// layer queues on the network's stream, and the synchronization a gate or trace asks for.
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+
+#include "cuda/check.h"
+#include "models/cuda/cudnn_network_impl.h"
+#include "models/cuda/layer_kernels.h"
+
+namespace ringbench::models::cudnn {
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+void CudnnNetwork::forward(const ForwardArgs& args) {
+  if (!bound_) throw std::logic_error("cudnn network: forward() called before bind()");
+  forwarded_ = backwarded_ = false;
+  args_ = args;
+  for (int id = 1; id < int(g_.nodes.size()); ++id) {
+    if (gate_) {
+      stream_.sync();
+      gate_->checkpoint();
+    }
+    if (trace_) stream_.sync();
+    const auto begin = trace_ ? Clock::now() : Clock::time_point{};
+    forward_node(id);
+    if (trace_) {
+      stream_.sync();
+      trace_(id, Phase::forward, begin, Clock::now());
+    }
+  }
+  forwarded_ = true;
+}
+
+void CudnnNetwork::forward_node(int id) {
+  const Node& n = g_.nodes[id];
+  NodeData& nd = nodes_[id];
+  const int p = n.inputs.at(0);
+  const NodeData& in = nodes_[p];
+  cudnnHandle_t dnn = cudnn_.get();
+  float* y = nd.y.data();
+  const float* x = in.y.data();
+  switch (n.kind) {
+    case OpKind::input:
+      break;
+    case OpKind::conv:
+      nd.conv->forward(dnn, strm(), scratch(), x, param(id, 0), y);
+      if (n.conv.bias) gpu::bias_add(y, param(id, 1), batch_, n.out.c, int64_t(n.out.h) * n.out.w, strm());
+      break;
+    case OpKind::batch_norm:
+      forward_batch_norm(id);
+      break;
+    case OpKind::relu:
+      RB_CUDA(cudnnActivationForward(dnn, relu_, &gpu::kOne, in.desc, x, &gpu::kZero, nd.desc, y));
+      break;
+    case OpKind::relu6:
+      gpu::relu6_forward(x, y, count(id), strm());
+      break;
+    case OpKind::max_pool:
+      gpu::max_pool_forward(nd.pool, int64_t(batch_) * n.out.c, x, y, nd.argmax.data(), strm());
+      break;
+    case OpKind::avg_pool:
+      if (nd.cudnn_pool)
+        RB_CUDA(cudnnPoolingForward(dnn, *nd.cudnn_pool, &gpu::kOne, in.desc, x, &gpu::kZero, nd.desc, y));
+      else
+        gpu::avg_pool_forward(nd.pool, n.pool.exclude_padding, int64_t(batch_) * n.out.c, x, y, strm());
+      break;
+    case OpKind::concat: {
+      int64_t offset = 0;
+      for (int src : n.inputs) {
+        const int64_t part = g_.nodes[src].out.numel();
+        gpu::copy_rows(y + offset, n.out.numel(), nodes_[src].y.data(), part, part, batch_, false, strm());
+        offset += part;
+      }
+      break;
+    }
+    case OpKind::fc:
+      forward_fc(id);
+      break;
+    case OpKind::dropout:
+      if (args_.training) {
+        const gpu::DropoutMask m{args_.seed, args_.step, id, args_.sample_offset, n.out.numel(), n.dropout.rate};
+        gpu::dropout_forward(m, batch_, x, y, strm());
+      } else {
+        RB_CUDA(cudaMemcpyAsync(y, x, nd.y.bytes(), cudaMemcpyDeviceToDevice, strm()));
+      }
+      break;
+  }
+}
+
+void CudnnNetwork::forward_batch_norm(int id) {
+  const Node& n = g_.nodes[id];
+  NodeData& nd = nodes_[id];
+  const NodeData& in = nodes_[n.inputs.at(0)];
+  cudnnHandle_t dnn = cudnn_.get();
+  float* y = nd.y.data();
+  const float* x = in.y.data();
+  const float* gamma = param(id, 0);
+  const float* beta = param(id, 1);
+  float* mean = running(id);
+  float* var = mean + n.out.c;
+  if (!args_.training) {
+    RB_CUDA(cudnnBatchNormalizationForwardInference(dnn, CUDNN_BATCHNORM_SPATIAL, &gpu::kOne, &gpu::kZero, in.desc,
+                                                    x, nd.desc, y, nd.bn_desc, gamma, beta, mean, var, bn_eps(id)));
+    return;
+  }
+  // cuDNN updates the running statistics as PyTorch does (running = (1 - factor) * running +
+  // factor * batch, the variance unbiased), except with one value per channel, where the
+  // unbiased variance is undefined: then a kernel of ours does it with the biased one.
+  const bool single = int64_t(batch_) * n.out.h * n.out.w == 1;
+  RB_CUDA(cudnnBatchNormalizationForwardTraining(
+      dnn, CUDNN_BATCHNORM_SPATIAL, &gpu::kOne, &gpu::kZero, in.desc, x, nd.desc, y, nd.bn_desc, gamma, beta,
+      single ? 0.0 : double(n.bn.momentum), single ? nullptr : mean, single ? nullptr : var, bn_eps(id),
+      nd.bn_mean.data(), nd.bn_invstd.data()));
+  if (single) gpu::bn_running_single(nd.bn_mean.data(), mean, var, n.out.c, n.bn.momentum, strm());
+}
+
+void CudnnNetwork::forward_fc(int id) {
+  const Node& n = g_.nodes[id];
+  const int p = n.inputs.at(0);
+  float* y = nodes_[id].y.data();
+  const float* x = nodes_[p].y.data();
+  // cuBLAS is column-major, and a row-major [r, c] matrix is the column-major [c, r] one:
+  // y [batch, out] = x [batch, in] w^T  is  y^T [out, batch] = (w^T [in, out])^T x^T [in, batch].
+  const int features = int(g_.nodes[p].out.numel()), out = n.out.c;
+  RB_CUDA(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch_, features, &gpu::kOne, param(id, 0),
+                      features, x, features, &gpu::kZero, y, out));
+  if (n.fc.bias) gpu::bias_add(y, param(id, 1), batch_, out, 1, strm());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+void CudnnNetwork::backward(const std::function<void(int node)>& on_param_grads) {
+  if (!bound_) throw std::logic_error("cudnn network: backward() called before bind()");
+  if (!forwarded_) throw std::logic_error("cudnn network: backward() called before forward()");
+  backwarded_ = false;
+  seed_output_grads();
+  for (int id = int(g_.nodes.size()) - 1; id >= 1; --id) {
+    if (gate_) {
+      stream_.sync();
+      gate_->checkpoint();
+    }
+    if (trace_) stream_.sync();
+    const auto begin = trace_ ? Clock::now() : Clock::time_point{};
+    backward_node(id, Pass::backward);
+    if (on_param_grads && !g_.nodes[id].params.empty()) on_param_grads(id);
+    if (trace_) {
+      stream_.sync();
+      trace_(id, Phase::backward, begin, Clock::now());
+    }
+  }
+  backwarded_ = true;
+  input_grad_ready_ = !has_deferred_;
+}
+
+// The outputs' gradients into their nodes' dy: the first output of a node writes it (zero when
+// not set), a second output of the same node adds.
+void CudnnNetwork::seed_output_grads() {
+  for (size_t k = 0; k < g_.outputs.size(); ++k) {
+    const int p = g_.outputs[k].node;
+    bool first = true;
+    for (size_t j = 0; j < k; ++j) first = first && g_.outputs[j].node != p;
+    DeviceArray<float>& dy = nodes_[p].dy;
+    if (first && !out_dy_set_[k])
+      RB_CUDA(cudaMemsetAsync(dy.data(), 0, dy.bytes(), strm()));
+    else if (first)
+      RB_CUDA(cudaMemcpyAsync(dy.data(), out_dy_[k].data(), dy.bytes(), cudaMemcpyDeviceToDevice, strm()));
+    else if (out_dy_set_[k])
+      gpu::copy_rows(dy.data(), 0, out_dy_[k].data(), 0, int64_t(dy.size()), 1, true, strm());
+    out_dy_set_[k] = false;  // outputs not set before the next backward get zero
+  }
+}
+
+// Adds this node's input gradients into its inputs' dy (or writes them, for the first
+// consumer) and overwrites its parameter gradients; in Pass::input_grad only what flows into
+// the network input.
+void CudnnNetwork::backward_node(int id, Pass pass) {
+  const Node& n = g_.nodes[id];
+  const NodeData& nd = nodes_[id];
+  const int p = n.inputs.at(0);
+  const NodeData& in = nodes_[p];
+  cudnnHandle_t dnn = cudnn_.get();
+  const float* dy = nd.dy.data();
+  const float* x = in.y.data();
+  float* dx = in.dy.data();
+  const bool data = computes_grad_of(p, pass);
+  const bool params = pass == Pass::backward;
+  const bool acc = accumulates(p, id, 0);
+  switch (n.kind) {
+    case OpKind::input:
+      break;
+    case OpKind::conv:
+      // Data first: it reads the weights, which the optimizer may update once the gradients are out.
+      if (data) nd.conv->backward_data(dnn, strm(), scratch(), param(id, 0), dy, dx, acc);
+      if (params) {
+        nd.conv->backward_filter(dnn, strm(), scratch(), x, dy, grad(id, 0));
+        if (n.conv.bias) gpu::bias_grad(dy, grad(id, 1), batch_, n.out.c, int64_t(n.out.h) * n.out.w, strm());
+      }
+      break;
+    case OpKind::batch_norm:
+      // Input and parameter gradients come from one call: never deferred (see the constructor).
+      if (pass == Pass::backward) backward_batch_norm(id, acc);
+      break;
+    case OpKind::relu:
+      if (data)
+        RB_CUDA(cudnnActivationBackward(dnn, relu_, &gpu::kOne, nd.desc, nd.y.data(), nd.desc, dy, in.desc, x,
+                                        gpu::blend(acc), in.desc, dx));
+      break;
+    case OpKind::relu6:
+      if (data) gpu::relu6_backward(x, dy, dx, count(id), acc, strm());
+      break;
+    case OpKind::max_pool:
+      if (data) gpu::max_pool_backward(nd.pool, int64_t(batch_) * n.out.c, dy, nd.argmax.data(), dx, acc, strm());
+      break;
+    case OpKind::avg_pool:
+      if (!data) break;
+      if (nd.cudnn_pool)
+        RB_CUDA(cudnnPoolingBackward(dnn, *nd.cudnn_pool, &gpu::kOne, nd.desc, nd.y.data(), nd.desc, dy, in.desc, x,
+                                     gpu::blend(acc), in.desc, dx));
+      else
+        gpu::avg_pool_backward(nd.pool, n.pool.exclude_padding, int64_t(batch_) * n.out.c, dy, dx, acc, strm());
+      break;
+    case OpKind::concat:
+      backward_concat(id, pass);
+      break;
+    case OpKind::fc:
+      backward_fc(id, data, params, acc);
+      break;
+    case OpKind::dropout:
+      if (!data) break;
+      if (args_.training) {
+        const gpu::DropoutMask m{args_.seed, args_.step, id, args_.sample_offset, n.out.numel(), n.dropout.rate};
+        gpu::dropout_backward(m, batch_, dy, dx, acc, strm());
+      } else {  // identity
+        gpu::copy_rows(dx, 0, dy, 0, count(id), 1, acc, strm());
+      }
+      break;
+  }
+}
+
+void CudnnNetwork::backward_batch_norm(int id, bool acc) {
+  const Node& n = g_.nodes[id];
+  const NodeData& nd = nodes_[id];
+  const NodeData& in = nodes_[n.inputs.at(0)];
+  const float* dy = nd.dy.data();
+  const float* x = in.y.data();
+  float* dx = in.dy.data();
+  if (args_.training) {
+    RB_CUDA(cudnnBatchNormalizationBackward(cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &gpu::kOne, gpu::blend(acc),
+                                            &gpu::kOne, &gpu::kZero, in.desc, x, nd.desc, dy, in.desc, dx, nd.bn_desc,
+                                            param(id, 0), grad(id, 0), grad(id, 1), bn_eps(id),
+                                            nd.bn_mean.data(), nd.bn_invstd.data()));
+  } else {  // through constants: cuDNN's backward always differentiates the batch statistics
+    const float* mean = running(id);
+    gpu::bn_backward_global(x, dy, param(id, 0), mean, mean + n.out.c, bn_eps(id), batch_, n.out.c,
+                            int64_t(n.out.h) * n.out.w, dx, grad(id, 0), grad(id, 1), acc, strm());
+  }
+}
+
+// Each input's gradient is its per-sample range of dy.
+void CudnnNetwork::backward_concat(int id, Pass pass) {
+  const Node& n = g_.nodes[id];
+  const float* dy = nodes_[id].dy.data();
+  int64_t offset = 0;
+  for (int k = 0; k < int(n.inputs.size()); ++k) {
+    const int src = n.inputs[k];
+    const int64_t part = g_.nodes[src].out.numel();
+    if (computes_grad_of(src, pass))
+      gpu::copy_rows(nodes_[src].dy.data(), part, dy + offset, n.out.numel(), part, batch_, accumulates(src, id, k),
+                     strm());
+    offset += part;
+  }
+}
+
+// `data`: the input's gradient; `params`: the weight and bias gradients.
+void CudnnNetwork::backward_fc(int id, bool data, bool params, bool acc) {
+  const Node& n = g_.nodes[id];
+  const int p = n.inputs.at(0);
+  const float* dy = nodes_[id].dy.data();
+  const float* x = nodes_[p].y.data();
+  float* dx = nodes_[p].dy.data();
+  const int features = int(g_.nodes[p].out.numel()), out = n.out.c;
+  // dx [batch, in] = dy w  is  dx^T [in, batch] = w^T [in, out] dy^T [out, batch].
+  if (data)
+    RB_CUDA(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, features, batch_, out, &gpu::kOne, param(id, 0),
+                        features, dy, out, gpu::blend(acc), dx, features));
+  if (params) {
+    // dw [out, in] = dy^T x  is  dw^T [in, out] = x^T [in, batch] (dy^T [out, batch])^T.
+    RB_CUDA(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, features, out, batch_, &gpu::kOne, x, features,
+                        dy, out, &gpu::kZero, grad(id, 0), features));
+    if (n.fc.bias) gpu::bias_grad(dy, grad(id, 1), batch_, out, 1, strm());
+  }
+}
+
+}  // namespace ringbench::models::cudnn

@@ -1,0 +1,190 @@
+// The oneDNN CPU backend's network class and the helpers its files share (dnnl_network.cc: the
+// class's setup helpers, execution and profiler; dnnl_layers.cc: the setup of each op family).
+// Internal to those two files; others use make_onednn_network() (backends.h) and dnnl_network.h.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/device_memory.h"
+#include "models/dnnl_network.h"
+#include "models/graph.h"
+#include "models/network.h"
+
+namespace ringbench::models::onednn {
+
+using dnnl::memory;
+using Md = memory::desc;
+using Tag = memory::format_tag;
+using Args = std::unordered_map<int, memory>;
+using Clock = std::chrono::steady_clock;
+constexpr auto f32 = memory::data_type::f32;
+
+inline memory::dims nchw_dims(int batch, const Dims& d) { return {batch, d.c, d.h, d.w}; }
+inline Md plain_md(int batch, const Dims& d) { return Md(nchw_dims(batch, d), f32, Tag::nchw); }
+inline Md any_md(int batch, const Dims& d) { return Md(nchw_dims(batch, d), f32, Tag::any); }
+inline Md vec_md(int n) { return Md({n}, f32, Tag::x); }
+
+// The format tag of a 4-D activation layout, among those oneDNN picks for f32 on CPUs; undef
+// for any other.
+inline Tag tag_of(const Md& d) {
+  for (Tag t : {Tag::nChw16c, Tag::nChw8c, Tag::nchw, Tag::nhwc})
+    if (Md(d.dims(), f32, t) == d) return t;
+  return Tag::undef;
+}
+
+inline int channel_block(Tag t) { return t == Tag::nChw16c ? 16 : t == Tag::nChw8c ? 8 : 1; }
+
+inline float* data(const memory& m) { return static_cast<float*>(m.get_data_handle()); }
+
+// Which passes run an op: forward ops by the kind of forward, backward ops by the kind of the
+// forward that preceded them (batch norm and dropout differ).
+enum class Mode : uint8_t { always, training, inference };
+
+inline bool active(Mode m, bool training) {
+  return m == Mode::always || (m == Mode::training) == training;
+}
+
+// One step of a plan: a primitive with its arguments, or a host loop (fn).
+struct Op {
+  std::string what;
+  dnnl::primitive prim;
+  Args args;
+  std::function<void()> fn;
+  Mode mode = Mode::always;
+  bool input_grad_only = false;  // backward: feeds only the network input's gradient
+};
+
+class OnednnNetwork final : public Network {
+ public:
+  OnednnNetwork(const Graph& g, int batch);
+
+  const Graph& graph() const override { return g_; }
+  int batch() const override { return batch_; }
+  std::string backend() const override { return "onednn"; }
+  std::string describe() const override;
+
+  void bind(float* params, float* grads, float* state) override;
+  void set_input(const float* x) override;
+  void forward(const ForwardArgs& args) override;
+  void get_output(size_t i, float* y) override;
+  void set_output_grad(size_t i, const float* dy) override;
+  void backward(const std::function<void(int node)>& on_param_grads) override;
+  void get_input_grad(float* dx) override;
+
+  // See profile_onednn_primitives(); call after a training forward and a backward.
+  std::vector<PrimitiveTime> profile(int reps);
+
+ private:
+  struct Act {  // a node's output and the gradient of the loss with respect to it
+    Md md;
+    memory y, dy;
+  };
+  enum class Buf { params, grads, state };
+  struct View {  // a memory over a caller-owned flat buffer, pointed there by bind()
+    memory mem;
+    Buf buf;
+    size_t offset;
+  };
+  struct Converted {  // a reorder already planned: `from` in layout `want` is `to`
+    dnnl_memory_t from;
+    Md want;
+    int scope;  // -1: made in forward (valid everywhere after it); else that node's backward
+    bool deferred;
+    memory to;
+  };
+  struct WeightedIo {  // what conv's and fc's backward plans share
+    memory src;      // the input as the forward primitive read it
+    memory dy;       // the node's output gradient, as the forward primitive's dst is laid out
+    memory w_plain;  // the plain weights in the flat parameter buffer
+    Md w_plain_md, b_md;
+    bool bias;
+  };
+  struct OutputIo {
+    Md plain;
+    dnnl::reorder to_plain;  // empty when the output already is plain NCHW
+  };
+
+  // Setup, one function per op family.
+  void setup_conv(int i);
+  void setup_batch_norm(int i);
+  void setup_eltwise(int i);
+  void setup_pool(int i);
+  void setup_concat(int i);
+  void setup_fc(int i);
+  void setup_dropout(int i);
+  void setup_outputs();
+
+  // Setup helpers.
+  memory alloc(const Md& d);
+  Act make_act(const Md& d) { return {d, alloc(d), alloc(d)}; }
+  memory view(const Md& d, Buf buf, size_t offset);
+  memory scratch(const Md& d);
+  size_t param_offset(int node, size_t k) const { return g_.params[g_.nodes[node].params.at(k)].offset; }
+  std::string note(const std::string& family, const dnnl::primitive_desc_base& pd);
+  Op prim_op(std::string what, dnnl::primitive prim, Args args, Mode mode = Mode::always, bool deferred = false);
+  Op reorder_op(const memory& from, const memory& to, const std::string& what, bool accumulate, bool deferred);
+  memory convert(const memory& from, const Md& want, std::vector<Op>& ops, const std::string& what, int scope,
+                 bool deferred = false);
+  void fold(int p, bool first, const memory& contrib, std::vector<Op>& ops, bool deferred);
+  memory sink(int p, bool first, const Md& produced, std::vector<Op>& post, bool deferred);
+  void weights_to_plain(const memory& from, const memory& plain, std::vector<Op>& ops);
+  template <class Primitive>
+  void plan_backward_data(int i, const typename Primitive::primitive_desc& pd, const WeightedIo& io,
+                          const std::string& family);
+  template <class Primitive>
+  void plan_backward_weights(int i, const typename Primitive::primitive_desc& pd, const WeightedIo& io,
+                             const std::string& family);
+  bool first_contribution(int p, int consumer, int slot) const {
+    return first_slot_[p] == std::pair<int, int>{consumer, slot};
+  }
+  bool deferred(int p) const { return p == 0 && defer_input_grad_; }
+
+  // Execution.
+  void run(const Op& op) {
+    if (op.prim) {
+      op.prim.execute(strm_, op.args);
+    } else {
+      strm_.wait();
+      op.fn();
+    }
+  }
+
+  Graph g_;
+  int batch_;
+  dnnl::engine eng_;
+  dnnl::stream strm_;
+
+  std::vector<Act> act_;
+  std::vector<std::vector<Op>> fwd_, bwd_;  // per node
+  std::vector<Op> out_grad_ops_;            // output gradients into the outputs' dy
+  std::vector<memory> out_dy_;              // plain NCHW, per output
+  std::vector<bool> out_dy_set_;
+  std::vector<OutputIo> out_io_;
+
+  std::vector<View> views_;
+  std::vector<Converted> converted_;
+  std::vector<std::pair<int, int>> first_slot_;  // per node: (consumer, input slot) writing its dy first
+  bool defer_input_grad_ = false;
+  bool has_deferred_ = false;
+  std::vector<memory> scratch_users_;  // all share one buffer: each use ends before the next starts
+  size_t scratch_bytes_ = 0;
+  memory scratch_buf_;
+  std::vector<std::pair<std::string, int>> impls_;  // describe(): "conv fwd jit:avx512_core", count
+  std::vector<DeviceBuffer> buffers_;  // what every memory from alloc() points into
+  std::vector<DeviceVector<float>> dropout_mask_;  // per node: 0 or 1 / (1 - rate) per element
+
+  float* state_ = nullptr;  // read by the running-statistics loops
+  ForwardArgs args_;
+  bool bound_ = false, forwarded_ = false, backwarded_ = false, last_training_ = true;
+  bool input_grad_ready_ = false;
+};
+
+}  // namespace ringbench::models::onednn
