@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace ringbench::models {
 
@@ -37,6 +38,22 @@ int window_out(const std::string& node, int in, int k, int stride, int pad_lo, i
   const int span = in + pad_lo + pad_hi - k;
   if (span < 0) bad(node, "kernel " + std::to_string(k) + " larger than the padded input " + std::to_string(in + pad_lo + pad_hi));
   return span / stride + 1;
+}
+
+// The output of a window (conv, pooling) sliding over `in`: `channels` x out height x out width.
+Dims window_dims(const std::string& node, int channels, const Dims& in, int kh, int kw, int stride_h, int stride_w,
+                 const Pads& pad) {
+  return {channels, window_out(node, in.h, kh, stride_h, pad.top, pad.bottom),
+          window_out(node, in.w, kw, stride_w, pad.left, pad.right)};
+}
+
+// A node of `kind` named `name` reading `inputs`; its spec and output are the caller's to fill.
+Node layer(OpKind kind, const std::string& name, std::vector<int> inputs) {
+  Node n;
+  n.kind = kind;
+  n.name = name;
+  n.inputs = std::move(inputs);
+  return n;
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -97,13 +114,9 @@ int Graph::conv(int x, const std::string& name, const ConvSpec& s) {
   if (s.groups < 1 || in.c % s.groups || s.out_channels % s.groups || s.out_channels < 1)
     bad(name, "channels in (" + std::to_string(in.c) + ") and out (" + std::to_string(s.out_channels) +
                   ") must be positive multiples of groups (" + std::to_string(s.groups) + ")");
-  Node n;
-  n.kind = OpKind::conv;
-  n.name = name;
-  n.inputs = {x};
+  Node n = layer(OpKind::conv, name, {x});
   n.conv = s;
-  n.out = {s.out_channels, window_out(name, in.h, s.kh, s.stride_h, s.pad.top, s.pad.bottom),
-           window_out(name, in.w, s.kw, s.stride_w, s.pad.left, s.pad.right)};
+  n.out = window_dims(name, s.out_channels, in, s.kh, s.kw, s.stride_h, s.stride_w, s.pad);
   const int id = add(std::move(n));
   const bool depthwise = s.groups > 1 && s.groups == in.c;
   add_param(id, name + ".weight", depthwise ? "dwconv_w" : "conv_w",
@@ -114,10 +127,7 @@ int Graph::conv(int x, const std::string& name, const ConvSpec& s) {
 
 int Graph::batch_norm(int x, const std::string& name, const BatchNormSpec& s) {
   if (!(s.eps > 0) || !(s.momentum >= 0 && s.momentum <= 1)) bad(name, "eps must be > 0 and momentum in [0, 1]");
-  Node n;
-  n.kind = OpKind::batch_norm;
-  n.name = name;
-  n.inputs = {x};
+  Node n = layer(OpKind::batch_norm, name, {x});
   n.bn = s;
   n.out = dims_of(x, name);
   const int id = add(std::move(n));
@@ -131,10 +141,7 @@ int Graph::batch_norm(int x, const std::string& name, const BatchNormSpec& s) {
 }
 
 int Graph::relu(int x, const std::string& name) {
-  Node n;
-  n.kind = OpKind::relu;
-  n.name = name;
-  n.inputs = {x};
+  Node n = layer(OpKind::relu, name, {x});
   n.out = dims_of(x, name);
   return add(std::move(n));
 }
@@ -147,13 +154,9 @@ int Graph::relu6(int x, const std::string& name) {
 
 int Graph::max_pool(int x, const std::string& name, const PoolSpec& s) {
   const Dims in = dims_of(x, name);
-  Node n;
-  n.kind = OpKind::max_pool;
-  n.name = name;
-  n.inputs = {x};
+  Node n = layer(OpKind::max_pool, name, {x});
   n.pool = s;
-  n.out = {in.c, window_out(name, in.h, s.kh, s.stride_h, s.pad.top, s.pad.bottom),
-           window_out(name, in.w, s.kw, s.stride_w, s.pad.left, s.pad.right)};
+  n.out = window_dims(name, in.c, in, s.kh, s.kw, s.stride_h, s.stride_w, s.pad);
   return add(std::move(n));
 }
 
@@ -165,10 +168,7 @@ int Graph::avg_pool(int x, const std::string& name, const PoolSpec& s) {
 
 int Graph::concat(const std::vector<int>& xs, const std::string& name) {
   if (xs.size() < 2) bad(name, "concat needs at least two inputs");
-  Node n;
-  n.kind = OpKind::concat;
-  n.name = name;
-  n.inputs = xs;
+  Node n = layer(OpKind::concat, name, xs);
   n.out = dims_of(xs[0], name);
   n.out.c = 0;
   for (int x : xs) {
@@ -183,10 +183,7 @@ int Graph::concat(const std::vector<int>& xs, const std::string& name) {
 int Graph::fc(int x, const std::string& name, const FcSpec& s) {
   if (s.out_features < 1) bad(name, "out_features must be positive");
   const int64_t in = dims_of(x, name).numel();
-  Node n;
-  n.kind = OpKind::fc;
-  n.name = name;
-  n.inputs = {x};
+  Node n = layer(OpKind::fc, name, {x});
   n.fc = s;
   n.out = {s.out_features, 1, 1};
   const int id = add(std::move(n));
@@ -197,10 +194,7 @@ int Graph::fc(int x, const std::string& name, const FcSpec& s) {
 
 int Graph::dropout(int x, const std::string& name, float rate) {
   if (!(rate >= 0 && rate < 1)) bad(name, "dropout rate must be in [0, 1)");
-  Node n;
-  n.kind = OpKind::dropout;
-  n.name = name;
-  n.inputs = {x};
+  Node n = layer(OpKind::dropout, name, {x});
   n.dropout.rate = rate;
   n.out = dims_of(x, name);
   return add(std::move(n));

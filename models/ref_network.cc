@@ -205,6 +205,20 @@ void clamp_backward(int64_t count, float cap, const float* x, const float* dy, f
 }
 
 // ---------------------------------------------------------------------------------------------
+// Pooling: f(n, c, o, wy, wx) for every output element, o its offset in the batch buffer (of
+// per-sample shape `out`), wy and wx its window's taps.
+
+template <class F>
+void for_each_pool_window(const PoolSpec& s, const Dims& in, const Dims& out, int batch, F f) {
+  for (int n = 0; n < batch; ++n)
+    for (int c = 0; c < out.c; ++c)
+      for (int oy = 0; oy < out.h; ++oy) {
+        const Window wy = window(oy, s.stride_h, s.pad.top, s.kh, in.h);
+        for (int ox = 0; ox < out.w; ++ox)
+          f(n, c, at(out, n, c, oy, ox), wy, window(ox, s.stride_w, s.pad.left, s.kw, in.w));
+      }
+}
+
 // Max pooling: only taps inside the image compete (padding never wins); ties go to the first
 // tap in row-major window order, which also receives the whole gradient. `argmax` holds, per
 // output element, the offset of the winning input element in the batch buffer.
@@ -212,23 +226,16 @@ void clamp_backward(int64_t count, float cap, const float* x, const float* dy, f
 void max_pool_forward(const PoolSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
                       float* y, DeviceVector<int64_t>& argmax) {
   argmax.assign(size_t(batch) * size_t(out.numel()), -1);
-  for (int n = 0; n < batch; ++n)
-    for (int c = 0; c < out.c; ++c)
-      for (int oy = 0; oy < out.h; ++oy) {
-        const Window wy = window(oy, s.stride_h, s.pad.top, s.kh, in.h);
-        for (int ox = 0; ox < out.w; ++ox) {
-          const Window wx = window(ox, s.stride_w, s.pad.left, s.kw, in.w);
-          int64_t best = -1;
-          for (int ky = wy.lo; ky < wy.hi; ++ky)
-            for (int kx = wx.lo; kx < wx.hi; ++kx) {
-              const int64_t k = at(in, n, c, wy.start + ky, wx.start + kx);
-              if (best < 0 || x[k] > x[best]) best = k;
-            }
-          const int64_t o = at(out, n, c, oy, ox);
-          argmax[o] = best;
-          y[o] = best >= 0 ? x[best] : 0.0f;  // best < 0 cannot happen: padding < kernel
-        }
+  for_each_pool_window(s, in, out, batch, [&](int n, int c, int64_t o, const Window& wy, const Window& wx) {
+    int64_t best = -1;
+    for (int ky = wy.lo; ky < wy.hi; ++ky)
+      for (int kx = wx.lo; kx < wx.hi; ++kx) {
+        const int64_t k = at(in, n, c, wy.start + ky, wx.start + kx);
+        if (best < 0 || x[k] > x[best]) best = k;
       }
+    argmax[o] = best;
+    y[o] = best >= 0 ? x[best] : 0.0f;  // best < 0 cannot happen: padding < kernel
+  });
 }
 
 void max_pool_backward(int64_t out_count, const DeviceVector<int64_t>& argmax, const float* dy, float* dx) {
@@ -246,36 +253,24 @@ int avg_pool_divisor(const PoolSpec& s, const Window& wy, const Window& wx) {
 
 void avg_pool_forward(const PoolSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
                       float* y) {
-  for (int n = 0; n < batch; ++n)
-    for (int c = 0; c < out.c; ++c)
-      for (int oy = 0; oy < out.h; ++oy) {
-        const Window wy = window(oy, s.stride_h, s.pad.top, s.kh, in.h);
-        for (int ox = 0; ox < out.w; ++ox) {
-          const Window wx = window(ox, s.stride_w, s.pad.left, s.kw, in.w);
-          double sum = 0;
-          for (int ky = wy.lo; ky < wy.hi; ++ky)
-            for (int kx = wx.lo; kx < wx.hi; ++kx) sum += double(x[at(in, n, c, wy.start + ky, wx.start + kx)]);
-          const int divisor = avg_pool_divisor(s, wy, wx);
-          y[at(out, n, c, oy, ox)] = divisor > 0 ? float(sum / divisor) : 0.0f;
-        }
-      }
+  for_each_pool_window(s, in, out, batch, [&](int n, int c, int64_t o, const Window& wy, const Window& wx) {
+    double sum = 0;
+    for (int ky = wy.lo; ky < wy.hi; ++ky)
+      for (int kx = wx.lo; kx < wx.hi; ++kx) sum += double(x[at(in, n, c, wy.start + ky, wx.start + kx)]);
+    const int divisor = avg_pool_divisor(s, wy, wx);
+    y[o] = divisor > 0 ? float(sum / divisor) : 0.0f;
+  });
 }
 
 void avg_pool_backward(const PoolSpec& s, const Dims& in, const Dims& out, int batch, const float* dy,
                        float* dx) {
-  for (int n = 0; n < batch; ++n)
-    for (int c = 0; c < out.c; ++c)
-      for (int oy = 0; oy < out.h; ++oy) {
-        const Window wy = window(oy, s.stride_h, s.pad.top, s.kh, in.h);
-        for (int ox = 0; ox < out.w; ++ox) {
-          const Window wx = window(ox, s.stride_w, s.pad.left, s.kw, in.w);
-          const int divisor = avg_pool_divisor(s, wy, wx);
-          if (divisor <= 0) continue;
-          const double g = double(dy[at(out, n, c, oy, ox)]) / divisor;
-          for (int ky = wy.lo; ky < wy.hi; ++ky)
-            for (int kx = wx.lo; kx < wx.hi; ++kx) dx[at(in, n, c, wy.start + ky, wx.start + kx)] += float(g);
-        }
-      }
+  for_each_pool_window(s, in, out, batch, [&](int n, int c, int64_t o, const Window& wy, const Window& wx) {
+    const int divisor = avg_pool_divisor(s, wy, wx);
+    if (divisor <= 0) return;
+    const double g = double(dy[o]) / divisor;
+    for (int ky = wy.lo; ky < wy.hi; ++ky)
+      for (int kx = wx.lo; kx < wx.hi; ++kx) dx[at(in, n, c, wy.start + ky, wx.start + kx)] += float(g);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
