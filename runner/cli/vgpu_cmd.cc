@@ -123,21 +123,32 @@ struct VmResult {
   std::string log;
 };
 
-int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
-  const vgpu::Catalog& cat = catalog(a.catalog);
-  const vgpu::Profile* p = cat.find(a.profile);
-  if (!p) throw Error("--profile: " + cat.unknown_profile_message(a.profile));
+// The VMs' scheduler socket and JSON files; their logs too without --log-dir, then kept when
+// something went wrong.
+struct ShareDir {
+  std::string path;
+  bool keep = false;
+  ~ShareDir() {
+    std::error_code ec;
+    if (!path.empty() && !keep) fs::remove_all(path, ec);
+  }
+};
+
+std::string vm_json_path(const std::string& tmp, int i) { return tmp + "/vm" + std::to_string(i) + ".json"; }
+
+// `vgpu share`'s own options and the profile they name; the policy parsed.
+vgpu::Policy check_share_args(const VgpuArgs& a, const vgpu::Profile& p) {
   vgpu::Policy policy;
   try {
     policy = vgpu::parse_policy(a.policy);
   } catch (const std::exception& e) {
     throw Error(std::string("--policy: ") + e.what());
   }
-  if (a.vms > p->max_instances)
-    throw Error("--vms " + std::to_string(a.vms) + ": " + p->name + " allows at most " +
-                std::to_string(p->max_instances) + " vGPU(s) per GPU");
-  if (a.vms > 1 && !p->time_sliced)
-    throw Error(p->name + " is not time-sliced (" + p->series + "): only time-sliced vGPU profiles share a device");
+  if (a.vms > p.max_instances)
+    throw Error("--vms " + std::to_string(a.vms) + ": " + p.name + " allows at most " +
+                std::to_string(p.max_instances) + " vGPU(s) per GPU");
+  if (a.vms > 1 && !p.time_sliced)
+    throw Error(p.name + " is not time-sliced (" + p.series + "): only time-sliced vGPU profiles share a device");
   if (!(a.slice_ms >= 0.1 && a.slice_ms <= 1000)) throw Error("--slice-ms must be in [0.1, 1000]");
   if (!(a.timeout_s > 0)) throw Error("--timeout must be > 0");
   check_output_path(a.json, "--json");
@@ -146,37 +157,20 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
       if (x == owned || x.rfind(std::string(owned) + "=", 0) == 0)
         throw Error(std::string("the train options after -- may not set ") + owned +
                     ": `ringbench vgpu share` sets it for every VM");
+  return policy;
+}
 
-  // Stop the VMs (not just this process) on Ctrl-C or the sweep's SIGTERM.
+// Stop the VMs (not just this process) on Ctrl-C or the sweep's SIGTERM.
+void stop_vms_on_signals() {
   struct sigaction sa {};
   sa.sa_handler = on_share_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  // The scheduler's socket and the VMs' JSON files; their logs too without --log-dir, then
-  // kept when something went wrong.
-  struct TempDir {
-    std::string path;
-    bool keep = false;
-    ~TempDir() {
-      std::error_code ec;
-      if (!path.empty() && !keep) fs::remove_all(path, ec);
-    }
-  } tmpdir;
-  char tmpl[] = "/tmp/ringbench-share-XXXXXX";
-  if (!mkdtemp(tmpl)) throw Error("cannot create a temporary directory for the VMs");
-  tmpdir.path = tmpl;
-  const std::string tmp = tmpdir.path;
-  const std::string log_dir = a.log_dir.empty() ? tmp : a.log_dir;
-  fs::create_directories(log_dir);
+}
 
-  vgpu::SchedulerOptions so;
-  so.policy = policy;
-  // MIG-backed and whole-GPU profiles have their engines to themselves: no slots to share.
-  so.max_instances = p->time_sliced ? p->max_instances : 1;
-  so.slice = std::chrono::microseconds(static_cast<long>(a.slice_ms * 1000));
-  vgpu::SchedulerServer server(tmp + "/scheduler.sock", so, a.vms);  // the VMs measure together
-
-  // Each VM is a job of its own: it must not join a world this process may be part of.
+// Each VM is a job of its own: it must not join a world this process may be part of.
+std::vector<RankLaunch> vm_launches(const VgpuArgs& a, const vgpu::Profile& p, const std::string& scheduler,
+                                    const std::string& tmp, const std::string& log_dir) {
   for (const char* v : {"RINGBENCH_RANK", "RINGBENCH_WORLD_SIZE", "RINGBENCH_STORE", "RINGBENCH_JOB_ID",
                         "RINGBENCH_LAUNCHER", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                         "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_RANK"})
@@ -186,51 +180,45 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
     RankLaunch r;
     r.argv = {self_exe(), "train"};
     r.argv.insert(r.argv.end(), a.train_args.begin(), a.train_args.end());
-    r.argv.insert(r.argv.end(), {"--profile", p->name, "--vgpu-scheduler", server.path(), "--json",
-                                 tmp + "/vm" + std::to_string(i) + ".json"});
+    r.argv.insert(r.argv.end(), {"--profile", p.name, "--vgpu-scheduler", scheduler, "--json", vm_json_path(tmp, i)});
     if (!a.catalog.empty()) r.argv.insert(r.argv.end(), {"--vgpu-catalog", a.catalog});
     r.env = {"OMP_WAIT_POLICY=passive"};
     r.log_path = log_dir + "/vm" + std::to_string(i) + ".log";
     vms.push_back(std::move(r));
   }
-  std::printf("# ringbench vgpu share: %d VM(s) of %s (%s MiB, %d per GPU) on one device, policy %s, "
-              "slice %g ms\n", a.vms, p->name.c_str(),
-              p->framebuffer_mib ? std::to_string(p->framebuffer_mib).c_str() : "whole", p->max_instances,
-              vgpu::policy_name(policy), a.slice_ms);
-  std::fflush(stdout);
-  const LaunchOutcome o = run_ranks(vms, Millis(static_cast<long>(a.timeout_s * 1000)), Millis(5000), &g_share_stop);
+  return vms;
+}
 
-  std::vector<VmResult> res(size_t(a.vms));
-  for (int i = 0; i < a.vms; ++i) {
+std::vector<VmResult> vm_results(const LaunchOutcome& o, const std::vector<RankLaunch>& vms, const std::string& tmp) {
+  std::vector<VmResult> res(vms.size());
+  for (int i = 0; i < int(vms.size()); ++i) {
     VmResult& v = res[size_t(i)];
     v.exit_code = o.exit_codes[size_t(i)];
     v.log = vms[size_t(i)].log_path;
-    const std::string path = tmp + "/vm" + std::to_string(i) + ".json";
+    const std::string path = vm_json_path(tmp, i);
     if (fs::exists(path)) v.doc = json::parse(read_text(path), nullptr, false);
   }
-  json doc;
-  doc["meta"] = {{"command", argv}, {"profile", p->name}, {"gpu", p->gpu},
-                 {"framebuffer_mib", p->framebuffer_mib ? json(p->framebuffer_mib) : json(nullptr)},
-                 {"max_instances", p->max_instances}, {"policy", vgpu::policy_name(policy)},
-                 {"slice_ms", a.slice_ms}, {"vms", a.vms}, {"train_args", a.train_args}};
-  if (res[0].doc.is_object() && res[0].doc.contains("meta")) {
-    const json& m0 = res[0].doc["meta"];
+  return res;
+}
+
+// The run's meta: this command's settings, and the training's from the first VM's document.
+json share_meta(const VgpuArgs& a, const std::vector<std::string>& argv, const vgpu::Profile& p,
+                vgpu::Policy policy, const VmResult& first) {
+  json meta = {{"command", argv}, {"profile", p.name}, {"gpu", p.gpu},
+               {"framebuffer_mib", p.framebuffer_mib ? json(p.framebuffer_mib) : json(nullptr)},
+               {"max_instances", p.max_instances}, {"policy", vgpu::policy_name(policy)},
+               {"slice_ms", a.slice_ms}, {"vms", a.vms}, {"train_args", a.train_args}};
+  if (first.doc.is_object() && first.doc.contains("meta")) {
+    const json& m0 = first.doc["meta"];
     for (const char* k : {"model", "batch_per_rank", "backend", "threads_per_rank", "input", "params", "steps",
                           "warmup", "build", "vgpu"})
-      if (m0.contains(k)) doc["meta"][k] = m0[k];
+      if (m0.contains(k)) meta[k] = m0[k];
   }
-  auto write = [&] {
-    if (!a.json.empty()) write_file_atomic(a.json, doc.dump(2) + "\n");
-  };
+  return meta;
+}
 
-  // Does not fit: every VM runs the same model and batch, so one is enough to say so.
-  for (const auto& v : res)
-    if (v.exit_code == kDoesNotFitExit && v.doc.is_object() && v.doc.contains("does_not_fit")) {
-      doc["does_not_fit"] = v.doc["does_not_fit"];
-      write();
-      std::printf("does not fit: %s\n", v.doc["does_not_fit"].value("message", "").c_str());
-      return kDoesNotFitExit;
-    }
+// What went wrong with the VMs, "" when every one of them has a summary.
+std::string share_errors(const VgpuArgs& a, const std::vector<VmResult>& res, const LaunchOutcome& o) {
   std::string errors;
   for (int i = 0; i < a.vms; ++i) {
     const VmResult& v = res[size_t(i)];
@@ -240,18 +228,21 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   }
   if (o.timed_out) errors = "timed out after " + std::to_string(a.timeout_s) + " s; " + errors;
   if (o.interrupted) errors = "interrupted; " + errors;
-  if (!errors.empty()) {
-    doc["error"] = errors;
-    tmpdir.keep = a.log_dir.empty();  // the VMs' logs are there
-    write();
-    std::fprintf(stderr, "ringbench vgpu share: error: %s (logs in %s)\n", errors.c_str(), log_dir.c_str());
-    return 1;
-  }
+  return errors;
+}
 
-  // Per VM, and the device over the window where every VM was running. The VMs leave their
-  // warmup together (MeasureBarrier), then each measures and keeps stepping, unmeasured, until
-  // the last has measured: every VM runs from the earliest start to the latest end of the
-  // measured steps.
+struct ShareTotals {
+  double img_s = 0;           // over all VMs
+  json device_util = nullptr;  // over the common window; null when unknown
+  double window_s = 0;
+};
+
+// Per VM, and the device over the window where every VM was running. The VMs leave their
+// warmup together (MeasureBarrier), then each measures and keeps stepping, unmeasured, until
+// the last has measured: every VM runs from the earliest start to the latest end of the
+// measured steps. Fills doc's "vms" and "summary".
+ShareTotals summarize_share(const VgpuArgs& a, const std::vector<VmResult>& res, vgpu::SchedulerServer& server,
+                            json& doc) {
   json per_vm = json::array();
   double total = 0, total_var = 0, util_sum = 0, step_sum = 0;
   int64_t from_ns = INT64_MAX, to_ns = 0;
@@ -278,28 +269,90 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
       to_ns = std::max(to_ns, e);
     }
   }
-  json device_total = nullptr;
-  double window_s = 0;
+  ShareTotals t;
+  t.img_s = total;
   if (to_ns > from_ns) {
     const vgpu::Clock::time_point from{std::chrono::nanoseconds(from_ns)}, to{std::chrono::nanoseconds(to_ns)};
-    window_s = double(to_ns - from_ns) / 1e9;
-    device_total = server.scheduler().busy_seconds(from, to) / window_s;
+    t.window_s = double(to_ns - from_ns) / 1e9;
+    t.device_util = server.scheduler().busy_seconds(from, to) / t.window_s;
   }
   doc["vms"] = per_vm;
   doc["summary"] = {{"total_img_s", {{"mean", total}, {"ci95", std::sqrt(total_var)}}},
                     {"img_s_per_vm", {{"mean", total / a.vms}, {"min", *std::min_element(img.begin(), img.end())},
                                       {"max", *std::max_element(img.begin(), img.end())}}},
                     {"step_s", step_sum / a.vms}, {"device_util_per_vm", util_sum / a.vms},
-                    {"device_util_total", device_total}, {"common_window_s", window_s}};
-  write();
+                    {"device_util_total", t.device_util}, {"common_window_s", t.window_s}};
+  return t;
+}
+
+void print_share(const VgpuArgs& a, const json& per_vm, const ShareTotals& t) {
   std::printf("#  vm        img/s   step (s)  device util\n");
   for (const auto& v : per_vm)
     std::printf("   %2d %8.2f +-%-5.2f %8.4f  %10.1f%%\n", v["vm"].get<int>(), v["img_s"]["mean"].get<double>(),
                 v["img_s"]["ci95"].get<double>(), v["step_s"].get<double>(), 100 * v["device_util"].get<double>());
   std::printf("Total img/sec over %d VM(s): %.2f; device utilization %s over the %.2f s the VMs ran together\n",
-              a.vms, total,
-              device_total.is_null() ? "unknown" : (std::to_string(int(std::lround(100 * device_total.get<double>()))) + "%").c_str(),
-              window_s);
+              a.vms, t.img_s,
+              t.device_util.is_null() ? "unknown" : (std::to_string(int(std::lround(100 * t.device_util.get<double>()))) + "%").c_str(),
+              t.window_s);
+}
+
+int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
+  const vgpu::Catalog& cat = catalog(a.catalog);
+  const vgpu::Profile* p = cat.find(a.profile);
+  if (!p) throw Error("--profile: " + cat.unknown_profile_message(a.profile));
+  const vgpu::Policy policy = check_share_args(a, *p);
+
+  stop_vms_on_signals();
+  ShareDir tmpdir;
+  char tmpl[] = "/tmp/ringbench-share-XXXXXX";
+  if (!mkdtemp(tmpl)) throw Error("cannot create a temporary directory for the VMs");
+  tmpdir.path = tmpl;
+  const std::string tmp = tmpdir.path;
+  const std::string log_dir = a.log_dir.empty() ? tmp : a.log_dir;
+  fs::create_directories(log_dir);
+
+  vgpu::SchedulerOptions so;
+  so.policy = policy;
+  // MIG-backed and whole-GPU profiles have their engines to themselves: no slots to share.
+  so.max_instances = p->time_sliced ? p->max_instances : 1;
+  so.slice = std::chrono::microseconds(static_cast<long>(a.slice_ms * 1000));
+  vgpu::SchedulerServer server(tmp + "/scheduler.sock", so, a.vms);  // the VMs measure together
+
+  const std::vector<RankLaunch> vms = vm_launches(a, *p, server.path(), tmp, log_dir);
+  std::printf("# ringbench vgpu share: %d VM(s) of %s (%s MiB, %d per GPU) on one device, policy %s, "
+              "slice %g ms\n", a.vms, p->name.c_str(),
+              p->framebuffer_mib ? std::to_string(p->framebuffer_mib).c_str() : "whole", p->max_instances,
+              vgpu::policy_name(policy), a.slice_ms);
+  std::fflush(stdout);
+  const LaunchOutcome o = run_ranks(vms, Millis(static_cast<long>(a.timeout_s * 1000)), Millis(5000), &g_share_stop);
+
+  const std::vector<VmResult> res = vm_results(o, vms, tmp);
+  json doc;
+  doc["meta"] = share_meta(a, argv, *p, policy, res[0]);
+  auto write = [&] {
+    if (!a.json.empty()) write_file_atomic(a.json, doc.dump(2) + "\n");
+  };
+
+  // Does not fit: every VM runs the same model and batch, so one is enough to say so.
+  for (const auto& v : res)
+    if (v.exit_code == kDoesNotFitExit && v.doc.is_object() && v.doc.contains("does_not_fit")) {
+      doc["does_not_fit"] = v.doc["does_not_fit"];
+      write();
+      std::printf("does not fit: %s\n", v.doc["does_not_fit"].value("message", "").c_str());
+      return kDoesNotFitExit;
+    }
+  const std::string errors = share_errors(a, res, o);
+  if (!errors.empty()) {
+    doc["error"] = errors;
+    tmpdir.keep = a.log_dir.empty();  // the VMs' logs are there
+    write();
+    std::fprintf(stderr, "ringbench vgpu share: error: %s (logs in %s)\n", errors.c_str(), log_dir.c_str());
+    return 1;
+  }
+
+  const ShareTotals totals = summarize_share(a, res, server, doc);
+  write();
+  print_share(a, doc["vms"], totals);
   return 0;
 }
 
