@@ -18,6 +18,7 @@
 #include "runner/predict/model_check.h"
 #include "runner/predict/predictions.h"
 #include "runner/predict/step_sim.h"
+#include "runner/predict/whatif.h"
 #include "runner/report/run.h"
 
 namespace ringbench::predict {
@@ -255,6 +256,62 @@ TEST(Extrapolate, EfficiencyFromTheOneRankTimeline) {
   ASSERT_TRUE(hd_wins_from(curve).has_value());
   EXPECT_EQ(*hd_wins_from(curve), 1024);  // at N=4 hd saves 1.3% of the step, under the 5% margin
   EXPECT_EQ(powers_of_two_nodes(8), (std::vector<int>{1, 2, 4, 8}));
+}
+
+std::string what_if_yaml(const std::string& tcp_source = "assumed: test") {
+  auto num = [](double v, const std::string& src) {
+    return "{value: " + std::to_string(v) + ", source: \"" + src + "\"}";
+  };
+  auto transport = [&](const std::string& name, double gbps, double eff, const std::string& src) {
+    return "  - name: " + name + "\n    link_gbps: " + num(gbps, "published: x") + "\n    efficiency: " +
+           num(eff, src) + "\n    latency_us: " + num(10, "measured: y") + "\n    cpu_ns_per_byte: " +
+           num(0, "derived: z") + "\n";
+  };
+  return "name: t\ncheck_nodes: 2\nnodes: [1, 2]\ngrid: {link_gbps: [8], compute_scale: [1]}\ntransports:\n" +
+         transport("fast", 8, 1, "assumed: a") + transport("tcp", 8, 0.5, tcp_source) +
+         "models:\n  - model: lenet\n    batch: 32\n    compute_s: " + num(0.02, "derived: w") + "\n";
+}
+
+TEST(WhatIf, EveryNumberNeedsItsSource) {
+  const WhatIf w = parse_what_if(what_if_yaml(), "w.yaml");
+  ASSERT_EQ(w.transports.size(), 2u);
+  EXPECT_EQ(w.baseline, "tcp");  // the last transport unless named
+  // 8 Gbit/s at half efficiency: 2 ns per byte; 10 us per message.
+  EXPECT_NEAR(w.transports[1].cost().beta_s, 2e-9, 1e-18);
+  EXPECT_NEAR(w.transports[1].cost().alpha_s, 10e-6, 1e-15);
+  EXPECT_NEAR(w.transports[1].cost(16).beta_s, 1e-9, 1e-18);
+  for (const std::string bad : {"", "a paper", "published:"}) {
+    try {
+      parse_what_if(what_if_yaml(bad), "w.yaml");
+      ADD_FAILURE() << "accepted the source '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("w.yaml: transports[1].efficiency.source: every number needs its source"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(parse_what_if(what_if_yaml() + "colour: red\n", "w.yaml"), Error);
+  EXPECT_THROW(parse_what_if(what_if_yaml() + "baseline: fast\n", "w.yaml"), Error);  // the first is compared
+}
+
+TEST(WhatIf, ScalesTheMeasuredTimelineToTheDescribedCompute) {
+  TempRun run;
+  run.train(1, 0.012);  // compute 10 ms (4 + 6), two 1 MiB buckets ready at 6 and 9 ms, optimizer 2 ms
+  const WhatIf w = parse_what_if(what_if_yaml(), "w.yaml");
+  const auto results = run_what_if(w, report::load_run(run.dir(), 0.1));
+  ASSERT_EQ(results.size(), 1u);
+  const WhatIfResult& r = results[0];
+  EXPECT_NEAR(r.timeline.compute_s, 0.02, 1e-12);
+  EXPECT_NEAR(r.timeline.optimizer_s, 0.004, 1e-12);  // scaled like compute: none was given
+  EXPECT_NEAR(r.timeline.buckets[1].ready_s, 0.018, 1e-12);
+  // N=2 on "fast" (1 ns/B): bucket 1 is reduced 18 ms + 10 us·2 + 1 MiB·1 ns = 19.069 ms, before
+  // backward ends at 20: nothing exposed.
+  EXPECT_NEAR(r.links[0].curve[1].ring_efficiency, 1, 1e-12);
+  ASSERT_EQ(r.ratio.size(), 1u);
+  EXPECT_NEAR(r.ratio[0][0], r.links[0].curve[1].ring_efficiency / r.links[1].curve[1].ring_efficiency, 1e-12);
+  TempRun empty;
+  empty.collectives(50e-6, 2e-9);
+  EXPECT_THROW(run_what_if(w, report::load_run(empty.dir(), 0.1)), Error);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "base/output_file.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/md_predictions.h"
+#include "runner/predict/whatif.h"
 #include "runner/report/run.h"
 
 namespace ringbench {
@@ -80,12 +81,19 @@ std::string cluster_text(const json& c) {
 void add_predict_options(CLI::App& cmd, PredictArgs& a) {
   cmd.add_option("run_dir", a.run_dir, "A sweep's results directory (its raw.jsonl)")->required();
   cmd.add_option("--json", a.json_path, "Also write the fits, the check and the predictions as JSON to this file");
+  cmd.add_option("--what-if", a.what_if, "Replace the measured hardware with the one FILE.yaml describes "
+                 "(links, latency, CPU per byte, compute per step; every number with its source)");
   cmd.add_option("--max-nodes", a.max_nodes, "Predict for N = 1, 2, 4, ... up to this")
       ->capture_default_str()->check(CLI::Range(2, 1 << 20));
 }
 
 int run_predict(const PredictArgs& a) {
   const report::Run run = report::load_run(a.run_dir, 0.10);
+  if (!a.what_if.empty()) {
+    const WhatIf w = load_what_if(a.what_if);
+    std::printf("%s", md_what_if(w, run_what_if(w, run)).c_str());
+    return 0;
+  }
   const ModelCheck mc = check_model(run);
   std::printf("# ringbench predict %s: sweep %s, run %s, cluster %s\n", a.run_dir.c_str(), run.sweep.c_str(),
               run.run_id.c_str(), cluster_text(run.cluster).c_str());

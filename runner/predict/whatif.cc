@@ -1,0 +1,131 @@
+#include "runner/predict/whatif.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/errors.h"
+#include "runner/report/format.h"
+#include "runner/sweep/yaml_reader.h"
+
+namespace ringbench::predict {
+
+using report::fixed;
+
+namespace {
+
+const std::vector<std::string> kSourceKinds{"published:", "derived:", "measured:", "assumed:"};
+
+Sourced read_sourced(const YamlReader& parent, const std::string& k, double min, double max) {
+  if (!parent.has(k)) parent.fail(parent.key(k), "missing: {value: NUMBER, source: \"published: ...\"}");
+  YamlReader r(parent.at(k), parent.key(k), parent.origin());
+  r.only({"value", "source"});
+  Sourced s;
+  if (!r.has("value")) r.fail(r.key("value"), "missing");
+  r.get("value", s.value, "a number");
+  if (!(s.value >= min && s.value <= max))
+    r.fail(r.key("value"), "must be in [" + fixed(min, 3) + ", " + fixed(max, 3) + "] (got " + fixed(s.value, 6) + ")");
+  r.get("source", s.source, "a string");
+  const bool kind_ok = std::any_of(kSourceKinds.begin(), kSourceKinds.end(), [&](const std::string& p) {
+    return s.source.rfind(p, 0) == 0 && s.source.size() > p.size() + 1;
+  });
+  if (!kind_ok)
+    r.fail(r.key("source"), "every number needs its source, starting with one of " + join_names(kSourceKinds) +
+                                " and saying what (got '" + s.source + "')");
+  return s;
+}
+
+WhatIfTransport read_transport(const YamlReader& r) {
+  r.only({"name", "link_gbps", "efficiency", "latency_us", "cpu_ns_per_byte"});
+  WhatIfTransport t;
+  r.get("name", t.name, "a string");
+  if (t.name.empty()) r.fail(r.key("name"), "missing");
+  t.link_gbps = read_sourced(r, "link_gbps", 1e-3, 1e5);
+  t.efficiency = read_sourced(r, "efficiency", 1e-3, 1);
+  t.latency_us = read_sourced(r, "latency_us", 0, 1e6);
+  t.cpu_ns_per_byte = read_sourced(r, "cpu_ns_per_byte", 0, 1e6);
+  return t;
+}
+
+WhatIfModel read_model(const YamlReader& r) {
+  r.only({"model", "batch", "compute_s", "optimizer_s"});
+  WhatIfModel m;
+  r.get("model", m.model, "a string");
+  if (m.model.empty()) r.fail(r.key("model"), "missing");
+  r.get_int("batch", m.batch, 1);
+  m.compute_s = read_sourced(r, "compute_s", 1e-9, 1e6);
+  if (r.has("optimizer_s")) m.optimizer_s = read_sourced(r, "optimizer_s", 0, 1e6);
+  return m;
+}
+
+template <class T, class F>
+std::vector<T> read_list(const YamlReader& r, const std::string& k, F read_one) {
+  const YAML::Node v = r.at(k);
+  if (!v || !v.IsSequence() || v.size() == 0) r.fail(r.key(k), "must be a non-empty list");
+  std::vector<T> out;
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(read_one(YamlReader(v[i], r.key(k) + "[" + std::to_string(i) + "]", r.origin())));
+  return out;
+}
+
+void read_grid(const YamlReader& root, WhatIf& w) {
+  w.grid_link_gbps = {10, 25, 40, 100, 200};
+  w.grid_compute_scale = {0.125, 0.25, 0.5, 1, 2};
+  if (!root.has("grid")) return;
+  YamlReader g(root.at("grid"), "grid", root.origin());
+  g.only({"link_gbps", "compute_scale"});
+  if (g.has("link_gbps")) w.grid_link_gbps = g.list<double>("link_gbps", "positive numbers");
+  if (g.has("compute_scale")) w.grid_compute_scale = g.list<double>("compute_scale", "positive numbers");
+  for (double x : w.grid_link_gbps)
+    if (!(x > 0)) g.fail("grid.link_gbps", "must be positive");
+  for (double x : w.grid_compute_scale)
+    if (!(x > 0)) g.fail("grid.compute_scale", "must be positive");
+}
+
+WhatIf parse_root(const YAML::Node& node, const std::string& origin) {
+  YamlReader r(node, "", origin);
+  r.only({"name", "description", "baseline", "nodes", "check_nodes", "grid", "transports", "models"});
+  WhatIf w;
+  w.origin = origin;
+  r.get("name", w.name, "a string");
+  if (w.name.empty()) r.fail("name", "missing");
+  r.get("description", w.description, "a string");
+  w.transports = read_list<WhatIfTransport>(r, "transports", read_transport);
+  w.models = read_list<WhatIfModel>(r, "models", read_model);
+  r.get("baseline", w.baseline, "a string");
+  if (w.transports.size() < 2) r.fail("transports", "needs two transports to compare (the first, and the baseline)");
+  if (w.baseline.empty()) w.baseline = w.transports.back().name;
+  if (std::none_of(w.transports.begin() + 1, w.transports.end(), [&](const auto& t) { return t.name == w.baseline; }))
+    r.fail("baseline", "'" + w.baseline + "' is not one of the transports after the first");
+  w.nodes = r.has("nodes") ? r.list<int>("nodes", "node counts") : powers_of_two_nodes();
+  for (int n : w.nodes)
+    if (n < 1 || n > (1 << 20)) r.fail("nodes", "node counts must be in [1, 1048576] (got " + std::to_string(n) + ")");
+  r.get_int("check_nodes", w.check_nodes, 2);
+  read_grid(r, w);
+  return w;
+}
+
+}  // namespace
+
+LinkCost WhatIfTransport::cost(double link_gbps_override) const {
+  const double gbps = link_gbps_override > 0 ? link_gbps_override : link_gbps.value;
+  return {name, latency_us.value * 1e-6, 8 / (gbps * 1e9 * efficiency.value) + cpu_ns_per_byte.value * 1e-9};
+}
+
+WhatIf parse_what_if(const std::string& text, const std::string& origin) {
+  try {
+    return parse_root(YAML::Load(text), origin);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
+WhatIf load_what_if(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the what-if file " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_what_if(ss.str(), path);
+}
+
+}  // namespace ringbench::predict
