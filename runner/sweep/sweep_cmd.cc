@@ -217,8 +217,9 @@ std::unique_ptr<RunDirLock> claim_run_dir(Run& run) {
   return lock;
 }
 
-int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const json& doctor = nullptr) {
-  const auto lock = claim_run_dir(run);
+// The run directory's config.yaml and env.json (this machine, the command, the cluster and
+// doctor's findings).
+void write_run_files(const Run& run, const Executor& exec, const std::vector<std::string>& argv, const json& doctor) {
   const SweepConfig& c = run.config;
   fs::create_directories(run.dir + "/logs");
   fs::create_directories(run.dir + "/tmp");
@@ -233,6 +234,101 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
   env["cluster"] = exec.describe();
   if (!doctor.is_null()) env["doctor"] = doctor;
   write_file_atomic(run.dir + "/env.json", env.dump(2) + "\n");
+}
+
+// Point i's raw.jsonl record before it runs: the run, the point and the cluster.
+json point_record(const Run& run, const SweepPoint& p, size_t i, size_t total, const json& cluster) {
+  json rec = {{"schema", 1}, {"run_id", run.id}, {"sweep", run.config.name}, {"seq", i},
+              {"points_total", total}, {"point", p.id}, {"repeat", p.repeat}, {"cluster", cluster},
+              {"started_at", utc_now("%Y-%m-%dT%H:%M:%SZ")}};
+  p.write(rec);
+  if (p.kind == PointKind::share) rec["slice_ms"] = run.config.sharing.slice_ms;
+  return rec;
+}
+
+// "0007-<point id>-r<repeat>", a file name: logs/<this>.log and friends.
+std::string point_log_name(size_t i, const SweepPoint& p) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%04zu-", i);
+  std::string log_name = name + p.id + "-r" + std::to_string(p.repeat);
+  std::replace(log_name.begin(), log_name.end(), '/', '-');
+  return log_name;
+}
+
+// Why point p is skipped; "" when it runs.
+std::string skip_reason(const SweepConfig& c, const Executor& exec, const SweepPoint& p) {
+  std::string why = p.skip.empty() ? exec.unavailable(p) : p.skip;
+  if (const Backend* b = find_backend(p.transport);
+      b && b->float_only && p.kind == PointKind::collectives && c.collectives.dtype != "float")
+    why = "the " + b->title + " baseline measures float only";
+  return why;
+}
+
+struct PointVerdict {
+  std::string summary;  // the progress line's
+  bool failed = false;
+};
+
+// A point's status and error into rec, from how its command ended and the JSON it wrote (doc).
+PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o, const json& doc,
+                         const std::string& log_base, double timeout_s) {
+  bool have = doc.is_object() && doc.contains("meta") && doc["meta"].is_object() &&
+              (doc.contains("summary") || doc.contains("rows")) && !doc.contains("does_not_fit");
+  std::string bad_json;
+  try {
+    if (have) rec[kind_name(p.kind)] = result_subset(p, doc);
+  } catch (const std::exception& e) {
+    have = false;
+    bad_json = std::string("unexpected results JSON: ") + e.what();
+  }
+  PointVerdict v;
+  const bool does_not_fit = doc.is_object() && doc.contains("does_not_fit") && !o.timed_out;
+  if (does_not_fit) {
+    // A result, not a failure: the model and batch need more than the profile's framebuffer.
+    rec.update({{"status", "does_not_fit"}, {"error", doc["does_not_fit"].value("message", "")},
+                {"does_not_fit", doc["does_not_fit"]}});
+    if (doc.contains("meta") && doc["meta"].contains("vgpu")) rec["vgpu"] = vgpu_subset(doc["meta"]);
+    v.summary = "does not fit: " + rec["error"].get<std::string>();
+  } else if (!bad_json.empty()) {
+    rec.update({{"status", "failed"}, {"error", bad_json}});
+    v.summary = "FAILED: " + bad_json;
+    v.failed = true;
+  } else if (o.ok() && have) {
+    rec.update({{"status", "ok"}, {"error", ""}});
+    if (p.kind == PointKind::share)
+      v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
+                  " img/s over " + std::to_string(p.vms) + " VM(s)";
+    else if (p.kind == PointKind::train)
+      v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
+    else
+      v.summary = "ok";
+  } else {
+    rec.update({{"status", "failed"}, {"error", failure(o, doc.is_object() ? doc : json::object(), log_base, timeout_s)}});
+    v.summary = "FAILED: " + rec["error"].get<std::string>();
+    v.failed = true;
+  }
+  return v;
+}
+
+// After the last point (or an interruption): the report, and the exit code.
+int finish_sweep(const Run& run, Executor& exec, size_t failed) {
+  finish_serving(exec);
+  fs::remove_all(run.dir + "/tmp");
+  write_report(run.dir);
+  std::fprintf(stderr, "# report: %s/report.md (regenerate with: ringbench report %s)\n", run.dir.c_str(),
+               run.dir.c_str());
+  if (g_stop) {
+    std::fprintf(stderr, "# interrupted: the report covers the points done so far; continue with: "
+                 "ringbench sweep --resume %s\n", run.dir.c_str());
+    return 130;
+  }
+  return failed ? 1 : 0;
+}
+
+int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const json& doctor = nullptr) {
+  const auto lock = claim_run_dir(run);
+  const SweepConfig& c = run.config;
+  write_run_files(run, exec, argv, doctor);
 
   RawLog raw(run.dir + "/raw.jsonl");
   const std::vector<SweepPoint> points = expand_points(c);
@@ -251,20 +347,10 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
   for (size_t i = 0; i < points.size() && !g_stop; ++i) {
     const SweepPoint& p = points[i];
     if (raw.done(p)) continue;
-    json rec = {{"schema", 1}, {"run_id", run.id}, {"sweep", c.name}, {"seq", i},
-                {"points_total", points.size()}, {"point", p.id}, {"repeat", p.repeat}, {"cluster", cluster},
-                {"started_at", utc_now("%Y-%m-%dT%H:%M:%SZ")}};
-    p.write(rec);
-    if (p.kind == PointKind::share) rec["slice_ms"] = c.sharing.slice_ms;
-    char name[32];
-    std::snprintf(name, sizeof name, "%04zu-", i);
-    std::string log_name = name + p.id + "-r" + std::to_string(p.repeat);
-    std::replace(log_name.begin(), log_name.end(), '/', '-');
+    json rec = point_record(run, p, i, points.size(), cluster);
+    const std::string log_name = point_log_name(i, p);
     const std::string log_base = run.dir + "/logs/" + log_name;
-    std::string why = p.skip.empty() ? exec.unavailable(p) : p.skip;
-    if (const Backend* b = find_backend(p.transport);
-        b && b->float_only && p.kind == PointKind::collectives && c.collectives.dtype != "float")
-      why = "the " + b->title + " baseline measures float only";
+    const std::string why = skip_reason(c, exec, p);
     if (!why.empty()) {
       rec.update({{"status", "skipped"}, {"error", why}, {"wall_s", 0}, {"command", json::array()}});
       raw.append(rec);
@@ -282,61 +368,18 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
     rec["wall_s"] = o.wall_s;
     rec["command"] = job.args;
     rec["logs"] = "logs/" + log_name;
-    bool have = doc.is_object() && doc.contains("meta") && doc["meta"].is_object() &&
-                (doc.contains("summary") || doc.contains("rows")) && !doc.contains("does_not_fit");
-    std::string bad_json;
-    try {
-      if (have) rec[kind_name(p.kind)] = result_subset(p, doc);
-    } catch (const std::exception& e) {
-      have = false;
-      bad_json = std::string("unexpected results JSON: ") + e.what();
-    }
-    std::string summary;
-    const bool does_not_fit = doc.is_object() && doc.contains("does_not_fit") && !o.timed_out;
-    if (does_not_fit) {
-      // A result, not a failure: the model and batch need more than the profile's framebuffer.
-      rec.update({{"status", "does_not_fit"}, {"error", doc["does_not_fit"].value("message", "")},
-                  {"does_not_fit", doc["does_not_fit"]}});
-      if (doc.contains("meta") && doc["meta"].contains("vgpu")) rec["vgpu"] = vgpu_subset(doc["meta"]);
-      summary = "does not fit: " + rec["error"].get<std::string>();
-    } else if (!bad_json.empty()) {
-      rec.update({{"status", "failed"}, {"error", bad_json}});
-      summary = "FAILED: " + bad_json;
-      ++failed;
-    } else if (o.ok() && have) {
-      rec.update({{"status", "ok"}, {"error", ""}});
-      if (p.kind == PointKind::share)
-        summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
-                  " img/s over " + std::to_string(p.vms) + " VM(s)";
-      else if (p.kind == PointKind::train)
-        summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
-      else
-        summary = "ok";
-    } else {
-      rec.update({{"status", "failed"}, {"error", failure(o, doc.is_object() ? doc : json::object(), log_base, c.timeout_s)}});
-      summary = "FAILED: " + rec["error"].get<std::string>();
-      ++failed;
-    }
+    const PointVerdict verdict = judge_point(rec, p, o, doc, log_base, c.timeout_s);
+    failed += verdict.failed;
     raw.append(rec);
     ++ran;
     spent += o.wall_s;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double eta = spent / double(ran) * double(todo > ran ? todo - ran : 0);
     std::fprintf(stderr, "[%zu/%zu] %s r%d: %s (%.1f s)  elapsed %s, ETA %s\n", i + 1, points.size(),
-                 p.id.c_str(), p.repeat, summary.c_str(), o.wall_s, fmt_duration(elapsed).c_str(),
+                 p.id.c_str(), p.repeat, verdict.summary.c_str(), o.wall_s, fmt_duration(elapsed).c_str(),
                  fmt_duration(eta).c_str());
   }
-  finish_serving(exec);
-  fs::remove_all(run.dir + "/tmp");
-  write_report(run.dir);
-  std::fprintf(stderr, "# report: %s/report.md (regenerate with: ringbench report %s)\n", run.dir.c_str(),
-               run.dir.c_str());
-  if (g_stop) {
-    std::fprintf(stderr, "# interrupted: the report covers the points done so far; continue with: "
-                 "ringbench sweep --resume %s\n", run.dir.c_str());
-    return 130;
-  }
-  return failed ? 1 : 0;
+  return finish_sweep(run, exec, failed);
 }
 
 // Starts the sweep as an mpirun job on the config's hosts.
