@@ -212,6 +212,66 @@ void Trainer::forward_loss(BatchSource& data, StepRecord& r) {
   }
 }
 
+// Backward: hand each bucket to the communication thread as soon as its lowest tensor's
+// gradient is final (on a GPU: queued; the communication thread waits for it to run). When
+// each bucket became final is recorded with or without ranks to reduce it. `waited_before`:
+// the gate's waited_s when the step began.
+Trainer::BackwardEnd Trainer::backward_releasing(StepRecord& r, Clock::time_point t_fwd, bool trace,
+                                                 double waited_before) {
+  DeviceGate* gate = o_.gate;
+  size_t next = 0, final_buckets = 0;
+  r.bucket_ready_s.assign(plan_.buckets.size(), 0.0);
+  auto release = [&](size_t b) {
+    buffers_->grads_queued(b);
+    comm_->enqueue(b);
+  };
+  if (comm_) comm_->begin_step(trace);
+  net_.backward([&](int node) {
+    if (g_.nodes[size_t(node)].params.empty()) return;
+    const int lowest = g_.nodes[size_t(node)].params.front();
+    for (; final_buckets < plan_.buckets.size() && plan_.buckets[final_buckets].first >= lowest; ++final_buckets)
+      r.bucket_ready_s[final_buckets] = seconds(t_fwd, Clock::now());
+    if (comm_ && o_.overlap)
+      while (next < final_buckets) release(next++);
+  });
+  buffers_->wait_compute();  // GPU: backward has run, so compute and exposed time mean the same
+  const auto t_bwd = Clock::now();
+  for (; final_buckets < plan_.buckets.size(); ++final_buckets) r.bucket_ready_s[final_buckets] = seconds(t_fwd, t_bwd);
+  // Time sliced, the waits for slices (in enter and at the layers' checkpoints) are not compute.
+  const double sliced_wait = gate ? gate->usage().waited_s - waited_before : 0;
+  if (comm_)
+    while (next < plan_.buckets.size()) release(next++);
+  return {t_bwd, sliced_wait};
+}
+
+// Optimizer, bucket by bucket as each bucket's average arrives. Time sliced, a job must not
+// hold the device while it waits for the network: it waits for every bucket first.
+Trainer::OptimizerTimes Trainer::update_by_bucket() {
+  DeviceGate* gate = o_.gate;
+  OptimizerTimes t;
+  if (gate && comm_) {
+    gate->leave();
+    const auto w0 = Clock::now();
+    for (size_t b = 0; b < plan_.buckets.size(); ++b) comm_->wait(b, o_.timeout);
+    t.waited += seconds(w0, Clock::now());
+    gate->enter();
+  }
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    const auto w0 = Clock::now();
+    if (comm_) comm_->wait(b, o_.timeout);
+    const auto w1 = Clock::now();
+    if (gate) gate->checkpoint();  // a wait for the next slice counts in device_wait_s only
+    const auto w2 = Clock::now();
+    buffers_->update(b, comm_ != nullptr);  // GPU: queued after the bucket's reduction
+    t.waited += seconds(w0, w1);
+    t.optimizer += seconds(w2, Clock::now());
+  }
+  const auto o0 = Clock::now();
+  buffers_->wait_compute();  // GPU: the updates have run
+  t.optimizer += seconds(o0, Clock::now());
+  return t;
+}
+
 StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   StepRecord r;
   r.step = steps_;
@@ -234,55 +294,8 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   forward_loss(data, r);
   const auto t_fwd = Clock::now();
 
-  // Backward: hand each bucket to the communication thread as soon as its lowest tensor's
-  // gradient is final (on a GPU: queued; the communication thread waits for it to run). When
-  // each bucket became final is recorded with or without ranks to reduce it.
-  size_t next = 0, final_buckets = 0;
-  r.bucket_ready_s.assign(plan_.buckets.size(), 0.0);
-  auto release = [&](size_t b) {
-    buffers_->grads_queued(b);
-    comm_->enqueue(b);
-  };
-  if (comm_) comm_->begin_step(trace);
-  net_.backward([&](int node) {
-    if (g_.nodes[size_t(node)].params.empty()) return;
-    const int lowest = g_.nodes[size_t(node)].params.front();
-    for (; final_buckets < plan_.buckets.size() && plan_.buckets[final_buckets].first >= lowest; ++final_buckets)
-      r.bucket_ready_s[final_buckets] = seconds(t_fwd, Clock::now());
-    if (comm_ && o_.overlap)
-      while (next < final_buckets) release(next++);
-  });
-  buffers_->wait_compute();  // GPU: backward has run, so compute and exposed time mean the same
-  const auto t_bwd = Clock::now();
-  for (; final_buckets < plan_.buckets.size(); ++final_buckets) r.bucket_ready_s[final_buckets] = seconds(t_fwd, t_bwd);
-  // Time sliced, the waits for slices (in enter and at the layers' checkpoints) are not compute.
-  const double sliced_wait = gate ? gate->usage().waited_s - u0.waited_s : 0;
-  if (comm_)
-    while (next < plan_.buckets.size()) release(next++);
-
-  // Optimizer, bucket by bucket as each bucket's average arrives. Time sliced, a job must not
-  // hold the device while it waits for the network: it waits for every bucket first.
-  double waited = 0, optimizer = 0;
-  if (gate && comm_) {
-    gate->leave();
-    const auto w0 = Clock::now();
-    for (size_t b = 0; b < plan_.buckets.size(); ++b) comm_->wait(b, o_.timeout);
-    waited += seconds(w0, Clock::now());
-    gate->enter();
-  }
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    const auto w0 = Clock::now();
-    if (comm_) comm_->wait(b, o_.timeout);
-    const auto w1 = Clock::now();
-    if (gate) gate->checkpoint();  // a wait for the next slice counts in device_wait_s only
-    const auto w2 = Clock::now();
-    buffers_->update(b, comm_ != nullptr);  // GPU: queued after the bucket's reduction
-    waited += seconds(w0, w1);
-    optimizer += seconds(w2, Clock::now());
-  }
-  const auto o0 = Clock::now();
-  buffers_->wait_compute();  // GPU: the updates have run
-  optimizer += seconds(o0, Clock::now());
+  const auto [t_bwd, sliced_wait] = backward_releasing(r, t_fwd, trace, u0.waited_s);
+  const auto [waited, optimizer] = update_by_bucket();
   if (gate) {
     holding.g = nullptr;
     gate->leave();

@@ -107,6 +107,17 @@ class Trainer {
  private:
   class Comm;
   void forward_loss(BatchSource& data, StepRecord& r);
+  using TimePoint = std::chrono::steady_clock::time_point;
+  struct BackwardEnd {
+    TimePoint at;        // backward has run
+    double sliced_wait;  // seconds of it spent waiting for device slices
+  };
+  BackwardEnd backward_releasing(StepRecord& r, TimePoint t_fwd, bool trace, double waited_before);
+  struct OptimizerTimes {
+    double waited = 0;     // for the buckets' averages (exposed communication)
+    double optimizer = 0;  // updating the parameters
+  };
+  OptimizerTimes update_by_bucket();
 
   Network& net_;
   const Graph& g_;
