@@ -17,15 +17,18 @@ std::string signed_percent(double fraction) {
 
 std::string fit_nodes(const TransportFit& f) { return f.nodes ? std::to_string(f.nodes) : "all"; }
 
-// The residuals worst first, at most three: "16 MiB N=4 +12.0%".
-std::string worst_residuals(const CostFit& f) {
+// Every size's residual, by N and size: "N=2: 64K -47.2%, 256K +40.2%".
+std::string residuals_text(const CostFit& f) {
   auto rs = f.residuals;
-  std::stable_sort(rs.begin(), rs.end(),
-                   [](const Residual& a, const Residual& b) { return std::fabs(a.error()) > std::fabs(b.error()); });
+  std::stable_sort(rs.begin(), rs.end(), [](const Residual& a, const Residual& b) {
+    return std::pair(a.nodes, a.bytes) < std::pair(b.nodes, b.bytes);
+  });
   std::string s;
-  for (size_t i = 0; i < rs.size() && i < 3; ++i)
-    s += (i ? ", " : "") + report::fmt_bytes(uint64_t(rs[i].bytes)) + " N=" + std::to_string(rs[i].nodes) + " " +
-         signed_percent(rs[i].error());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const bool new_n = i == 0 || rs[i].nodes != rs[i - 1].nodes;
+    s += std::string(i ? (new_n ? "; " : ", ") : "") + (new_n ? "N=" + std::to_string(rs[i].nodes) + ": " : "") +
+         report::fmt_bytes(uint64_t(rs[i].bytes)) + " " + signed_percent(rs[i].error());
+  }
   return s;
 }
 
@@ -40,10 +43,10 @@ std::string md_fits(const ModelCheck& mc) {
                     f.fit.beta_s > 0 ? fixed(1e-9 / f.fit.beta_s, 3) : "inf",
                     report::fmt_bytes(uint64_t(f.fit.min_bytes)) + "-" + report::fmt_bytes(uint64_t(f.fit.max_bytes)),
                     exact ? "- (2 sizes)" : fixed(f.fit.r2, 4),
-                    exact ? "-" : fixed(100 * f.fit.median_abs_error(), 1) + "%", exact ? "-" : worst_residuals(f.fit)});
+                    exact ? "-" : fixed(100 * f.fit.median_abs_error(), 1) + "%", exact ? "-" : residuals_text(f.fit)});
   }
   return md_table({"transport", "N", "algo", "α us", "β ns/B", "1/β GB/s", "sizes", "R²", "median |resid|",
-                   "largest residuals"},
+                   "residual per size (fit / measured - 1)"},
                   "lrlrrrrrrl", rows);
 }
 
