@@ -314,5 +314,18 @@ TEST(WhatIf, ScalesTheMeasuredTimelineToTheDescribedCompute) {
   EXPECT_THROW(run_what_if(w, report::load_run(empty.dir(), 0.1)), Error);
 }
 
+TEST(WhatIf, ShippedFilesLoad) {
+  int n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(RINGBENCH_SOURCE_DIR "/configs")) {
+    if (f.path().filename().string().rfind("whatif-", 0) != 0) continue;
+    SCOPED_TRACE(f.path().string());
+    const WhatIf w = load_what_if(f.path().string());
+    EXPECT_GE(w.transports.size(), 2u);
+    EXPECT_FALSE(w.models.empty());
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}
+
 }  // namespace
 }  // namespace ringbench::predict
