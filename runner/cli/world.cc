@@ -170,68 +170,51 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
   return w;
 }
 
-int launch_local(int ranks, const std::vector<std::string>& args,
-                 std::chrono::milliseconds grace) {
-  // Each rank is a process with its own buffers and threads on this machine's cores: beyond a
-  // few hundred the launch itself fails, late and noisily.
-  constexpr int kMaxLocalRanks = 256;
-  if (ranks > kMaxLocalRanks)
-    throw Error("--ranks " + std::to_string(ranks) + ": at most " + std::to_string(kMaxLocalRanks) +
-                " ranks on one machine (this one has " + std::to_string(std::thread::hardware_concurrency()) +
-                " CPUs); use mpirun across hosts for more");
-  int port = 0;
-  int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
-  const std::string store = "127.0.0.1:" + std::to_string(port);
-  const std::string job = random_job_id();
-  const std::string secret = auth::new_secret(), secret_var = secret_env(secret);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<pid_t> pids;
-  const pid_t launcher = getpid();
-  auto kill_all = [&] {
-    for (pid_t p : pids)
-      if (p > 0) kill(p, SIGKILL);
-  };
-  for (int r = 0; r < ranks; ++r) {
-    pid_t pid = fork();
-    if (pid < 0) {
-      kill_all();
-      check_errno(false, "fork");
-    }
-    if (pid == 0) {
-      // The ranks die with their launcher, however it ends (SIGKILL included); they stay in its
-      // process group, so Ctrl-C and `kill -- -PGID` reach them too.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(127);  // it died before prctl()
-      ::close(listen_fd);
-      setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
-      setenv("RINGBENCH_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
-      setenv("RINGBENCH_STORE", store.c_str(), 1);
-      setenv("RINGBENCH_JOB_ID", job.c_str(), 1);
-      setenv("RINGBENCH_LAUNCHER", "local", 1);
-      putenv(const_cast<char*>(secret_var.c_str()));  // prepared before fork: no allocation here
-      execv("/proc/self/exe", argv.data());
-      std::perror("ringbench: exec /proc/self/exe");
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  std::unique_ptr<TcpStoreServer> server;
-  try {
-    server = std::make_unique<TcpStoreServer>(listen_fd, secret);
-  } catch (...) {
-    kill_all();
-    throw;
-  }
-  int result = 0, alive = ranks;
+namespace {
+
+// What every local rank is started with: its command line and the job's rendezvous.
+struct LocalJob {
+  std::vector<char*> argv;  // null-terminated, into the caller's args
+  std::string store, job, secret_var;
+  int listen_fd = -1;
+};
+
+void kill_ranks(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids)
+    if (p > 0) kill(p, SIGKILL);
+}
+
+// Forks and execs rank r of the job (never returns in the child).
+pid_t fork_rank(const LocalJob& j, int r, int ranks, pid_t launcher) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  // The ranks die with their launcher, however it ends (SIGKILL included); they stay in its
+  // process group, so Ctrl-C and `kill -- -PGID` reach them too.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127);  // it died before prctl()
+  ::close(j.listen_fd);
+  setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
+  setenv("RINGBENCH_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+  setenv("RINGBENCH_STORE", j.store.c_str(), 1);
+  setenv("RINGBENCH_JOB_ID", j.job.c_str(), 1);
+  setenv("RINGBENCH_LAUNCHER", "local", 1);
+  putenv(const_cast<char*>(j.secret_var.c_str()));  // prepared before fork: no allocation here
+  execv("/proc/self/exe", j.argv.data());
+  std::perror("ringbench: exec /proc/self/exe");
+  _exit(127);
+}
+
+// Reaps every rank: the first failure's exit code (128 + signal for a killed rank), and the
+// ranks still running `grace` after it are killed.
+int wait_ranks(std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
+  int result = 0, alive = int(pids.size());
   auto kill_at = std::chrono::steady_clock::time_point::max();
   while (alive > 0) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid < 0 && errno != EINTR) {
       std::cerr << "ringbench: lost track of the ranks (waitpid: " << std::strerror(errno) << ")\n";
-      kill_all();
+      kill_ranks(pids);
       return result ? result : 1;
     }
     if (pid > 0) {
@@ -243,20 +226,58 @@ int launch_local(int ranks, const std::vector<std::string>& args,
         result = code;
         kill_at = std::chrono::steady_clock::now() + grace;
         if (WIFSIGNALED(status))
-          std::cerr << "ringbench: a rank (pid " << pid << ") was killed by signal "
-                    << WTERMSIG(status) << "\n";
+          std::cerr << "ringbench: a rank (pid " << pid << ") was killed by signal " << WTERMSIG(status) << "\n";
       }
       continue;
     }
     if (std::chrono::steady_clock::now() > kill_at) {
-      std::cerr << "ringbench: killing the ranks still running " << grace.count()
-                << " ms after the first failure\n";
-      kill_all();
+      std::cerr << "ringbench: killing the ranks still running " << grace.count() << " ms after the first failure\n";
+      kill_ranks(pids);
       kill_at = std::chrono::steady_clock::time_point::max();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return result;
+}
+
+}  // namespace
+
+int launch_local(int ranks, const std::vector<std::string>& args,
+                 std::chrono::milliseconds grace) {
+  // Each rank is a process with its own buffers and threads on this machine's cores: beyond a
+  // few hundred the launch itself fails, late and noisily.
+  constexpr int kMaxLocalRanks = 256;
+  if (ranks > kMaxLocalRanks)
+    throw Error("--ranks " + std::to_string(ranks) + ": at most " + std::to_string(kMaxLocalRanks) +
+                " ranks on one machine (this one has " + std::to_string(std::thread::hardware_concurrency()) +
+                " CPUs); use mpirun across hosts for more");
+  LocalJob j;
+  int port = 0;
+  j.listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
+  j.store = "127.0.0.1:" + std::to_string(port);
+  j.job = random_job_id();
+  const std::string secret = auth::new_secret();
+  j.secret_var = secret_env(secret);
+  for (auto& a : args) j.argv.push_back(const_cast<char*>(a.c_str()));
+  j.argv.push_back(nullptr);
+  std::vector<pid_t> pids;
+  const pid_t launcher = getpid();
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = fork_rank(j, r, ranks, launcher);
+    if (pid < 0) {
+      kill_ranks(pids);
+      check_errno(false, "fork");
+    }
+    pids.push_back(pid);
+  }
+  std::unique_ptr<TcpStoreServer> server;
+  try {
+    server = std::make_unique<TcpStoreServer>(j.listen_fd, secret);
+  } catch (...) {
+    kill_ranks(pids);
+    throw;
+  }
+  return wait_ranks(pids, grace);
 }
 
 std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mpi) {
