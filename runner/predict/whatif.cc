@@ -1,10 +1,5 @@
 #include "runner/predict/whatif.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "base/errors.h"
 #include "runner/report/format.h"
 #include "runner/sweep/yaml_reader.h"
@@ -113,19 +108,9 @@ LinkCost WhatIfTransport::cost(double link_gbps_override) const {
 }
 
 WhatIf parse_what_if(const std::string& text, const std::string& origin) {
-  try {
-    return parse_root(YAML::Load(text), origin);
-  } catch (const YAML::Exception& e) {
-    throw Error(origin + ": " + e.what());
-  }
+  return parse_yaml(text, origin, parse_root);
 }
 
-WhatIf load_what_if(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the what-if file " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_what_if(ss.str(), path);
-}
+WhatIf load_what_if(const std::string& path) { return parse_what_if(read_config_file(path, "the what-if file"), path); }
 
 }  // namespace ringbench::predict

@@ -250,27 +250,11 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
 }  // namespace
 
 SweepConfig parse_sweep_config(const std::string& text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(origin + ": not valid YAML: " + e.what());
-  }
-  // Every value is checked where it is read; a yaml-cpp exception that still escapes (a shape
-  // no check foresaw) is a clear error about the file too, never a crash.
-  try {
-    return parse_root(root, origin);
-  } catch (const YAML::Exception& e) {
-    throw Error(origin + ": " + e.what());
-  }
+  return parse_yaml(text, origin, parse_root);
 }
 
 SweepConfig load_sweep_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the sweep config " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_sweep_config(ss.str(), path);
+  return parse_sweep_config(read_config_file(path, "the sweep config"), path);
 }
 
 nlohmann::json to_json(const SweepConfig& c) {

@@ -5,7 +5,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,5 +106,33 @@ class YamlReader {
   YAML::Node node_;
   std::string where_, origin_;
 };
+
+// The text of a config file; an Error naming `what` ("the sweep config") and the path when it
+// cannot be read.
+inline std::string read_config_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read " + what + " " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `text` parsed as YAML and its root handed to `parse(root, origin)`. Every value is checked
+// where it is read; a yaml-cpp exception that still escapes (a shape no check foresaw) is a
+// clear error about the file too, never a crash.
+template <class Parse>
+auto parse_yaml(const std::string& text, const std::string& origin, Parse parse) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": not valid YAML: " + e.what());
+  }
+  try {
+    return parse(root, origin);
+  } catch (const YAML::Exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
 
 }  // namespace ringbench
