@@ -45,6 +45,28 @@ void signal_group(pid_t pid, int sig) {
   if (pid > 0) kill(-pid, sig);  // the child leads its own process group
 }
 
+// This process's environment without the rank's `unset` prefixes, with its `env` set.
+std::vector<std::string> rank_environment(const RankLaunch& rl) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  for (const auto& prefix : rl.unset)
+    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
+  for (const auto& kv : rl.env) {
+    const std::string name = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(name, 0) == 0; });
+    env_strings.push_back(kv);
+  }
+  return env_strings;
+}
+
+// execve()'s form of `strings` (which must outlive it): pointers, then a null.
+std::vector<char*> exec_array(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace
 
 bool LaunchOutcome::ok() const {
@@ -73,20 +95,8 @@ LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milli
 
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankLaunch& rl = ranks[r];
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-    for (const auto& prefix : rl.unset)
-      std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
-    for (const auto& kv : rl.env) {
-      const std::string name = kv.substr(0, kv.find('=') + 1);
-      std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(name, 0) == 0; });
-      env_strings.push_back(kv);
-    }
-    std::vector<char*> argv, envp;
-    for (const auto& a : rl.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
+    const std::vector<std::string> env_strings = rank_environment(rl);
+    std::vector<char*> argv = exec_array(rl.argv), envp = exec_array(env_strings);
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int c : rl.cpus) CPU_SET(c, &set);
