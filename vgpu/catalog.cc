@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "base/errors.h"
+#include "base/text.h"
 #include "ringbench/vgpu_catalog_data.h"
 
 namespace ringbench::vgpu {
@@ -25,16 +26,6 @@ const std::vector<std::string> kWholeGpu{"passthrough", "bare-metal"};
 const std::vector<std::string> kTypeLetters{"Q", "B", "A", "C", "CME"};
 constexpr int kMaxInstancesLimit = 1024;
 
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return out;
-}
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
 bool iequals(std::string_view a, std::string_view b) { return lower(a) == lower(b); }
 bool is_digit(char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; }
 bool is_alpha(char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; }
@@ -44,13 +35,6 @@ std::string join(const std::vector<std::string>& v, const std::string& sep = ", 
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
   return s;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
 }
 
 // A model token as NVIDIA prefixes its profiles: a letter, then letters and digits, with at

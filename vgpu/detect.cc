@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "base/text.h"
+
 namespace ringbench::vgpu {
 namespace {
 
@@ -40,19 +42,6 @@ using MemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 using VirtualizationFn = nvmlReturn_t (*)(nvmlDevice_t, int*);
 
 constexpr int kSmiTimeoutS = 10;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 void add_note(std::string& note, const std::string& more) {
   if (!more.empty()) note += (note.empty() ? "" : "; ") + more;

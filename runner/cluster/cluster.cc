@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "base/errors.h"
+#include "base/text.h"
 #include "collectives/net.h"
 #include "base/subprocess.h"
 
@@ -167,11 +168,6 @@ auto in_netns(int ns_fd, F&& f) -> decltype(f()) {
 }
 
 // ---------------------------------------------------------------- rates and addresses
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 // Bits per second of a tc rate ("100mbit", "1gbit", "10gbps"); 0 when it is not one.
 double rate_bps(const std::string& rate) {
