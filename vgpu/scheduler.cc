@@ -9,27 +9,20 @@
 #include <utility>
 
 #include "base/errors.h"
+#include "base/name_table.h"
 #include "vgpu/sliced_gate.h"
 
 namespace ringbench::vgpu {
 
 namespace {
-constexpr Policy kPolicies[] = {Policy::best_effort, Policy::equal_share, Policy::fixed_share};
+constexpr EnumName<Policy> kPolicyNames[] = {
+    {Policy::best_effort, "best_effort"}, {Policy::equal_share, "equal_share"}, {Policy::fixed_share, "fixed_share"}};
 }  // namespace
 
-const char* policy_name(Policy p) {
-  switch (p) {
-    case Policy::best_effort: return "best_effort";
-    case Policy::equal_share: return "equal_share";
-    case Policy::fixed_share: return "fixed_share";
-  }
-  return "unknown";
-}
+const char* policy_name(Policy p) { return name_of(kPolicyNames, p, "unknown"); }
 
 Policy parse_policy(const std::string& s) {
-  for (Policy p : kPolicies) {
-    if (s == policy_name(p)) return p;
-  }
+  if (const auto p = parse_name(kPolicyNames, s)) return *p;
   throw std::invalid_argument("unknown vGPU scheduling policy '" + s +
                               "' (expected best_effort, equal_share or fixed_share)");
 }

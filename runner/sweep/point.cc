@@ -1,6 +1,7 @@
 #include "runner/sweep/point.h"
 
 #include "base/errors.h"
+#include "base/name_table.h"
 #include "runner/sweep/json_fields.h"
 
 namespace ringbench {
@@ -8,22 +9,17 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr EnumName<PointKind> kKindNames[] = {
+    {PointKind::train, "train"}, {PointKind::collectives, "collectives"}, {PointKind::share, "share"}};
+
 PointKind parse_kind(const std::string& s, const std::string& where) {
-  for (PointKind k : {PointKind::train, PointKind::collectives, PointKind::share})
-    if (s == kind_name(k)) return k;
+  if (const auto k = parse_name(kKindNames, s)) return *k;
   throw Error(where + ": kind \"" + s + "\" is none of train, collectives, share");
 }
 
 }  // namespace
 
-const char* kind_name(PointKind k) {
-  switch (k) {
-    case PointKind::train: return "train";
-    case PointKind::collectives: return "collectives";
-    case PointKind::share: return "share";
-  }
-  return "?";
-}
+const char* kind_name(PointKind k) { return name_of(kKindNames, k, "?"); }
 
 void PointCoords::write(json& r) const {
   r.update({{"kind", kind_name(kind)}, {"nodes", nodes}, {"transport", transport}, {"profile", profile}});
