@@ -7,6 +7,7 @@
 
 #include "runner/backends/backend.h"
 #include "runner/report/format.h"
+#include "runner/report/md_groups.h"
 
 namespace ringbench::report {
 namespace {
@@ -80,12 +81,7 @@ std::string md_model(const Run& run, const std::vector<const Point*>& pts, Plott
   const std::string model = pts.front()->model;
   const bool multi = multi_config_models(run).count(model) > 0;
   std::string md = "## " + model + "\n\n";
-  for (size_t i = 0; i < pts.size();) {
-    std::vector<const Point*> config;
-    for (const Point* first = pts[i]; i < pts.size() && pts[i]->batch == first->batch &&
-                                      pts[i]->image_size == first->image_size;
-         ++i)
-      config.push_back(pts[i]);
+  for (const auto& config : by_config(pts)) {
     const std::string text = config_text(*config.front());
     md += multi ? "### " + text + "\n\n" : "Training with " + text + ".\n\n";
     std::vector<std::vector<std::string>> rows;
@@ -106,13 +102,7 @@ std::string md_model(const Run& run, const std::vector<const Point*>& pts, Plott
 
 std::string md_train(const Run& run, Plotter& plotter) {
   std::string md;
-  const auto train = points_of(run, PointKind::train);
-  for (size_t i = 0; i < train.size();) {
-    std::vector<const Point*> model;
-    for (const std::string& m = train[i]->model; i < train.size() && train[i]->model == m; ++i)
-      model.push_back(train[i]);
-    md += md_model(run, model, plotter);
-  }
+  for (const auto& model : by_model(points_of(run, PointKind::train))) md += md_model(run, model, plotter);
   return md;
 }
 

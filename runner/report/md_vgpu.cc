@@ -7,6 +7,7 @@
 #include <set>
 
 #include "runner/report/format.h"
+#include "runner/report/md_groups.h"
 #include "runner/sweep/json_fields.h"
 
 namespace ringbench::report {
@@ -273,18 +274,8 @@ std::string md_vgpu(const Run& run, Plotter& plotter) {
         "and for the device utilization it leaves unused (the price of that isolation). A "
         "\"k vs 1\" near 1.0 means a neighbour costs a VM nothing; near 1/k means the VMs split "
         "the device.\n\n";
-  for (size_t i = 0; i < share.size();) {
-    std::vector<const Point*> model;
-    for (const std::string& m = share[i]->model; i < share.size() && share[i]->model == m; ++i)
-      model.push_back(share[i]);
-    for (size_t j = 0; j < model.size();) {
-      std::vector<const Point*> config;
-      for (const Point* f = model[j]; j < model.size() && model[j]->batch == f->batch &&
-                                      model[j]->image_size == f->image_size;
-           ++j)
-        config.push_back(model[j]);
-      md += md_share_config(config);
-    }
+  for (const auto& model : by_model(share)) {
+    for (const auto& config : by_config(model)) md += md_share_config(config);
     if (plotter.enabled())
       for (const auto& name : share_plots(model, plotter))
         md += image(name.substr(file_safe(model.front()->model).size() + 1) + " of " +
