@@ -98,6 +98,22 @@ TEST(Cli, ShmTransportIsExactAndSaysSo) {
   for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
 }
 
+// --shm-single-copy: large messages read straight out of the sender's memory where the kernel
+// allows it (the path says which), exact either way; a threshold under 4K is refused.
+TEST(Cli, ShmSingleCopyIsExactAndSaysSo) {
+  auto [code, output, doc] = run_json(kBin + " allreduce --ranks 2 --transport shm --shm-single-copy 64K -b 4K "
+                                      "-e 4M -f 16 -n 2 -w 1 --timeout 10");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_EQ(doc["meta"]["options"]["shm_single_copy_bytes"], 65536);
+  for (auto& h : doc["meta"]["hosts"]) {
+    const std::string sc = h["path"]["single_copy"];
+    EXPECT_TRUE(sc == "off" || sc.rfind("cma >= 65536 bytes", 0) == 0) << sc;
+  }
+  for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
+  EXPECT_TRUE(fails_saying(kBin + " allreduce --ranks 2 --transport shm --shm-single-copy 100",
+                           "--shm-single-copy must be 0 (off) or at least 4K"));
+}
+
 TEST(Cli, HalfAverageWithTwoRanks) {
   auto r = run_command(kBin + " allreduce --ranks 2 -b 1K -e 1M -f 32 -n 2 -w 0 -d half -o avg --segment 4K");
   ASSERT_EQ(r.exit_code, 0) << r.output;

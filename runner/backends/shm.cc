@@ -4,9 +4,11 @@
 // bypass the network the run is meant to measure.
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstring>
 
+#include "base/bytes.h"
 #include "base/errors.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "runner/backends/ring.h"
@@ -15,6 +17,22 @@
 
 namespace ringbench {
 namespace {
+
+struct ShmArgs {
+  std::string single_copy = "0";  // messages of at least this size in one copy; "0": never
+};
+ShmArgs args;  // bound to the command line of whichever command runs
+
+void add_options(CLI::App& cmd) {
+  cmd.add_option("--shm-single-copy", args.single_copy, "shm: messages of at least this size go in one copy "
+                 "(the receiver reads the sender's buffer with process_vm_readv where the kernel allows it); "
+                 "0: always through the rings")->capture_default_str();
+}
+
+void validate_options() {
+  const size_t b = parse_bytes(args.single_copy);
+  if (b != 0 && b < 4096) throw Error("--shm-single-copy must be 0 (off) or at least 4K");
+}
 
 std::string inode_of(const char* path) {
   struct stat st {};
@@ -40,12 +58,17 @@ std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {
   o.timeout = s.timeout;
   o.spin = s.net.spin;
   o.job_id = s.world.job_id;
+  o.single_copy_bytes = parse_bytes(args.single_copy);
   return make_shm_transport(s.store, s.rank, s.size, o);
 }
 
 Backend shm() {
   Backend b = ring_backend("shm", 30, "our ring over shared memory, ranks of one host", connect_shm);
   b.one_host = true;
+  b.add_options = add_options;
+  b.validate_options = validate_options;
+  b.options_json = [] { return nlohmann::json{{"shm_single_copy_bytes", parse_bytes(args.single_copy)}}; };
+  b.options_line = [] { return " --transport shm --shm-single-copy " + std::to_string(parse_bytes(args.single_copy)); };
   return b;
 }
 
