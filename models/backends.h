@@ -10,14 +10,17 @@
 
 namespace ringbench::models {
 
-std::unique_ptr<Network> make_reference_network(const Graph& g, int batch);
-std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch);  // RINGBENCH_HAVE_DNNL
+// inference_only: see NetworkOptions.
+std::unique_ptr<Network> make_reference_network(const Graph& g, int batch, bool inference_only = false);
+std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch,
+                                             bool inference_only = false);  // RINGBENCH_HAVE_DNNL
 
 // "cudnn" (RINGBENCH_HAVE_CUDA; models/cuda/cudnn_network.cc): cuDNN, cuBLAS and our kernels on
 // the current CUDA device. fp32 unless allow_tf32 (make_network: RINGBENCH_CUDNN_TF32=1).
 struct CudnnOptions {
   bool allow_tf32 = false;
   bool measure_algos = false;  // time every convolution algorithm at setup (cudnnFind*)
+  bool inference_only = false;  // see NetworkOptions
 };
 std::unique_ptr<Network> make_cudnn_network(const Graph& g, int batch, const CudnnOptions& options = {});
 
@@ -26,10 +29,16 @@ std::unique_ptr<Network> make_cudnn_network(const Graph& g, int batch, const Cud
 // ("cudnn network").
 void check_network_args(const Graph& g, int batch, const std::string& who);
 
-// bind()'s arguments: parameter and gradient buffers where the graph has parameters, a state
-// buffer where it has batch norm (std::invalid_argument, prefixed with `who`).
+// bind()'s arguments: parameter and gradient buffers where the graph has parameters (no
+// gradients for an inference-only network), a state buffer where it has batch norm
+// (std::invalid_argument, prefixed with `who`).
 void check_bind_args(const Graph& g, const float* params, const float* grads, const float* state,
-                     const std::string& who);
+                     const std::string& who, bool inference_only = false);
+
+// An inference-only network's guards (NetworkOptions::inference_only): Error for a training
+// forward, and for `what` ("backward()"), a call only training has.
+void check_forward_mode(bool inference_only, const ForwardArgs& args, const std::string& who);
+void check_training_call(bool inference_only, const char* what, const std::string& who);
 
 // Output index i of a call named `what` ("get_output()"): std::out_of_range if there is none.
 void check_output_index(const Graph& g, size_t i, const char* what, const std::string& who);

@@ -72,6 +72,7 @@ void OnednnNetwork::setup_conv(int i) {
   Args fargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, act_[i].y}};
   if (s.bias) fargs[DNNL_ARG_BIAS] = view(b_md, Buf::params, param_offset(i, 1));
   f.push_back(prim_op(note("conv fwd", fpd), convolution_forward(fpd), std::move(fargs)));
+  if (inference_) return;
 
   // Backward data (first: it reads the weights, which may change once the gradients are out).
   const WeightedIo io{src, act_[i].dy, w_plain, w_plain_md, b_md, s.bias};
@@ -83,6 +84,30 @@ void OnednnNetwork::setup_conv(int i) {
   const convolution_backward_weights::primitive_desc bwpd(
       {alg, src_any, w_any, b_md, dst_any, strides, pad_l, pad_r}, eng_, fpd);
   plan_backward_weights<convolution_backward_weights>(i, bwpd, io, "conv bwd_weights");
+}
+
+// A training forward's update of node i's running statistics from the batch statistics.
+Op OnednnNetwork::running_stats_op(int i, const memory& mean, const memory& var) {
+  const Node& n = g_.nodes[i];
+  const int c = n.out.c;
+  const size_t soff = g_.state.at(size_t(n.state)).offset;
+  Op stats;
+  stats.what = "bn running stats (loop)";
+  stats.mode = Mode::training;
+  const double values = double(batch_) * n.out.h * n.out.w;  // per channel
+  const float unbias = values > 1 ? float(values / (values - 1)) : 1.0f;  // biased -> unbiased variance
+  const float mom = n.bn.momentum;
+  stats.fn = [this, soff, c, mean, var, unbias, mom] {
+    const float* bm = data(mean);
+    const float* bv = data(var);
+    float* rm = state_ + soff;
+    float* rv = rm + c;
+    for (int k = 0; k < c; ++k) {
+      rm[k] = (1 - mom) * rm[k] + mom * bm[k];
+      rv[k] = (1 - mom) * rv[k] + mom * bv[k] * unbias;
+    }
+  };
+  return stats;
 }
 
 void OnednnNetwork::setup_batch_norm(int i) {
@@ -103,36 +128,24 @@ void OnednnNetwork::setup_batch_norm(int i) {
   const size_t soff = g_.state.at(size_t(n.state)).offset;
   const memory run_mean = view(vec_md(c), Buf::state, soff);
   const memory run_var = view(vec_md(c), Buf::state, soff + size_t(c));
-  const memory mean = alloc(tpd.mean_desc()), var = alloc(tpd.variance_desc());
+  const memory mean = inference_ ? memory() : alloc(tpd.mean_desc());  // batch statistics
+  const memory var = inference_ ? memory() : alloc(tpd.variance_desc());
 
   // Forward: batch statistics and the running-statistics update in training, else the
   // running statistics.
   std::vector<Op>& f = fwd_[i];
-  f.push_back(prim_op(note("bn fwd", tpd), batch_normalization_forward(tpd),
-                      {{DNNL_ARG_SRC, act_[p].y}, {DNNL_ARG_DST, act_[i].y}, {DNNL_ARG_SCALE, gamma},
-                       {DNNL_ARG_SHIFT, beta}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}},
-                      Mode::training));
-  Op stats;
-  stats.what = "bn running stats (loop)";
-  stats.mode = Mode::training;
-  const double values = double(batch_) * n.out.h * n.out.w;  // per channel
-  const float unbias = values > 1 ? float(values / (values - 1)) : 1.0f;  // biased -> unbiased variance
-  const float mom = n.bn.momentum;
-  stats.fn = [this, soff, c, mean, var, unbias, mom] {
-    const float* bm = data(mean);
-    const float* bv = data(var);
-    float* rm = state_ + soff;
-    float* rv = rm + c;
-    for (int k = 0; k < c; ++k) {
-      rm[k] = (1 - mom) * rm[k] + mom * bm[k];
-      rv[k] = (1 - mom) * rv[k] + mom * bv[k] * unbias;
-    }
-  };
-  f.push_back(std::move(stats));
+  if (!inference_) {
+    f.push_back(prim_op(note("bn fwd", tpd), batch_normalization_forward(tpd),
+                        {{DNNL_ARG_SRC, act_[p].y}, {DNNL_ARG_DST, act_[i].y}, {DNNL_ARG_SCALE, gamma},
+                         {DNNL_ARG_SHIFT, beta}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}},
+                        Mode::training));
+    f.push_back(running_stats_op(i, mean, var));
+  }
   f.push_back(prim_op(note("bn fwd_inference", ipd), batch_normalization_forward(ipd),
                       {{DNNL_ARG_SRC, act_[p].y}, {DNNL_ARG_DST, act_[i].y}, {DNNL_ARG_SCALE, gamma},
                        {DNNL_ARG_SHIFT, beta}, {DNNL_ARG_MEAN, run_mean}, {DNNL_ARG_VARIANCE, run_var}},
                       Mode::inference));
+  if (inference_) return;
 
   // Backward: through the batch statistics after a training forward, through constants after
   // an inference one.
@@ -170,6 +183,7 @@ void OnednnNetwork::setup_eltwise(int i) {
   act_[i] = make_act(fpd.dst_desc());
   fwd_[i].push_back(prim_op(note(six ? "relu6 fwd" : "relu fwd", fpd), eltwise_forward(fpd),
                             {{DNNL_ARG_SRC, act_[p].y}, {DNNL_ARG_DST, act_[i].y}}));
+  if (inference_) return;
 
   std::vector<Op>& b = bwd_[i];
   const bool dfr = deferred(p);
@@ -196,13 +210,16 @@ void OnednnNetwork::setup_pool(int i) {
       pad_r{s.pad.bottom, s.pad.right};
   const std::string family = is_max ? "maxpool" : "avgpool";
 
+  // forward_inference where there is no backward: max pooling then keeps no workspace.
+  const prop_kind prop = inference_ ? prop_kind::forward_inference : prop_kind::forward_training;
   const pooling_forward::primitive_desc fpd(
-      {prop_kind::forward_training, alg, act_[p].md, any_md(batch_, n.out), strides, kernel, pad_l, pad_r}, eng_);
+      {prop, alg, act_[p].md, any_md(batch_, n.out), strides, kernel, pad_l, pad_r}, eng_);
   act_[i] = make_act(fpd.dst_desc());
-  const memory ws = is_max ? alloc(fpd.workspace_desc()) : memory();
+  const memory ws = is_max && !inference_ ? alloc(fpd.workspace_desc()) : memory();
   Args fargs{{DNNL_ARG_SRC, act_[p].y}, {DNNL_ARG_DST, act_[i].y}};
-  if (is_max) fargs[DNNL_ARG_WORKSPACE] = ws;
+  if (ws) fargs[DNNL_ARG_WORKSPACE] = ws;
   fwd_[i].push_back(prim_op(note(family + " fwd", fpd), pooling_forward(fpd), std::move(fargs)));
+  if (inference_) return;
 
   std::vector<Op>& b = bwd_[i];
   const bool dfr = deferred(p);
@@ -232,6 +249,7 @@ void OnednnNetwork::setup_concat(int i) {
   Args fargs{{DNNL_ARG_DST, act_[i].y}};
   for (size_t k = 0; k < n.inputs.size(); ++k) fargs[DNNL_ARG_MULTIPLE_SRC + int(k)] = act_[n.inputs[k]].y;
   fwd_[i].push_back(prim_op(note("concat", pd), dnnl::concat(pd), std::move(fargs)));
+  if (inference_) return;
 
   // Backward: each input's gradient is its channel range of dy, viewed in place.
   int offset = 0;
@@ -275,12 +293,13 @@ void OnednnNetwork::setup_fc(int i) {
   const memory w = convert(w_plain, fpd.weights_desc(), f, "reorder weights", -1);
   act_[i] = make_act(plain_md(batch_, n.out));
   const memory y2(dst_md, eng_, act_[i].y.get_data_handle());
-  const memory dy2(dst_md, eng_, act_[i].dy.get_data_handle());
   Args fargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y2}};
   if (n.fc.bias) fargs[DNNL_ARG_BIAS] = view(b_md, Buf::params, param_offset(i, 1));
   f.push_back(prim_op(note("fc fwd", fpd), inner_product_forward(fpd), std::move(fargs)));
+  if (inference_) return;
 
   // Backward data, with the forward's layouts if possible.
+  const memory dy2(dst_md, eng_, act_[i].dy.get_data_handle());
   const WeightedIo io{src, dy2, w_plain, w_plain_md, b_md, n.fc.bias};
   inner_product_backward_data::primitive_desc bdpd;
   try {
@@ -311,12 +330,20 @@ void OnednnNetwork::setup_dropout(int i) {
   const float rate = n.dropout.rate;
   const float scale = 1.0f / (1.0f - rate);
   DeviceVector<float>& mask = dropout_mask_[size_t(i)];
-  mask.assign(count, 0.0f);
+  if (!inference_) mask.assign(count, 0.0f);
 
   std::vector<Op>& f = fwd_[i];
   const memory src = convert(act_[p].y, pm, f, "reorder src", -1);
   act_[i] = make_act(pm);
   const memory y = act_[i].y;
+  Op infer;
+  infer.what = "dropout fwd_inference (copy)";
+  infer.mode = Mode::inference;
+  infer.fn = [src, y, count] { std::memcpy(data(y), data(src), count * sizeof(float)); };
+  if (inference_) {
+    f.push_back(std::move(infer));
+    return;
+  }
   Op train;
   train.what = "dropout fwd (loop)";
   train.mode = Mode::training;
@@ -333,10 +360,6 @@ void OnednnNetwork::setup_dropout(int i) {
       }
   };
   f.push_back(std::move(train));
-  Op infer;
-  infer.what = "dropout fwd_inference (copy)";
-  infer.mode = Mode::inference;
-  infer.fn = [src, y, count] { std::memcpy(data(y), data(src), count * sizeof(float)); };
   f.push_back(std::move(infer));
 
   std::vector<Op>& b = bwd_[i];

@@ -13,6 +13,11 @@
 // batch norm reads the input (its one primitive makes both input and parameter gradients);
 // it then uses the weights as they are at that call.
 //
+// An inference-only network (NetworkOptions::inference_only) plans the forward alone: no
+// gradients, no backward primitives or their scratch, no batch statistics or dropout masks, and
+// max pooling as forward_inference (no workspace). Every other forward primitive is the one a
+// training network runs in an inference forward, so the outputs are equal bit for bit.
+//
 // FCs run on plain NCHW with the flat weights in place (the weights are the big tensor there);
 // convs reorder their weights to the blocked layout they want once per forward, and their
 // weight gradients back into the flat buffer in backward.
@@ -42,8 +47,8 @@ namespace onednn {
 // ---------------------------------------------------------------------------------------------
 // Setup
 
-OnednnNetwork::OnednnNetwork(const Graph& g, int batch)
-    : g_(g), batch_(batch), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only)
+    : g_(g), batch_(batch), inference_(inference_only), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
   check_network_args(g_, batch, "onednn network");
   const int n = int(g_.nodes.size());
 
@@ -202,10 +207,12 @@ void OnednnNetwork::setup_outputs() {
   for (size_t k = 0; k < g_.outputs.size(); ++k) {
     const int p = g_.outputs[k].node;
     const Md plain = plain_md(batch_, g_.nodes[p].out);
-    out_dy_.push_back(alloc(plain));
-    bool first = true;
-    for (size_t j = 0; j < k; ++j) first = first && g_.outputs[j].node != p;
-    fold(p, first, out_dy_.back(), out_grad_ops_, false);
+    if (!inference_) {
+      out_dy_.push_back(alloc(plain));
+      bool first = true;
+      for (size_t j = 0; j < k; ++j) first = first && g_.outputs[j].node != p;
+      fold(p, first, out_dy_.back(), out_grad_ops_, false);
+    }
     OutputIo io{plain, {}};
     if (act_[p].md != plain) io.to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(eng_, act_[p].md, eng_, plain));
     out_io_.push_back(std::move(io));
@@ -221,7 +228,7 @@ std::string OnednnNetwork::describe() const {
 // Execution
 
 void OnednnNetwork::bind(float* params, float* grads, float* state) {
-  check_bind_args(g_, params, grads, state, "onednn network");
+  check_bind_args(g_, params, grads, state, "onednn network", inference_);
   state_ = state;
   for (const View& v : views_) {
     float* base = v.buf == Buf::params ? params : v.buf == Buf::grads ? grads : state;
@@ -237,6 +244,7 @@ void OnednnNetwork::set_input(const float* x) {
 
 void OnednnNetwork::forward(const ForwardArgs& args) {
   if (!bound_) throw std::logic_error("onednn network: forward() called before bind()");
+  check_forward_mode(inference_, args, "onednn network");
   args_ = args;
   for (size_t i = 1; i < fwd_.size(); ++i) {
     if (gate_) {
@@ -272,12 +280,14 @@ void OnednnNetwork::get_output(size_t i, float* y) {
 }
 
 void OnednnNetwork::set_output_grad(size_t i, const float* dy) {
+  check_training_call(inference_, "set_output_grad()", "onednn network");
   check_output_index(g_, i, "set_output_grad()", "onednn network");
   std::memcpy(out_dy_[i].get_data_handle(), dy, out_io_[i].plain.get_size());
   out_dy_set_[i] = true;
 }
 
 void OnednnNetwork::backward(const std::function<void(int node)>& on_param_grads) {
+  check_training_call(inference_, "backward()", "onednn network");
   if (!bound_) throw std::logic_error("onednn network: backward() called before bind()");
   if (!forwarded_) throw std::logic_error("onednn network: backward() called before forward()");
   for (size_t k = 0; k < out_dy_.size(); ++k) {
@@ -300,6 +310,7 @@ void OnednnNetwork::backward(const std::function<void(int node)>& on_param_grads
 }
 
 void OnednnNetwork::get_input_grad(float* dx) {
+  check_training_call(inference_, "get_input_grad()", "onednn network");
   if (!backwarded_) throw std::logic_error("onednn network: get_input_grad() called before backward()");
   if (!input_grad_ready_) {  // the ops that feed only the input gradient, skipped by backward()
     for (size_t i = bwd_.size() - 1; i >= 1; --i)
@@ -358,8 +369,8 @@ std::vector<PrimitiveTime> OnednnNetwork::profile(int reps) {
 
 using onednn::OnednnNetwork;
 
-std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch) {
-  return std::make_unique<OnednnNetwork>(g, batch);
+std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only) {
+  return std::make_unique<OnednnNetwork>(g, batch, inference_only);
 }
 
 std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, int reps) {

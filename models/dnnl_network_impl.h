@@ -64,12 +64,13 @@ struct Op {
 
 class OnednnNetwork final : public Network {
  public:
-  OnednnNetwork(const Graph& g, int batch);
+  OnednnNetwork(const Graph& g, int batch, bool inference_only = false);
 
   const Graph& graph() const override { return g_; }
   int batch() const override { return batch_; }
   std::string backend() const override { return "onednn"; }
   std::string describe() const override;
+  bool inference_only() const override { return inference_; }
 
   void bind(float* params, float* grads, float* state) override;
   void set_input(const float* x) override;
@@ -85,7 +86,7 @@ class OnednnNetwork final : public Network {
  private:
   struct Act {  // a node's output and the gradient of the loss with respect to it
     Md md;
-    memory y, dy;
+    memory y, dy;  // dy: empty in an inference-only network
   };
   enum class Buf { params, grads, state };
   struct View {  // a memory over a caller-owned flat buffer, pointed there by bind()
@@ -115,6 +116,7 @@ class OnednnNetwork final : public Network {
   // Setup, one function per op family.
   void setup_conv(int i);
   void setup_batch_norm(int i);
+  Op running_stats_op(int i, const memory& mean, const memory& var);
   void setup_eltwise(int i);
   void setup_pool(int i);
   void setup_concat(int i);
@@ -124,7 +126,7 @@ class OnednnNetwork final : public Network {
 
   // Setup helpers.
   memory alloc(const Md& d);
-  Act make_act(const Md& d) { return {d, alloc(d), alloc(d)}; }
+  Act make_act(const Md& d) { return {d, alloc(d), inference_ ? memory() : alloc(d)}; }
   memory view(const Md& d, Buf buf, size_t offset);
   memory scratch(const Md& d);
   size_t param_offset(int node, size_t k) const { return g_.params[g_.nodes[node].params.at(k)].offset; }
@@ -159,6 +161,9 @@ class OnednnNetwork final : public Network {
 
   Graph g_;
   int batch_;
+  // Forward plans only, and only what an inference forward runs: each setup_* returns before
+  // its backward plan (NetworkOptions::inference_only).
+  bool inference_;
   dnnl::engine eng_;
   dnnl::stream strm_;
 

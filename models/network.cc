@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "base/errors.h"
 #include "models/backends.h"
 #include "ringbench/config.h"
 
@@ -40,11 +41,24 @@ void check_network_args(const Graph& g, int batch, const std::string& who) {
 }
 
 void check_bind_args(const Graph& g, const float* params, const float* grads, const float* state,
-                     const std::string& who) {
-  if (g.param_count > 0 && (!params || !grads))
-    throw std::invalid_argument(who + ": bind() needs parameter and gradient buffers");
+                     const std::string& who, bool inference_only) {
+  if (g.param_count > 0 && !params) throw std::invalid_argument(who + ": bind() needs a parameter buffer");
+  if (g.param_count > 0 && !grads && !inference_only)
+    throw std::invalid_argument(who + ": bind() needs a gradient buffer (only an inference-only network does without)");
   if (g.state_count > 0 && !state)
     throw std::invalid_argument(who + ": bind() needs a state buffer (the graph has batch norm)");
+}
+
+void check_forward_mode(bool inference_only, const ForwardArgs& args, const std::string& who) {
+  if (inference_only && args.training)
+    throw Error(who + ": forward(training = true) on a network built for inference (NetworkOptions::inference_only): "
+                      "it has no batch statistics to update; build it without inference_only to train");
+}
+
+void check_training_call(bool inference_only, const char* what, const std::string& who) {
+  if (inference_only)
+    throw Error(who + ": " + what + " on a network built for inference (NetworkOptions::inference_only): "
+                      "it has no gradient buffers; build it without inference_only to train");
 }
 
 void check_output_index(const Graph& g, size_t i, const char* what, const std::string& who) {
@@ -89,9 +103,9 @@ GradientWriters plan_gradient_writers(const Graph& g) {
 std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch,
                                       [[maybe_unused]] const NetworkOptions& options) {
   if (batch < 1) throw std::invalid_argument("batch size must be >= 1, got " + std::to_string(batch));
-  if (backend == "reference") return make_reference_network(g, batch);
+  if (backend == "reference") return make_reference_network(g, batch, options.inference_only);
 #if RINGBENCH_HAVE_DNNL
-  if (backend == "onednn") return make_onednn_network(g, batch);
+  if (backend == "onednn") return make_onednn_network(g, batch, options.inference_only);
 #else
   if (backend == "onednn")
     throw std::invalid_argument("this ringbench was built without oneDNN (RINGBENCH_WITH_DNNL=OFF): "
@@ -104,7 +118,8 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
     // TF32 (faster, ~1e-3 relative error) only when asked for; see models/cuda/cudnn_network.cc.
     const char* tf32 = std::getenv("RINGBENCH_CUDNN_TF32");
     return make_cudnn_network(g, batch, {.allow_tf32 = tf32 && std::string(tf32) == "1",
-                                         .measure_algos = options.measure_conv_algos});
+                                         .measure_algos = options.measure_conv_algos,
+                                         .inference_only = options.inference_only});
 #else
     throw std::invalid_argument("this ringbench was built without CUDA: configure with -DRINGBENCH_WITH_CUDA=ON "
                                 "(needs the CUDA toolkit and cuDNN 9) to use --backend cudnn");

@@ -62,6 +62,9 @@ class Network {
   virtual bool on_device() const { return false; }
   virtual void* stream() const { return nullptr; }
 
+  // Built with NetworkOptions::inference_only: forward(training = false) only.
+  virtual bool inference_only() const { return false; }
+
   void set_trace(LayerTrace t) { trace_ = std::move(t); }
   // Emulated vGPU time slicing: checkpoint() before each node's forward and backward.
   void set_gate(DeviceGate* g) { gate_ = g; }
@@ -74,8 +77,14 @@ class Network {
 // How a backend may choose its kernels. measure_conv_algos: cudnn times every convolution
 // algorithm at setup (cudnnFind*, as PyTorch's cudnn.benchmark) instead of taking the first of
 // cuDNN's heuristics; the other backends have one algorithm per layer and ignore it.
+// inference_only: the network runs forward(training = false) and nothing else, so it allocates
+// nothing only backward needs (activation gradients, backward primitives and workspaces, saved
+// max-pool indices, dropout masks); bind() takes grads == nullptr, and forward(training = true),
+// set_output_grad(), backward() and get_input_grad() throw Error. Its outputs are those of a
+// training network's forward(training = false) (bit for bit on the CPU backends).
 struct NetworkOptions {
   bool measure_conv_algos = false;
+  bool inference_only = false;
 };
 
 // "reference" (naive loops, the numerical oracle), "onednn" (when built with it) or "cudnn"

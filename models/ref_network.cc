@@ -221,11 +221,12 @@ void for_each_pool_window(const PoolSpec& s, const Dims& in, const Dims& out, in
 
 // Max pooling: only taps inside the image compete (padding never wins); ties go to the first
 // tap in row-major window order, which also receives the whole gradient. `argmax` holds, per
-// output element, the offset of the winning input element in the batch buffer.
+// output element, the offset of the winning input element in the batch buffer (for backward:
+// nullptr in an inference-only network).
 
 void max_pool_forward(const PoolSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
-                      float* y, DeviceVector<int64_t>& argmax) {
-  argmax.assign(size_t(batch) * size_t(out.numel()), -1);
+                      float* y, DeviceVector<int64_t>* argmax) {
+  if (argmax) argmax->assign(size_t(batch) * size_t(out.numel()), -1);
   for_each_pool_window(s, in, out, batch, [&](int n, int c, int64_t o, const Window& wy, const Window& wx) {
     int64_t best = -1;
     for (int ky = wy.lo; ky < wy.hi; ++ky)
@@ -233,7 +234,7 @@ void max_pool_forward(const PoolSpec& s, const Dims& in, const Dims& out, int ba
         const int64_t k = at(in, n, c, wy.start + ky, wx.start + kx);
         if (best < 0 || x[k] > x[best]) best = k;
       }
-    argmax[o] = best;
+    if (argmax) (*argmax)[o] = best;
     y[o] = best >= 0 ? x[best] : 0.0f;  // best < 0 cannot happen: padding < kernel
   });
 }
@@ -360,13 +361,14 @@ void dropout_backward(float rate, int64_t count, const DeviceVector<uint8_t>& ke
 
 class ReferenceNetwork final : public Network {
  public:
-  ReferenceNetwork(const Graph& g, int batch) : g_(g), batch_(batch) {
+  ReferenceNetwork(const Graph& g, int batch, bool inference_only)
+      : g_(g), batch_(batch), inference_only_(inference_only) {
     check_network_args(g_, batch, "reference network");
     data_.resize(g_.nodes.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const size_t count = size_t(batch_) * size_t(g_.nodes[i].out.numel());
       data_[i].y.assign(count, 0.0f);
-      data_[i].dy.assign(count, 0.0f);
+      if (!inference_only_) data_[i].dy.assign(count, 0.0f);
     }
     input_.assign(data_[0].y.size(), 0.0f);
     out_grads_.resize(g_.outputs.size());
@@ -378,9 +380,10 @@ class ReferenceNetwork final : public Network {
   std::string describe() const override {
     return "reference (naive loops, NCHW float32 buffers, double accumulation)";
   }
+  bool inference_only() const override { return inference_only_; }
 
   void bind(float* params, float* grads, float* state) override {
-    check_bind_args(g_, params, grads, state, "reference network");
+    check_bind_args(g_, params, grads, state, "reference network", inference_only_);
     params_ = params;
     grads_ = grads;
     state_ = state;
@@ -393,6 +396,7 @@ class ReferenceNetwork final : public Network {
 
   void forward(const ForwardArgs& args) override {
     if (!bound_) throw std::logic_error("reference network: forward() called before bind()");
+    check_forward_mode(inference_only_, args, "reference network");
     forwarded_ = backwarded_ = false;
     std::copy(input_.begin(), input_.end(), data_[0].y.begin());
     for (int id = 1; id < int(g_.nodes.size()); ++id) {
@@ -413,12 +417,14 @@ class ReferenceNetwork final : public Network {
   }
 
   void set_output_grad(size_t i, const float* dy) override {
+    check_training_call(inference_only_, "set_output_grad()", "reference network");
     if (i >= g_.outputs.size()) throw std::out_of_range("reference network: no output " + std::to_string(i));
     const size_t count = data_[g_.outputs[i].node].dy.size();
     out_grads_[i].assign(dy, dy + count);
   }
 
   void backward(const std::function<void(int node)>& on_param_grads) override {
+    check_training_call(inference_only_, "backward()", "reference network");
     if (!bound_) throw std::logic_error("reference network: backward() called before bind()");
     if (!forwarded_) throw std::logic_error("reference network: backward() called before forward()");
     for (NodeData& d : data_) std::fill(d.dy.begin(), d.dy.end(), 0.0f);
@@ -439,13 +445,14 @@ class ReferenceNetwork final : public Network {
   }
 
   void get_input_grad(float* dx) override {
+    check_training_call(inference_only_, "get_input_grad()", "reference network");
     if (!backwarded_) throw std::logic_error("reference network: get_input_grad() called before backward()");
     std::copy(data_[0].dy.begin(), data_[0].dy.end(), dx);
   }
 
  private:
   struct NodeData {
-    DeviceVector<float> y, dy;     // activation and its gradient, batch x out dims, NCHW
+    DeviceVector<float> y, dy;     // activation and its gradient (empty: inference only), batch x out dims, NCHW
     DeviceVector<uint8_t> keep;    // dropout mask
     DeviceVector<int64_t> argmax;  // max pooling winners
     BnSaved bn;                    // batch norm statistics used by the forward
@@ -482,7 +489,7 @@ class ReferenceNetwork final : public Network {
         clamp_forward(count, 6.0f, x, y);
         break;
       case OpKind::max_pool:
-        max_pool_forward(n.pool, in, n.out, batch_, x, y, data_[id].argmax);
+        max_pool_forward(n.pool, in, n.out, batch_, x, y, inference_only_ ? nullptr : &data_[id].argmax);
         break;
       case OpKind::avg_pool:
         avg_pool_forward(n.pool, in, n.out, batch_, x, y);
@@ -558,6 +565,7 @@ class ReferenceNetwork final : public Network {
 
   Graph g_;
   int batch_;
+  bool inference_only_;  // no gradients, no max-pool indices (NetworkOptions)
   float* params_ = nullptr;
   float* grads_ = nullptr;
   float* state_ = nullptr;
@@ -569,8 +577,8 @@ class ReferenceNetwork final : public Network {
 
 }  // namespace
 
-std::unique_ptr<Network> make_reference_network(const Graph& g, int batch) {
-  return std::make_unique<ReferenceNetwork>(g, batch);
+std::unique_ptr<Network> make_reference_network(const Graph& g, int batch, bool inference_only) {
+  return std::make_unique<ReferenceNetwork>(g, batch, inference_only);
 }
 
 }  // namespace ringbench::models
