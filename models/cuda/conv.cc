@@ -94,7 +94,7 @@ void pick(const char* direction, const std::string& layer, const std::vector<Per
 
 ConvLayer::ConvLayer(cudnnHandle_t handle, const std::string& name, const ConvSpec& spec, const Dims& in,
                      const Dims& out, int batch, const ConvSettings& settings, ConvAlgoCache& cache)
-    : batch_(batch), in_c_(in.c), spec_(spec), in_(in), out_(out) {
+    : batch_(batch), in_c_(in.c), forward_only_(settings.forward_only), spec_(spec), in_(in), out_(out) {
   const Pads& p = spec.pad;
   asymmetric_ = p.top != p.bottom || p.left != p.right;
   pad_ = {in.h, in.w, p.top, p.bottom, p.left, p.right};
@@ -146,6 +146,7 @@ void ConvLayer::choose_algorithms(cudnnHandle_t handle, const std::string& name,
          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, fwd_conv_, y_desc_, a, bytes);
        },
        algos_.fwd, algos_.fwd_math, algos_.fwd_bytes);
+  if (forward_only_) return;  // bwd_* stay zero: no backward workspace
 
   RB_CUDA(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(size_t(std::max(max_count, 1)));
@@ -205,6 +206,7 @@ std::string ConvLayer::summary() const {
   r += " fwd=";
   r += algo_name(algos_.fwd);
   r += math_suffix(algos_.fwd_math);
+  if (forward_only_) return r;
   r += " bwd_data=";
   r += algo_name(algos_.bwd_data);
   r += math_suffix(algos_.bwd_data_math);

@@ -36,6 +36,7 @@ struct ConvSettings {
   bool allow_tf32 = false;     // else CUDNN_FMA_MATH: true fp32 (see cudnn_network.cc)
   size_t workspace_limit = 0;  // bytes an algorithm may use
   bool measure = false;        // time the algorithms (cudnnFind*), else cuDNN's heuristics' order
+  bool forward_only = false;   // an inference-only network: no backward algorithms (nor their workspace)
 };
 
 // What a call needs besides its tensors: the stream, the shared workspace, and scratch for an
@@ -59,6 +60,7 @@ class ConvLayer {
   std::string summary() const;
 
   // Queue on the stream set on `handle`. y, dw: overwritten; dx: accumulated into or overwritten.
+  // The backward calls need a layer built without ConvSettings::forward_only.
   void forward(cudnnHandle_t handle, cudaStream_t stream, const ConvScratch& s, const float* x, const float* w,
                float* y) const;
   void backward_data(cudnnHandle_t handle, cudaStream_t stream, const ConvScratch& s, const float* w, const float* dy,
@@ -70,6 +72,7 @@ class ConvLayer {
   void choose_algorithms(cudnnHandle_t handle, const std::string& name, const ConvSettings& settings);
 
   int batch_, in_c_;
+  bool forward_only_;
   ConvSpec spec_;
   Dims in_, out_;
   bool asymmetric_;

@@ -40,7 +40,9 @@
 // vGPU profile's cap); one workspace, sized at construction to the largest need, is shared by
 // all cuDNN calls, cuBLAS (cublasSetWorkspace) and the explicit padding of convolutions with
 // asymmetric pads. Nothing is allocated in forward or backward. (Not counted: the memory the
-// CUDA context and the cuDNN/cuBLAS handles allocate for themselves.)
+// CUDA context and the cuDNN/cuBLAS handles allocate for themselves.) An inference-only network
+// (CudnnOptions::inference_only) allocates no gradients, saved batch statistics or max-pool
+// indices, and sizes the workspace for the forward algorithms alone.
 //
 // Files: the class in cudnn_network_impl.h; here its setup and host interface; its passes in
 // cudnn_passes.cc.
@@ -113,16 +115,19 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
     const Dims& d = g_.nodes[id].out;
     NodeData& nd = nodes_[id];
     nd.y = DeviceArray<float>(size_t(count(id)), "cudnn activations");
-    nd.dy = DeviceArray<float>(size_t(count(id)), "cudnn activation gradients");
     nd.desc = gpu::nchw_desc(batch_, d.c, d.h, d.w);
-    // Zero: a gradient no consumer writes (a dead end) must read as zero.
     RB_CUDA(cudaMemsetAsync(nd.y.data(), 0, nd.y.bytes(), strm()));
+    if (options_.inference_only) continue;
+    nd.dy = DeviceArray<float>(size_t(count(id)), "cudnn activation gradients");
+    // Zero: a gradient no consumer writes (a dead end) must read as zero.
     RB_CUDA(cudaMemsetAsync(nd.dy.data(), 0, nd.dy.bytes(), strm()));
   }
-  for (const Output& o : g_.outputs) out_dy_.emplace_back(size_t(count(o.node)), "cudnn output gradients");
+  if (!options_.inference_only)
+    for (const Output& o : g_.outputs) out_dy_.emplace_back(size_t(count(o.node)), "cudnn output gradients");
   out_dy_set_.assign(g_.outputs.size(), false);
 
-  const gpu::ConvSettings conv_settings{options_.allow_tf32, workspace_limit(), options_.measure_algos};
+  const gpu::ConvSettings conv_settings{options_.allow_tf32, workspace_limit(), options_.measure_algos,
+                                        options_.inference_only};
   size_t conv_bytes = 0, pad_floats = 0;
   for (int id = 1; id < n; ++id) {
     try {
@@ -178,8 +183,10 @@ void CudnnNetwork::setup_node(int id, const gpu::ConvSettings& conv_settings) {
       break;
     case OpKind::batch_norm:
       RB_CUDA(cudnnDeriveBNTensorDescriptor(nd.bn_desc, nodes_[n.inputs[0]].desc, CUDNN_BATCHNORM_SPATIAL));
-      nd.bn_mean = DeviceArray<float>(size_t(n.out.c), "cudnn batch-norm statistics");
-      nd.bn_invstd = DeviceArray<float>(size_t(n.out.c), "cudnn batch-norm statistics");
+      if (!options_.inference_only) {  // a training forward's batch statistics, for backward
+        nd.bn_mean = DeviceArray<float>(size_t(n.out.c), "cudnn batch-norm statistics");
+        nd.bn_invstd = DeviceArray<float>(size_t(n.out.c), "cudnn batch-norm statistics");
+      }
       note("bn cudnnBatchNormalization* spatial");
       break;
     case OpKind::relu:
@@ -195,7 +202,7 @@ void CudnnNetwork::setup_node(int id, const gpu::ConvSettings& conv_settings) {
       if (n.kind == OpKind::max_pool) {
         // Our kernel, not cuDNN's: the reference gives a tied window's gradient to its first
         // tap (ties are common after a ReLU: windows of zeros), cuDNN to any one of them.
-        nd.argmax = DeviceArray<int32_t>(size_t(count(id)), "cudnn max-pool indices");
+        if (!options_.inference_only) nd.argmax = DeviceArray<int32_t>(size_t(count(id)), "cudnn max-pool indices");
         note("maxpool kernel");
       } else if (symmetric(p.pad)) {
         nd.cudnn_pool = std::make_unique<gpu::PoolDesc>();
@@ -244,7 +251,7 @@ std::string CudnnNetwork::describe() const {
 // Host interface
 
 void CudnnNetwork::bind(float* params, float* grads, float* state) {
-  check_bind_args(g_, params, grads, state, "cudnn network");
+  check_bind_args(g_, params, grads, state, "cudnn network", options_.inference_only);
   const std::pair<const float*, const char*> buffers[] = {{params, "parameter"}, {grads, "gradient"}, {state, "state"}};
   for (const auto& [p, what] : buffers) {
     if (!p) continue;
@@ -276,6 +283,7 @@ void CudnnNetwork::get_output(size_t i, float* y) {
 }
 
 void CudnnNetwork::set_output_grad(size_t i, const float* dy) {
+  check_training_call(options_.inference_only, "set_output_grad()", "cudnn network");
   check_output_index(g_, i, "set_output_grad()", "cudnn network");
   RB_CUDA(cudaMemcpyAsync(out_dy_[i].data(), dy, out_dy_[i].bytes(), cudaMemcpyHostToDevice, strm()));
   stream_.sync();
@@ -283,6 +291,7 @@ void CudnnNetwork::set_output_grad(size_t i, const float* dy) {
 }
 
 void CudnnNetwork::get_input_grad(float* dx) {
+  check_training_call(options_.inference_only, "get_input_grad()", "cudnn network");
   if (!backwarded_) throw std::logic_error("cudnn network: get_input_grad() called before backward()");
   if (!input_grad_ready_) {  // what feeds only the input gradient, which backward() skipped
     for (int id = int(g_.nodes.size()) - 1; id >= 1; --id) backward_node(id, Pass::input_grad);

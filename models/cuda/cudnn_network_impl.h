@@ -49,6 +49,7 @@ class CudnnNetwork final : public Network {
   std::string describe() const override;
   bool on_device() const override { return true; }
   void* stream() const override { return stream_.get(); }
+  bool inference_only() const override { return options_.inference_only; }
 
   void bind(float* params, float* grads, float* state) override;
   void set_input(const float* x) override;
@@ -59,6 +60,8 @@ class CudnnNetwork final : public Network {
   void get_input_grad(float* dx) override;
 
  private:
+  // Inference-only networks (CudnnOptions::inference_only) leave dy, bn_mean, bn_invstd, argmax
+  // and out_dy_ empty and choose no backward convolution algorithms.
   struct NodeData {
     DeviceArray<float> y, dy;  // batch x out dims, NCHW
     gpu::TensorDesc desc;      // of y and dy

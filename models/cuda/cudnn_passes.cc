@@ -18,6 +18,7 @@ namespace ringbench::models::cudnn {
 
 void CudnnNetwork::forward(const ForwardArgs& args) {
   if (!bound_) throw std::logic_error("cudnn network: forward() called before bind()");
+  check_forward_mode(options_.inference_only, args, "cudnn network");
   forwarded_ = backwarded_ = false;
   args_ = args;
   for (int id = 1; id < int(g_.nodes.size()); ++id) {
@@ -136,6 +137,7 @@ void CudnnNetwork::forward_fc(int id) {
 // Backward
 
 void CudnnNetwork::backward(const std::function<void(int node)>& on_param_grads) {
+  check_training_call(options_.inference_only, "backward()", "cudnn network");
   if (!bound_) throw std::logic_error("cudnn network: backward() called before bind()");
   if (!forwarded_) throw std::logic_error("cudnn network: backward() called before forward()");
   backwarded_ = false;

@@ -166,7 +166,7 @@ __global__ void max_pool_forward_kernel(PoolGeometry g, int64_t n, const float* 
         }
       }
     y[o] = best >= 0 ? best_v : 0.0f;
-    argmax[o] = best;
+    if (argmax) argmax[o] = best;
   }
 }
 

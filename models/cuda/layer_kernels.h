@@ -67,7 +67,8 @@ struct PoolGeometry {
   int in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0;
 };
-// Max: the first tap in row-major window order wins ties; argmax holds its offset in the plane.
+// Max: the first tap in row-major window order wins ties; argmax holds its offset in the plane
+// (nullptr: not kept, for a forward without backward).
 void max_pool_forward(const PoolGeometry& g, int64_t planes, const float* x, float* y, int32_t* argmax,
                       cudaStream_t stream);
 void max_pool_backward(const PoolGeometry& g, int64_t planes, const float* dy, const int32_t* argmax,
