@@ -4,11 +4,15 @@
 
 #include <memory>
 
+#include "models/model_buffers.h"
 #include "models/train_buffers.h"
 
 namespace ringbench::models {
 
 std::unique_ptr<TrainBuffers> make_device_train_buffers(const Network& net, const BucketPlan& plan,
                                                         const SgdOptions& sgd, uint64_t seed);
+
+// Parameters and state only, on the device (model_buffers.h), filled on the network's stream.
+std::unique_ptr<ModelBuffers> make_device_model_buffers(const Network& net, uint64_t seed);
 
 }  // namespace ringbench::models

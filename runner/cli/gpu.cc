@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "models/network.h"
 #include "ringbench/config.h"
 
 #if RINGBENCH_HAVE_CUDA
@@ -144,6 +145,26 @@ void print_gpu_lines(const nlohmann::json& hosts) {
   }
   for (size_t i = 0; i < lines.size(); ++i)
     std::printf("#  rank %2d  gpu: %s\n", hosts[i].value("rank", int(i)), lines[i].c_str());
+}
+
+Placement place_compute(const std::string& device_option, const std::string& backend, bool needs_gpu) {
+  const bool gpu_backend = backend == "cudnn", cpu_backend = backend != "auto" && !gpu_backend;
+  std::string device = device_option;
+  if (device == "auto") {
+    if (gpu_backend || needs_gpu) device = "cuda";
+    else if (cpu_backend) device = "cpu";
+    else device = gpu_unavailable_reason().empty() ? "cuda" : "cpu";
+  }
+  if (device == "cuda") {
+    if (cpu_backend)
+      throw Error("--backend " + backend + " computes on the CPU: use --backend cudnn (or auto) with --device cuda");
+    if (const std::string why = gpu_unavailable_reason(); !why.empty())
+      throw Error((device_option == "cuda" ? "--device cuda: " : "--backend " + backend + " needs a GPU: ") + why);
+  } else if (gpu_backend) {
+    throw Error("--backend cudnn computes on the GPU: it needs --device cuda (or auto), not --device cpu");
+  }
+  if (backend != "auto") return {device, backend};
+  return {device, device == "cuda" ? "cudnn" : models::available_backends().front()};
 }
 
 }  // namespace ringbench

@@ -16,6 +16,14 @@ std::string gpu_unavailable_reason();
 // Empty when NCCL can run here; else why not: not built with NCCL, or no GPU (as above).
 std::string nccl_unavailable_reason();
 
+// Where a command computes, from --device (cpu, cuda or auto) and --backend (auto, cudnn or a CPU
+// backend): the device and the backend. `needs_gpu`: something else (a transport that reduces
+// GPU buffers) needs the GPU, so auto means cuda. What cannot run here is an Error saying why.
+struct Placement {
+  std::string device, backend;
+};
+Placement place_compute(const std::string& device, const std::string& backend, bool needs_gpu = false);
+
 // CUDA devices usable here (0 without CUDA or a device).
 int gpu_count();
 

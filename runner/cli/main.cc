@@ -17,6 +17,7 @@
 #include "ringbench/git_commit.h"
 #include "runner/backends/backend.h"
 #include "runner/cluster/cluster.h"
+#include "runner/cli/infer_cmd.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/options.h"
 #include "runner/predict/predict_cmd.h"
@@ -119,6 +120,13 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
           "between every pair of hosts, GPU and vGPU, memory, clocks, the network path.\nmpirun -np 4 -H a,b,c,d "
           "ringbench doctor [--config CONFIG] | ringbench doctor (this host)",
           add_doctor_options, [](const DoctorArgs& a) { return run_doctor(a); }),
+      subcommand<InferArgs>(
+          app, "infer",
+          "Inference as MLPerf's LoadGen measures it: Offline img/s against batch, SingleStream latency "
+          "percentiles, and the Server scenario's highest QPS whose p99 meets a bound (Poisson arrivals, dynamic "
+          "batching), with inference's memory against training's.\nringbench infer --model mobilenet_v1 "
+          "--min-duration 10",
+          add_infer_options, [](const InferArgs& a) { return run_infer(a); }),
       subcommand<ReportArgs>(app, "report",
                              "Regenerate RUN_DIR's summary.csv, report.md and plots from its raw.jsonl alone",
                              add_report_options, run_report),

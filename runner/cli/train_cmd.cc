@@ -99,9 +99,6 @@ void check_host_memory(const m::Graph& g, const TrainArgs& a) {
 
 // Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
 // and the backend. What cannot run here fails now, before any rank starts, saying why.
-struct Placement {
-  std::string device, backend;
-};
 Placement place(const TrainArgs& a, const Backend& comm) {
   const bool gpu_backend = a.backend == "cudnn", cpu_backend = a.backend != "auto" && !gpu_backend;
   if (comm.gpu_buffers && (a.device == "cpu" || cpu_backend))
@@ -111,22 +108,7 @@ Placement place(const TrainArgs& a, const Backend& comm) {
   if (const std::string why = comm.unavailable && (communicates || comm.gpu_buffers) ? comm.unavailable() : "";
       !why.empty())
     throw Error("--transport " + comm.name + " is not available: " + why);
-  std::string device = a.device;
-  if (device == "auto") {
-    if (gpu_backend || comm.gpu_buffers) device = "cuda";
-    else if (cpu_backend) device = "cpu";
-    else device = gpu_unavailable_reason().empty() ? "cuda" : "cpu";
-  }
-  if (device == "cuda") {
-    if (cpu_backend)
-      throw Error("--backend " + a.backend + " computes on the CPU: use --backend cudnn (or auto) with --device cuda");
-    if (const std::string why = gpu_unavailable_reason(); !why.empty())
-      throw Error((a.device == "cuda" ? "--device cuda: " : "--backend " + a.backend + " needs a GPU: ") + why);
-  } else if (gpu_backend) {
-    throw Error("--backend cudnn computes on the GPU: it needs --device cuda (or auto), not --device cpu");
-  }
-  if (a.backend != "auto") return {device, a.backend};
-  return {device, device == "cuda" ? "cudnn" : m::available_backends().front()};
+  return place_compute(a.device, a.backend, comm.gpu_buffers);
 }
 
 std::string timeline_path(const std::string& base, int rank, int n) {

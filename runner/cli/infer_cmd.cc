@@ -1,0 +1,206 @@
+#include "runner/cli/infer_cmd.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "base/device_memory.h"
+#include "base/errors.h"
+#include "base/output_file.h"
+#include "models/bucket_plan.h"
+#include "models/model_buffers.h"
+#include "models/train_buffers.h"
+#include "models/zoo.h"
+#include "runner/cli/gpu.h"
+#include "runner/cli/metadata.h"
+#include "runner/infer/loadgen.h"
+#include "runner/infer/network_target.h"
+
+namespace ringbench {
+
+using nlohmann::json;
+namespace m = ringbench::models;
+
+namespace {
+
+// Bytes a setup step leaves allocated at its peak (host or device memory, as the backend keeps
+// it), with everything it made freed again once it returns.
+template <class F>
+size_t peak_bytes_of(F step) {
+  DeviceMemory& dm = DeviceMemory::instance();
+  const size_t base = dm.in_use();
+  dm.reset_peak();
+  step();
+  return dm.peak() - base;
+}
+
+// Inference at the largest batch (one network, parameters, state) against training at the same
+// batch (its network, parameters, gradients, momentum, state).
+json memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served_bytes) {
+  const size_t infer = peak_bytes_of([&] {
+    auto net = m::make_network(backend, g, batch, {.inference_only = true});
+    auto buffers = m::make_model_buffers(*net, 1);
+  });
+  const size_t train = peak_bytes_of([&] {
+    auto net = m::make_network(backend, g, batch);
+    const m::BucketPlan plan = m::plan_buckets(g, 1 << 20, 25 << 20);
+    auto buffers = m::make_train_buffers(*net, plan, {}, 1);
+  });
+  const double mib = 1 << 20;
+  return {{"batch", batch}, {"inference_mib", double(infer) / mib}, {"training_mib", double(train) / mib},
+          {"inference_over_training", train ? double(infer) / double(train) : 0.0},
+          {"served_sizes_mib", double(served_bytes) / mib}};
+}
+
+infer::RunRules rules_for(const InferArgs& a, infer::Scenario s) {
+  infer::RunRules r = infer::loadgen_rules(s);
+  if (a.min_duration_s >= 0) r.min_duration_s = a.min_duration_s;
+  if (a.min_queries >= 0) r.min_count = a.min_queries;
+  r.max_duration_s = a.max_duration_s;
+  r.check();
+  return r;
+}
+
+void announce(const char* what, const infer::RunRules& r) {
+  std::printf("# %s: at least %.0f s and %lld %s (at most %.0f s)...\n", what, r.min_duration_s,
+              static_cast<long long>(r.min_count), std::string(what).rfind("Offline", 0) == 0 ? "samples" : "queries",
+              r.max_duration_s);
+  std::fflush(stdout);
+}
+
+bool wants(const InferArgs& a, const std::string& scenario) {
+  std::stringstream ss(a.scenarios);
+  for (std::string s; std::getline(ss, s, ',');)
+    if (s == scenario) return true;
+  return false;
+}
+
+json run_offline_sweep(const InferArgs& a, infer::NetworkTarget& target, infer::Clock& clock) {
+  const infer::RunRules rules = rules_for(a, infer::Scenario::Offline);
+  json out = json::array();
+  for (int b : a.batches.empty() ? target.allowed_batches() : a.batches) {
+    announce(("Offline batch " + std::to_string(b)).c_str(), rules);
+    const infer::OfflineResult r = infer::run_offline(target, clock, b, rules);
+    std::printf("%s\n", r.text().c_str());
+    out.push_back(r.to_json());
+  }
+  return out;
+}
+
+json run_single(const InferArgs& a, infer::NetworkTarget& target, infer::Clock& clock) {
+  const infer::RunRules rules = rules_for(a, infer::Scenario::SingleStream);
+  announce("SingleStream", rules);
+  const infer::SingleStreamResult r = infer::run_single_stream(target, clock, rules);
+  std::printf("%s\n", r.text().c_str());
+  return r.to_json();
+}
+
+json run_server(const InferArgs& a, infer::NetworkTarget& target, infer::Clock& clock) {
+  infer::ServerSettings s;
+  s.latency_bound_s = a.latency_bound_ms * 1e-3;
+  s.max_batch = a.max_batch;
+  s.batch_timeout_s = a.batch_timeout_ms * 1e-3;
+  s.seed = a.seed;
+  s.rules = rules_for(a, infer::Scenario::Server);
+  if (a.server_qps > 0) {
+    s.target_qps = a.server_qps;
+    announce("Server", s.rules);
+    const infer::ServerResult r = infer::run_server(target, clock, s);
+    std::printf("%s\n", r.text().c_str());
+    return {{"runs", json::array({r.to_json()})}};
+  }
+  std::printf("# Server: searching for the highest QPS whose p99 is within %.3g ms (each try a full run)\n",
+              a.latency_bound_ms);
+  std::fflush(stdout);
+  const infer::QpsSearch search = infer::find_peak_qps(
+      [&](double qps) {
+        infer::ServerSettings at = s;
+        at.target_qps = qps;
+        char what[64];
+        std::snprintf(what, sizeof what, "Server at %g QPS", qps);
+        announce(what, s.rules);
+        const infer::ServerResult r = infer::run_server(target, clock, at);
+        std::printf("%s\n", r.text().c_str());
+        return r;
+      },
+      {.start_qps = 10, .precision = 0.05, .max_runs = 30});
+  const std::string text = search.text();  // every try (printed as it ran), then the peak
+  std::printf("%s\n", text.substr(text.rfind('\n', text.size() - 2) + 1).c_str());
+  return search.to_json();
+}
+
+void check_args(const InferArgs& a) {
+  for (int b : a.batches)
+    if (b < 1 || b > a.max_batch)
+      throw Error("--batches: " + std::to_string(b) + " is outside 1..--max-batch (" + std::to_string(a.max_batch) + ")");
+  std::stringstream ss(a.scenarios);
+  for (std::string s; std::getline(ss, s, ',');)
+    if (s != "offline" && s != "single-stream" && s != "server")
+      throw Error("--scenarios: '" + s + "' is not offline, single-stream or server");
+  if (!(a.latency_bound_ms > 0)) throw Error("--latency-bound-ms must be > 0");
+  if (a.batch_timeout_ms < 0) throw Error("--batch-timeout-ms must be >= 0");
+}
+
+}  // namespace
+
+void add_infer_options(CLI::App& cmd, InferArgs& a) {
+  cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "auto, reference, onednn or cudnn")->capture_default_str();
+  cmd.add_option("--device", a.device, "cpu, cuda or auto")->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd.add_option("--image-size", a.image_size, "Input size in pixels (0: the model's)")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0: every core)")->capture_default_str()->check(CLI::Range(0, 4096));
+  cmd.add_option("--max-batch", a.max_batch, "Largest batch served (networks are built for the powers of two "
+                 "below it and for it; a batch is padded up to the next)")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd.add_option("--scenarios", a.scenarios, "Comma-separated: offline, single-stream, server")->capture_default_str();
+  cmd.add_option("--batches", a.batches, "Offline: the batch sizes swept (default: every served size)")->delimiter(',');
+  cmd.add_option("--latency-bound-ms", a.latency_bound_ms, "Server: the p99 latency bound (LoadGen's default: 10)")
+      ->capture_default_str();
+  cmd.add_option("--batch-timeout-ms", a.batch_timeout_ms, "Server: longest wait of a query for its batch to fill")
+      ->capture_default_str();
+  cmd.add_option("--server-qps", a.server_qps, "Server: one run at this rate (0: search for the peak)")->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Seed of the arrivals and the parameters")->capture_default_str();
+  cmd.add_option("--min-duration", a.min_duration_s, "Seconds each run lasts at least (-1: LoadGen's 600; shorter "
+                 "runs are reported as INVALID under LoadGen's rules)")->capture_default_str();
+  cmd.add_option("--min-queries", a.min_queries, "Queries (Offline: samples) each run issues at least (-1: "
+                 "LoadGen's per scenario)")->capture_default_str();
+  cmd.add_option("--max-duration", a.max_duration_s, "Seconds after which a run issues nothing more")->capture_default_str();
+  cmd.add_option("--json", a.json_path, "Write the results as JSON to this file");
+}
+
+int run_infer(const InferArgs& a) {
+  check_args(a);
+  const Placement where = place_compute(a.device, a.backend);
+  m::set_compute_threads(a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()));
+  const m::Graph g = m::build_model(a.model, {.image_size = a.image_size});
+  std::unique_ptr<infer::NetworkTarget> target;
+  const size_t served = peak_bytes_of([&] {
+    target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed);
+  });
+  json doc = {{"meta", {{"model", a.model}, {"input", m::to_string(g.input_dims())}, {"backend", where.backend},
+                        {"device", where.device}, {"backend_detail", target->describe()},
+                        {"threads", m::compute_threads()}, {"allowed_batches", target->allowed_batches()},
+                        {"build", build_info()}}}};
+  doc["memory"] = memory_json(where.backend, g, a.max_batch, served);
+  const json& mem = doc["memory"];
+  std::printf("# ringbench infer: %s, input %s, backend %s on %s, %d threads, batches %s\n", a.model.c_str(),
+              m::to_string(g.input_dims()).c_str(), where.backend.c_str(), where.device.c_str(), m::compute_threads(),
+              doc["meta"]["allowed_batches"].dump().c_str());
+  std::printf("# memory at batch %d: inference %.1f MiB (network, parameters, batch-norm state) = %.0f%% of "
+              "training's %.1f MiB (network, parameters, gradients, momentum, state); all served sizes %.1f MiB\n",
+              a.max_batch, mem["inference_mib"].get<double>(), 100 * mem["inference_over_training"].get<double>(),
+              mem["training_mib"].get<double>(), mem["served_sizes_mib"].get<double>());
+  // Warm-up, as LoadGen's runs leave it to the system under test: every served size runs twice
+  // first (first-touch of buffers, oneDNN's and cuDNN's first executions), untimed.
+  for (int b : target->allowed_batches())
+    for (int i = 0; i < 2; ++i) target->run(b);
+  infer::SteadyClock clock;
+  if (wants(a, "offline")) doc["offline"] = run_offline_sweep(a, *target, clock);
+  if (wants(a, "single-stream")) doc["single_stream"] = run_single(a, *target, clock);
+  if (wants(a, "server")) doc["server"] = run_server(a, *target, clock);
+  if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(1) + "\n");
+  return 0;
+}
+
+}  // namespace ringbench

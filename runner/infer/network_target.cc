@@ -1,0 +1,65 @@
+#include "runner/infer/network_target.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "base/errors.h"
+
+namespace ringbench::infer {
+
+namespace {
+
+std::vector<int> bucket_sizes(int max_batch) {
+  std::vector<int> sizes;
+  for (int b = 1; b < max_batch; b *= 2) sizes.push_back(b);
+  sizes.push_back(max_batch);
+  return sizes;
+}
+
+// Deterministic images in [-1, 1): what arrives is irrelevant to the time a forward pass takes.
+std::vector<float> synthetic_images(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (float& x : v) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    x = float(double(s >> 40) / double(1 << 23) - 1.0);
+  }
+  return v;
+}
+
+}  // namespace
+
+NetworkTarget::NetworkTarget(const std::string& backend, const models::Graph& g, int max_batch, uint64_t seed,
+                             const models::NetworkOptions& options)
+    : max_batch_(max_batch) {
+  if (max_batch < 1) throw Error("--max-batch must be >= 1 (got " + std::to_string(max_batch) + ")");
+  models::NetworkOptions o = options;
+  o.inference_only = true;
+  for (int b : bucket_sizes(max_batch)) nets_.push_back(models::make_network(backend, g, b, o));
+  buffers_ = models::make_model_buffers(*nets_.back(), seed);
+  for (auto& n : nets_) n->bind(buffers_->params(), nullptr, buffers_->state());
+  input_ = synthetic_images(size_t(max_batch) * size_t(g.input_dims().numel()), seed);
+  logits_.resize(size_t(max_batch) * size_t(g.output_node(0).out.numel()));
+}
+
+std::vector<int> NetworkTarget::allowed_batches() const { return bucket_sizes(max_batch_); }
+
+int NetworkTarget::padded(int batch) const {
+  if (batch < 1 || batch > max_batch_)
+    throw Error("a batch of " + std::to_string(batch) + " is outside 1.." + std::to_string(max_batch_));
+  for (const auto& n : nets_)
+    if (n->batch() >= batch) return n->batch();
+  return max_batch_;
+}
+
+void NetworkTarget::run(int batch) {
+  const int size = padded(batch);
+  models::Network& net = **std::find_if(nets_.begin(), nets_.end(), [&](const auto& n) { return n->batch() == size; });
+  net.set_input(input_.data());
+  net.forward({.training = false});
+  net.get_output(0, logits_.data());
+}
+
+std::string NetworkTarget::describe() const { return nets_.back()->describe(); }
+
+}  // namespace ringbench::infer
