@@ -84,4 +84,16 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// The most memory a setup step kept allocated at once, beyond what was in use before it (what it
+// made may be freed again by the time it returns): how ringbench compares inference's footprint
+// with training's. Not thread-safe against other allocations while it runs.
+template <class F>
+size_t peak_bytes_of(F step) {
+  DeviceMemory& dm = DeviceMemory::instance();
+  const size_t base = dm.in_use();
+  dm.reset_peak();
+  step();
+  return dm.peak() - base;
+}
+
 }  // namespace ringbench

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/errors.h"
@@ -284,33 +285,40 @@ TEST(Server, HandCheckedBatchesAndQueue) {
   EXPECT_FALSE(c.capped);
 }
 
-TEST(Server, TimeoutLaunchesALoneQuery) {
-  VirtualClock clock;
-  FakeTarget t(clock, 1, 0, 4);
-  const auto q = serve_list(t, clock, {0, 10}, {.max_batch = 4, .timeout_s = 3});
-  expect_query(q[0], 0, 3, 4, 1);
-  expect_query(q[1], 10, 13, 14, 1);
-}
+// Small schedules checked by hand: the fake's service time (a + b * batch) and max batch, the
+// arrivals, the policy, the batches it ran (empty: not checked) and some queries' timings.
+struct ServeCase {
+  const char* name;
+  double a, b;
+  int max_batch;
+  std::vector<double> arrivals;
+  BatchPolicy policy;
+  std::vector<int> batches;
+  std::vector<std::tuple<size_t, double, double, double, int>> queries;  // index, arrival, start, done, batch
+};
 
-TEST(Server, MaxBatchLaunchesAtOnce) {
-  // Five at once, max batch 2: two full batches back to back, the fifth alone at its timeout.
-  VirtualClock clock;
-  FakeTarget t(clock, 1, 1, 4);
-  const auto q = serve_list(t, clock, {0, 0, 0, 0, 0}, {.max_batch = 2, .timeout_s = 100});
-  EXPECT_EQ(t.batches, (std::vector<int>{2, 2, 1}));
-  expect_query(q[0], 0, 0, 3, 2);
-  expect_query(q[2], 0, 3, 6, 2);
-  expect_query(q[4], 0, 100, 102, 1);
-}
-
-TEST(Server, ZeroTimeoutBatchesWhatQueuedWhileBusy) {
-  VirtualClock clock;
-  FakeTarget t(clock, 2, 1, 4);
-  const auto q = serve_list(t, clock, {0, 1, 2, 3}, {.max_batch = 4, .timeout_s = 0});
-  EXPECT_EQ(t.batches, (std::vector<int>{1, 3}));
-  expect_query(q[0], 0, 0, 3, 1);
-  expect_query(q[1], 1, 3, 8, 3);
-  expect_query(q[3], 3, 3, 8, 3);
+TEST(Server, SmallSchedulesCheckedByHand) {
+  const ServeCase cases[] = {
+      {"a lone query launches at its timeout", 1, 0, 4, {0, 10}, {.max_batch = 4, .timeout_s = 3}, {},
+       {{0, 0, 3, 4, 1}, {1, 10, 13, 14, 1}}},
+      {"five at once, max batch 2: two full batches back to back, the fifth alone at its timeout", 1, 1, 4,
+       {0, 0, 0, 0, 0}, {.max_batch = 2, .timeout_s = 100}, {2, 2, 1}, {{0, 0, 0, 3, 2}, {2, 0, 3, 6, 2}, {4, 0, 100, 102, 1}}},
+      {"zero timeout batches what queued while busy", 2, 1, 4, {0, 1, 2, 3}, {.max_batch = 4, .timeout_s = 0}, {1, 3},
+       {{0, 0, 0, 3, 1}, {1, 1, 3, 8, 3}, {3, 3, 3, 8, 3}}},
+  };
+  for (const ServeCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    VirtualClock clock;
+    FakeTarget t(clock, c.a, c.b, c.max_batch);
+    const auto q = serve_list(t, clock, c.arrivals, c.policy);
+    if (!c.batches.empty()) {
+      EXPECT_EQ(t.batches, c.batches);
+    }
+    for (const auto& [i, arrival, start, done, batch] : c.queries) {
+      ASSERT_LT(i, q.size());
+      expect_query(q[i], arrival, start, done, batch);
+    }
+  }
 }
 
 TEST(Server, CapLeavesQueriesUnserved) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend_compare.h"
@@ -103,12 +104,6 @@ void check_outputs(const std::string& backend, const std::string& model) {
                       /*normwise=*/true));
 }
 
-TEST(InferReference, Lenet) { check_outputs("reference", "lenet"); }
-TEST(InferReference, MobilenetV1) { check_outputs("reference", "mobilenet_v1"); }
-TEST(InferReference, InceptionV3) { check_outputs("reference", "inception_v3"); }
-TEST(InferOnednn, Lenet) { check_outputs("onednn", "lenet"); }
-TEST(InferOnednn, MobilenetV1) { check_outputs("onednn", "mobilenet_v1"); }
-TEST(InferOnednn, InceptionV3) { check_outputs("onednn", "inception_v3"); }
 
 // ---------------------------------------------------------------------------------------------
 // What an inference-only network refuses.
@@ -151,17 +146,8 @@ TEST(InferOnednn, TrainingCallsThrow) { check_training_calls_throw("onednn"); }
 // Training: the network, parameters, gradients, momentum and batch-norm state, one forward and
 // backward. Inference: the network, parameters and state, one forward.
 
-template <class F>
-size_t peak_bytes(F step) {
-  DeviceMemory& dm = DeviceMemory::instance();
-  const size_t base = dm.in_use();
-  dm.reset_peak();
-  step();
-  return dm.peak() - base;
-}
-
 size_t training_bytes(const std::string& backend, const Graph& g, int batch) {
-  return peak_bytes([&] {
+  return peak_bytes_of([&] {
     auto net = make_network(backend, g, batch);
     const BucketPlan plan = plan_buckets(g, size_t(1) << 20, size_t(25) << 20);
     auto buffers = make_train_buffers(*net, plan, {}, 1);
@@ -175,7 +161,7 @@ size_t training_bytes(const std::string& backend, const Graph& g, int batch) {
 }
 
 size_t inference_bytes(const std::string& backend, const Graph& g, int batch) {
-  return peak_bytes([&] {
+  return peak_bytes_of([&] {
     DeviceVector<float> params(g.param_count, 0.0f, DeviceAllocator<float>("parameters"));
     DeviceVector<float> state(g.state_count, 0.0f, DeviceAllocator<float>("batch-norm state"));
     init_params(g, 1, params.data(), state.data());
@@ -201,12 +187,19 @@ void check_memory(const std::string& backend, const std::string& model) {
   EXPECT_LE(ratio, 0.5) << backend << " " << model << ": inference " << inference << " bytes, training " << train;
 }
 
-TEST(InferReference, MemoryLenet) { check_memory("reference", "lenet"); }
-TEST(InferReference, MemoryMobilenetV1) { check_memory("reference", "mobilenet_v1"); }
-TEST(InferReference, MemoryInceptionV3) { check_memory("reference", "inception_v3"); }
-TEST(InferOnednn, MemoryLenet) { check_memory("onednn", "lenet"); }
-TEST(InferOnednn, MemoryMobilenetV1) { check_memory("onednn", "mobilenet_v1"); }
-TEST(InferOnednn, MemoryInceptionV3) { check_memory("onednn", "inception_v3"); }
+// Every CPU backend on every zoo model: outputs, and memory against training's.
+class InferNetwork : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(InferNetwork, OutputsMatchTrainingsEvalForwardAndTheReference) {
+  check_outputs(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+TEST_P(InferNetwork, MemoryAtMostHalfOfTrainings) { check_memory(std::get<0>(GetParam()), std::get<1>(GetParam())); }
+
+INSTANTIATE_TEST_SUITE_P(Zoo, InferNetwork,
+                         ::testing::Combine(::testing::Values("reference", "onednn"),
+                                            ::testing::Values("lenet", "mobilenet_v1", "inception_v3")),
+                         [](const auto& p) { return std::get<0>(p.param) + "_" + std::get<1>(p.param); });
 
 }  // namespace
 }  // namespace ringbench::models

@@ -24,17 +24,6 @@ namespace m = ringbench::models;
 
 namespace {
 
-// Bytes a setup step leaves allocated at its peak (host or device memory, as the backend keeps
-// it), with everything it made freed again once it returns.
-template <class F>
-size_t peak_bytes_of(F step) {
-  DeviceMemory& dm = DeviceMemory::instance();
-  const size_t base = dm.in_use();
-  dm.reset_peak();
-  step();
-  return dm.peak() - base;
-}
-
 // Inference at the largest batch (one network, parameters, state) against training at the same
 // batch (its network, parameters, gradients, momentum, state).
 json memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served_bytes) {

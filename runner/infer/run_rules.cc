@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "base/errors.h"
+#include "base/name_table.h"
 
 namespace ringbench::infer {
 
@@ -14,14 +15,10 @@ std::string number(double v) {
 }
 }  // namespace
 
-const char* scenario_name(Scenario s) {
-  switch (s) {
-    case Scenario::SingleStream: return "SingleStream";
-    case Scenario::Server: return "Server";
-    case Scenario::Offline: return "Offline";
-  }
-  return "?";
-}
+constexpr EnumName<Scenario> kScenarioNames[] = {
+    {Scenario::SingleStream, "SingleStream"}, {Scenario::Server, "Server"}, {Scenario::Offline, "Offline"}};
+
+const char* scenario_name(Scenario s) { return name_of(kScenarioNames, s, "?"); }
 
 void RunRules::check() const {
   if (!(min_duration_s >= 0) || !(max_duration_s >= min_duration_s) || min_count < 0)
