@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "models/network.h"
 
@@ -18,5 +19,9 @@ class ModelBuffers {
 };
 
 std::unique_ptr<ModelBuffers> make_model_buffers(const Network& net, uint64_t seed);
+// Filled with given values (a checkpoint's) instead: `params` and `state` must hold the graph's
+// param_count and state_count floats (Error otherwise).
+std::unique_ptr<ModelBuffers> make_model_buffers(const Network& net, const std::vector<float>& params,
+                                                 const std::vector<float>& state);
 
 }  // namespace ringbench::models

@@ -102,17 +102,26 @@ class DeviceModelBuffers final : public ModelBuffers {
  public:
   DeviceModelBuffers(const Network& net, uint64_t seed)
       : params_(net.graph().param_count, "parameters"), state_(net.graph().state_count, "batch-norm state") {
-    const auto stream = static_cast<cudaStream_t>(net.stream());
     std::vector<float> p(params_.size()), s(state_.size());
     init_params(net.graph(), seed, p.data(), s.data());
-    if (!p.empty()) RB_CUDA(cudaMemcpyAsync(params_.data(), p.data(), p.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-    if (!s.empty()) RB_CUDA(cudaMemcpyAsync(state_.data(), s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-    cuda::wait_done([stream] { return cudaStreamQuery(stream); }, "uploading the parameters");  // p, s die here
+    upload(net, p, s);
+  }
+  DeviceModelBuffers(const Network& net, const std::vector<float>& p, const std::vector<float>& s)
+      : params_(net.graph().param_count, "parameters"), state_(net.graph().state_count, "batch-norm state") {
+    upload(net, p, s);
   }
   float* params() override { return params_.data(); }
   float* state() override { return state_.data(); }
 
  private:
+  // On the network's compute stream, waited for before the host vectors can go.
+  void upload(const Network& net, const std::vector<float>& p, const std::vector<float>& s) {
+    const auto stream = static_cast<cudaStream_t>(net.stream());
+    if (!p.empty()) RB_CUDA(cudaMemcpyAsync(params_.data(), p.data(), p.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    if (!s.empty()) RB_CUDA(cudaMemcpyAsync(state_.data(), s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    cuda::wait_done([stream] { return cudaStreamQuery(stream); }, "uploading the parameters");
+  }
+
   cuda::DeviceArray<float> params_, state_;
 };
 
@@ -120,6 +129,11 @@ class DeviceModelBuffers final : public ModelBuffers {
 
 std::unique_ptr<ModelBuffers> make_device_model_buffers(const Network& net, uint64_t seed) {
   return std::make_unique<DeviceModelBuffers>(net, seed);
+}
+
+std::unique_ptr<ModelBuffers> make_device_model_buffers(const Network& net, const std::vector<float>& params,
+                                                        const std::vector<float>& state) {
+  return std::make_unique<DeviceModelBuffers>(net, params, state);
 }
 
 std::unique_ptr<TrainBuffers> make_device_train_buffers(const Network& net, const BucketPlan& plan,

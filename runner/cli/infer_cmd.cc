@@ -1,6 +1,7 @@
 #include "runner/cli/infer_cmd.h"
 
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -8,7 +9,10 @@
 #include "base/device_memory.h"
 #include "base/errors.h"
 #include "base/output_file.h"
+#include "collectives/auth.h"
 #include "models/bucket_plan.h"
+#include "models/checkpoint.h"
+#include "models/data.h"
 #include "models/model_buffers.h"
 #include "models/train_buffers.h"
 #include "models/zoo.h"
@@ -129,6 +133,36 @@ void check_args(const InferArgs& a) {
       throw Error("--scenarios: '" + s + "' is not offline, single-stream or server");
   if (!(a.latency_bound_ms > 0)) throw Error("--latency-bound-ms must be > 0");
   if (a.batch_timeout_ms < 0) throw Error("--batch-timeout-ms must be >= 0");
+  if (a.accuracy && a.data != "fashion-mnist")
+    throw Error("--accuracy needs a labelled test set: --data fashion-mnist");
+  if (!a.data.empty() && a.data != "fashion-mnist") throw Error("--data " + a.data + " is not known: use fashion-mnist");
+  if (!a.data.empty() && !a.accuracy) throw Error("--data is read only with --accuracy");
+  if (!a.json_path.empty()) check_output_path(a.json_path, "--json");
+}
+
+// LoadGen's accuracy mode, simplified: the whole test set through the largest served network.
+json run_accuracy(const InferArgs& a, infer::NetworkTarget& target) {
+  const m::Dataset test = m::load_fashion_mnist(a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir, false);
+  const infer::NetworkTarget::Accuracy r = target.accuracy(test);
+  const double acc = r.total ? double(r.correct) / double(r.total) : 0.0;
+  const std::string params = a.checkpoint.empty() ? "untrained (seeded with --seed " + std::to_string(a.seed) + ")"
+                                                  : "from checkpoint " + a.checkpoint;
+  std::printf("Accuracy: %.2f%% (%lld of %lld) on the %s test set at batch %d; parameters %s\n", 100 * acc,
+              (long long)r.correct, (long long)r.total, a.data.c_str(), a.max_batch, params.c_str());
+  return {{"accuracy", acc}, {"correct", r.correct}, {"samples", r.total}, {"data", a.data},
+          {"batch", a.max_batch}, {"trained", !a.checkpoint.empty()}, {"parameters", params}};
+}
+
+// The checkpoint's values, checked against the model (nullopt without --checkpoint), and its
+// path and SHA-256 for the metadata.
+std::optional<m::Checkpoint> read_checkpoint(const InferArgs& a, const m::Graph& g, json& meta) {
+  if (a.checkpoint.empty()) {
+    meta["checkpoint"] = nullptr;
+    return std::nullopt;
+  }
+  m::Checkpoint c = m::load_checkpoint(a.checkpoint, g);
+  meta["checkpoint"] = {{"path", a.checkpoint}, {"sha256", auth::sha256_hex(c.encode())}};
+  return c;
 }
 
 }  // namespace
@@ -156,6 +190,13 @@ void add_infer_options(CLI::App& cmd, InferArgs& a) {
                  "LoadGen's per scenario)")->capture_default_str();
   cmd.add_option("--max-duration", a.max_duration_s, "Seconds after which a run issues nothing more")->capture_default_str();
   cmd.add_option("--json", a.json_path, "Write the results as JSON to this file");
+  cmd.add_option("--checkpoint", a.checkpoint, "Serve the parameters of this checkpoint (train --save-checkpoint) "
+                 "instead of seeded ones; it must hold --model");
+  cmd.add_flag("--accuracy", a.accuracy, "Accuracy mode: run the test set of --data through the network at "
+               "--max-batch and report the accuracy (no scenarios)");
+  cmd.add_option("--data", a.data, "--accuracy's dataset: fashion-mnist");
+  cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
+                 "/usr/share/datasets/fashion-mnist)");
 }
 
 int run_infer(const InferArgs& a) {
@@ -163,14 +204,19 @@ int run_infer(const InferArgs& a) {
   const Placement where = place_compute(a.device, a.backend);
   m::set_compute_threads(a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()));
   const m::Graph g = m::build_model(a.model, {.image_size = a.image_size});
+  json meta;
+  std::optional<m::Checkpoint> trained = read_checkpoint(a, g, meta);
   std::unique_ptr<infer::NetworkTarget> target;
   const size_t served = peak_bytes_of([&] {
-    target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed);
+    target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed, m::NetworkOptions{},
+                                                    trained ? &*trained : nullptr);
   });
-  json doc = {{"meta", {{"model", a.model}, {"input", m::to_string(g.input_dims())}, {"backend", where.backend},
-                        {"device", where.device}, {"backend_detail", target->describe()},
-                        {"threads", m::compute_threads()}, {"allowed_batches", target->allowed_batches()},
-                        {"build", build_info()}}}};
+  trained.reset();  // the target holds its own copy
+  meta.update({{"model", a.model}, {"input", m::to_string(g.input_dims())}, {"backend", where.backend},
+               {"device", where.device}, {"backend_detail", target->describe()},
+               {"threads", m::compute_threads()}, {"allowed_batches", target->allowed_batches()},
+               {"build", build_info()}});
+  json doc = {{"meta", meta}};
   doc["memory"] = memory_json(where.backend, g, a.max_batch, served);
   const json& mem = doc["memory"];
   std::printf("# ringbench infer: %s, input %s, backend %s on %s, %d threads, batches %s\n", a.model.c_str(),
@@ -180,6 +226,11 @@ int run_infer(const InferArgs& a) {
               "training's %.1f MiB (network, parameters, gradients, momentum, state); all served sizes %.1f MiB\n",
               a.max_batch, mem["inference_mib"].get<double>(), 100 * mem["inference_over_training"].get<double>(),
               mem["training_mib"].get<double>(), mem["served_sizes_mib"].get<double>());
+  if (a.accuracy) {
+    doc["accuracy"] = run_accuracy(a, *target);
+    if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(1) + "\n");
+    return 0;
+  }
   // Warm-up, as LoadGen's runs leave it to the system under test: every served size runs twice
   // first (first-touch of buffers, oneDNN's and cuDNN's first executions), untimed.
   for (int b : target->allowed_batches())

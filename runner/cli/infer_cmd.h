@@ -24,6 +24,9 @@ struct InferArgs {
   int64_t min_queries = -1;      // -1: LoadGen's for each scenario
   double max_duration_s = 3600;
   std::string json_path;
+  std::string checkpoint;  // --checkpoint: trained parameters (train --save-checkpoint); "": seeded
+  bool accuracy = false;   // --accuracy: the test set's accuracy instead of the scenarios
+  std::string data, data_dir;  // --accuracy's dataset (fashion-mnist) and where it is
 };
 
 void add_infer_options(CLI::App& cmd, InferArgs& a);

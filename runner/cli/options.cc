@@ -91,6 +91,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
                  "/usr/share/datasets/fashion-mnist)");
   cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
+  cmd.add_option("--save-checkpoint", a.save_checkpoint, "Rank 0 writes the final parameters and batch-norm state "
+                 "to this file (models/checkpoint.h's format), for infer --checkpoint");
   cmd.add_option("--classes", a.classes, "Number of classes (0: the model's default)")->capture_default_str();
   cmd.add_option("--image-size", a.image_size, "Input height and width (0: the model's default)")->capture_default_str();
   cmd.add_flag("--aux-logits", a.aux_logits, "inception_v3: train with the auxiliary head");

@@ -14,6 +14,9 @@
 #include "collectives/allreduce.h"
 #include "base/errors.h"
 #include "base/device_memory.h"
+#include "base/output_file.h"
+#include "collectives/auth.h"
+#include "models/checkpoint.h"
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
@@ -70,6 +73,7 @@ void validate(const TrainArgs& a) {
   if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
   if (a.threads < 0) throw Error("--threads must be >= 0 (0: auto)");
   if (writes_results()) check_output_path(a.json, "--json");
+  if (writes_results()) check_output_path(a.save_checkpoint, "--save-checkpoint");
   check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
 }
 
@@ -436,6 +440,21 @@ void report(json& doc, const std::vector<json>& ranks, const Steps& st, const Vg
   std::fflush(stdout);
 }
 
+// --save-checkpoint (rank 0): the final parameters, identical on every rank, and this rank's
+// batch-norm state (each rank's running statistics are of its own batches). Returns the path and
+// the file's SHA-256 for the metadata.
+json save_checkpoint(const TrainArgs& a, const m::Graph& graph, const m::Trainer& trainer) {
+  m::Checkpoint c = m::Checkpoint::describe(graph);
+  c.params = trainer.host_params();
+  c.state = trainer.host_state();
+  const std::string bytes = c.encode();
+  write_file_atomic(a.save_checkpoint, bytes);
+  const std::string sha = auth::sha256_hex(bytes);
+  std::printf("# checkpoint: %s (%zu bytes, sha256 %s)\n", a.save_checkpoint.c_str(), bytes.size(), sha.c_str());
+  return {{"path", a.save_checkpoint}, {"sha256", sha}, {"bytes", bytes.size()},
+          {"format_version", m::kCheckpointVersion}};
+}
+
 // Like a real vGPU: the model and batch do not fit the profile's framebuffer. Not a failure of
 // the run: a result, with the numbers.
 int does_not_fit(RankJob& job, const DeviceOutOfMemory& e, json& doc, const TrainArgs& a,
@@ -512,6 +531,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                           : gather_eval(trainer, data.test_set, *job.store, job.rank, job.n, 2 * timeout);
     if (timeline) write_file_atomic(timeline_path(a.timeline, job.rank, job.n), timeline->to_json());
     if (job.rank == 0) {
+      if (!a.save_checkpoint.empty()) doc["meta"]["checkpoint"] = save_checkpoint(a, graph, trainer);
       report(doc, ranks, st, vgpu, job.n, on_gpu, profile.get(), eval);
       job.write_json(doc);
     }

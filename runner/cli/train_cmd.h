@@ -24,6 +24,7 @@ struct TrainArgs {
   double lr = 0.01, momentum = 0.9, weight_decay = 4e-5, fusion_mb = 25, first_bucket_mb = 1;
   uint64_t seed = 42;
   std::string json, timeline;
+  std::string save_checkpoint;  // rank 0 writes the final parameters and state here
   double timeout_s = 60;
   int ranks = 1;
   std::string iface, addr;

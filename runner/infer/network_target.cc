@@ -30,13 +30,14 @@ std::vector<float> synthetic_images(size_t n, uint64_t seed) {
 }  // namespace
 
 NetworkTarget::NetworkTarget(const std::string& backend, const models::Graph& g, int max_batch, uint64_t seed,
-                             const models::NetworkOptions& options)
-    : max_batch_(max_batch) {
+                             const models::NetworkOptions& options, const models::Checkpoint* trained)
+    : max_batch_(max_batch), g_(g) {
   if (max_batch < 1) throw Error("--max-batch must be >= 1 (got " + std::to_string(max_batch) + ")");
   models::NetworkOptions o = options;
   o.inference_only = true;
   for (int b : bucket_sizes(max_batch)) nets_.push_back(models::make_network(backend, g, b, o));
-  buffers_ = models::make_model_buffers(*nets_.back(), seed);
+  buffers_ = trained ? models::make_model_buffers(*nets_.back(), trained->params, trained->state)
+                     : models::make_model_buffers(*nets_.back(), seed);
   for (auto& n : nets_) n->bind(buffers_->params(), nullptr, buffers_->state());
   input_ = synthetic_images(size_t(max_batch) * size_t(g.input_dims().numel()), seed);
   logits_.resize(size_t(max_batch) * size_t(g.output_node(0).out.numel()));
@@ -58,6 +59,29 @@ void NetworkTarget::run(int batch) {
   net.set_input(input_.data());
   net.forward({.training = false});
   net.get_output(0, logits_.data());
+}
+
+NetworkTarget::Accuracy NetworkTarget::accuracy(const models::Dataset& d) {
+  if (!(d.dims == g_.input_dims()))
+    throw Error("the dataset's images are " + models::to_string(d.dims) + " but " + g_.model + " takes " +
+                models::to_string(g_.input_dims()));
+  const size_t b = size_t(max_batch_), per = size_t(d.dims.numel()), classes = size_t(g_.output_node(0).out.c);
+  models::Network& net = *nets_.back();
+  Accuracy a;
+  for (size_t first = 0; first < d.size(); first += b) {
+    const size_t n = std::min(b, d.size() - first);
+    for (size_t i = 0; i < b; ++i)
+      std::copy_n(d.images.data() + (first + (i < n ? i : 0)) * per, per, input_.data() + i * per);
+    net.set_input(input_.data());
+    net.forward({.training = false});
+    net.get_output(0, logits_.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float* z = logits_.data() + i * classes;
+      a.correct += std::max_element(z, z + classes) - z == d.labels[first + i];
+    }
+    a.total += int64_t(n);
+  }
+  return a;
 }
 
 std::string NetworkTarget::describe() const { return nets_.back()->describe(); }

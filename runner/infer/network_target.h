@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "models/checkpoint.h"
+#include "models/data.h"
 #include "models/model_buffers.h"
 #include "models/network.h"
 #include "runner/infer/infer_target.h"
@@ -18,9 +20,18 @@ namespace ringbench::infer {
 
 class NetworkTarget final : public InferTarget {
  public:
+  // Parameters and state from `trained` (a checkpoint of g) when given, else init_params(seed).
   NetworkTarget(const std::string& backend, const models::Graph& g, int max_batch, uint64_t seed,
-                const models::NetworkOptions& options = {});
+                const models::NetworkOptions& options = {}, const models::Checkpoint* trained = nullptr);
   void run(int batch) override;
+
+  // Every sample of `d` through the largest network, the last batch padded (with its first
+  // sample, not counted): a sample is correct when its largest logit (the first of equals) is
+  // its label, as the trainer's evaluation counts.
+  struct Accuracy {
+    int64_t correct = 0, total = 0;
+  };
+  Accuracy accuracy(const models::Dataset& d);
   int max_batch() const override { return max_batch_; }
 
   std::vector<int> allowed_batches() const;
@@ -32,6 +43,7 @@ class NetworkTarget final : public InferTarget {
   std::vector<std::unique_ptr<models::Network>> nets_;  // by allowed size, ascending
   std::unique_ptr<models::ModelBuffers> buffers_;
   std::vector<float> input_, logits_;
+  const models::Graph& g_;
 };
 
 }  // namespace ringbench::infer
