@@ -26,10 +26,10 @@ Measure relative(const std::string& metric, const std::vector<double>& v) {
 // Train and share: median total img/s (share: summed over the VMs). Collectives: median busbw
 // at `bytes`.
 Measure measure(const Point& p, std::optional<uint64_t> bytes) {
-  if (p.kind == PointKind::train || p.kind == PointKind::share) {
+  if (p.kind == PointKind::train || p.kind == PointKind::share || p.kind == PointKind::infer) {
     std::vector<double> v;
     for (const auto& t : p.total) v.push_back(t.second);
-    return relative("total img/s", v);
+    return relative(p.kind == PointKind::infer ? "Offline samples/s" : "total img/s", v);
   }
   if (!bytes) return {"busbw GB/s", std::nullopt, 0};
   return relative("busbw GB/s @" + fmt_bytes(*bytes), p.sizes.at(*bytes).busbw);

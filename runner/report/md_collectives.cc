@@ -51,6 +51,10 @@ std::string md_collectives(const Run& run, Plotter& plotter) {
 std::string md_paths(const Run& run) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : run.points) {
+    if (p.kind == PointKind::infer) {  // one local process serving itself
+      rows.push_back({p.id, "n/a", "n/a (one process, no transport)"});
+      continue;
+    }
     if (p.kind == PointKind::share) {  // k single-rank jobs on one device: nothing crosses a network
       rows.push_back(
           {p.id, "n/a", "n/a (" + vms_text(p.vms) + " sharing one device, no transport)"});

@@ -73,6 +73,22 @@ void share_stats(Point& p) {
   p.util_total = mean_over(ok, "/share/summary/device_util_total");  // null: not measured
 }
 
+// Offline samples/s at the largest batch each ok repeat ran (md_infer.cc reads the rest).
+void infer_stats(Point& p) {
+  for (const Record* r : p.ok()) {
+    const json* offline = find_at(r->j, "/infer/offline");
+    if (!offline || !offline->is_array()) continue;
+    int largest = 0;
+    for (const auto& row : *offline) {
+      const auto sps = number_at(row, "/samples_per_s");
+      if (sps && int_or(row, "batch", 0) >= largest) {
+        largest = int_or(row, "batch", 0);
+        p.total[r->repeat] = *sps;
+      }
+    }
+  }
+}
+
 void collectives_stats(Point& p) {
   for (const Record* r : p.ok()) {
     for (const auto& row : r->j["collectives"]["rows"]) {
@@ -208,6 +224,7 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
       if (!r.started_at.empty()) run.started.push_back(r.started_at);
     if (p.kind == PointKind::train) train_stats(p, straggler_margin);
     else if (p.kind == PointKind::share) share_stats(p);
+    else if (p.kind == PointKind::infer) infer_stats(p);
     else collectives_stats(p);
   }
   std::sort(run.started.begin(), run.started.end());

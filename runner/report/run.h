@@ -42,7 +42,7 @@ struct Point : PointCoords {
   std::vector<Record> repeats;  // by repeat number
 
   // kind train and share, over the ok repeats (share: the VMs' sum, step s mean over VMs)
-  std::map<int, double> total;  // total img/s by repeat
+  std::map<int, double> total;  // total img/s by repeat (infer: Offline samples/s at the largest batch)
   std::vector<double> per_rank;
   std::optional<double> step_s, compute_s, exposed_s, allreduce_s, optimizer_s, hidden;
   std::optional<MeanCi> efficiency, ratio_vs_tcp;
@@ -89,9 +89,10 @@ int transport_rank(const std::string& t);
 
 int policy_rank(const std::string& policy);
 
-// Train, then share, then collectives; profiles in the sweep's order.
+// Train, then share, then infer, then collectives; profiles in the sweep's order.
 inline auto order_key(const Point& p) {
-  return std::tuple(p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : 2, p.kind, p.model, p.batch,
+  const int kind = p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : p.kind == PointKind::infer ? 2 : 3;
+  return std::tuple(kind, p.kind, p.model, p.batch,
                     p.image_size, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
                     p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
 }

@@ -1,5 +1,6 @@
 // summary.csv and the sections of report.md, one function each, in the order write_report puts
-// them (one file each: summary_csv.cc, md_header.cc, md_train.cc, md_vgpu.cc, md_collectives.cc).
+// them (one file each: summary_csv.cc, md_header.cc, md_train.cc, md_vgpu.cc, md_infer.cc,
+// md_collectives.cc).
 #pragma once
 
 #include <string>
@@ -28,6 +29,11 @@ std::string md_stragglers(const Run& run, const ReportOptions& opts);
 
 // vGPU profiles: how each ran here, whether the models fit, and k VMs sharing one device.
 std::string md_vgpu(const Run& run, Plotter& plotter);
+
+// Inference (`ringbench infer` points): per model Offline samples/s against batch, SingleStream
+// percentiles, the Server peak QPS at the bound, each with LoadGen's validity; MobileNet v1
+// against Inception v3 (md_infer.cc).
+std::string md_infer(const Run& run, Plotter& plotter);
 
 std::string md_collectives(const Run& run, Plotter& plotter);
 

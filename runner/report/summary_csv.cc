@@ -116,7 +116,7 @@ std::string summary_csv(const Run& run) {
         model ? std::to_string(p.image_size) : "", std::to_string(p.nodes), p.transport, p.profile,
         std::to_string(p.count("ok")), std::to_string(p.count("failed"))};
     const auto more = train ? train_cells(p)
-                      : model ? share_cells(p)
+                      : model ? share_cells(p)  // infer: Offline samples/s at the largest batch
                               : std::vector<std::string>(13, "");
     cells.insert(cells.end(), more.begin(), more.end());
     const auto peak = model ? std::nullopt : peak_busbw(p);

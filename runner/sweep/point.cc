@@ -10,11 +10,12 @@ namespace {
 using json = nlohmann::json;
 
 constexpr EnumName<PointKind> kKindNames[] = {
-    {PointKind::train, "train"}, {PointKind::collectives, "collectives"}, {PointKind::share, "share"}};
+    {PointKind::train, "train"}, {PointKind::collectives, "collectives"}, {PointKind::share, "share"},
+    {PointKind::infer, "infer"}};
 
 PointKind parse_kind(const std::string& s, const std::string& where) {
   if (const auto k = parse_name(kKindNames, s)) return *k;
-  throw Error(where + ": kind \"" + s + "\" is none of train, collectives, share");
+  throw Error(where + ": kind \"" + s + "\" is none of train, collectives, share, infer");
 }
 
 }  // namespace

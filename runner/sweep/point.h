@@ -9,14 +9,14 @@
 
 namespace ringbench {
 
-enum class PointKind { train, collectives, share };
-const char* kind_name(PointKind k);  // "train", "collectives", "share"
+enum class PointKind { train, collectives, share, infer };
+const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer"
 
 struct PointCoords {
   PointKind kind = PointKind::train;
-  std::string model;      // train and share
-  int batch = 0;          // train and share: images per rank (share: per VM) per step
-  int image_size = 0;     // train and share: 0 is the model's default
+  std::string model;      // train, share and infer
+  int batch = 0;          // train and share: images per rank (share: per VM) per step; infer: the largest batch served
+  int image_size = 0;     // train, share and infer: 0 is the model's default
   int nodes = 1;
   std::string transport;  // a backend's name; "none" for one node: nothing to communicate
   std::string profile;    // a vGPU profile, or "none"

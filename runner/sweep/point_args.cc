@@ -40,6 +40,11 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     a.insert(a.end(), {"--json", json_path});
     return a;
   }
+  if (p.kind == PointKind::infer) {  // one local process; rank_args() append its --threads
+    std::vector<std::string> a = infer_args(c.infer, p.model, p.image_size, p.batch, c.seed);
+    a.insert(a.end(), {"--json", json_path});
+    return a;
+  }
   if (p.kind == PointKind::share) {  // the VMs' train options last, after --, where rank_args() append
     // Ahead of the point's own deadline, so the VMs' timeout is what gets recorded.
     const double share_timeout = std::max(0.5 * c.timeout_s, c.timeout_s - 10);

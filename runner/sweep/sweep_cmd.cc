@@ -110,6 +110,15 @@ json result_subset(const SweepPoint& p, const json& doc) {
                       {"gpu", meta.value("gpu", "")}, {"framebuffer_mib", meta.value("framebuffer_mib", json(nullptr))},
                       {"max_instances", meta.value("max_instances", 1)}, {"slice_ms", meta.value("slice_ms", 0.0)},
                       {"vgpu", vgpu_subset(meta)}}}};
+  if (p.kind == PointKind::infer) {  // the scenarios as run, the memory, and what ran them
+    json out = {{"memory", doc.value("memory", json(nullptr))},
+                {"meta", {{"input", meta.value("input", "")}, {"backend", meta.value("backend", "")},
+                          {"device", meta.value("device", "")}, {"threads", meta.value("threads", 0)},
+                          {"allowed_batches", meta.value("allowed_batches", json::array())}}}};
+    for (const char* k : {"offline", "single_stream", "server"})
+      if (doc.contains(k)) out[k] = doc[k];
+    return out;
+  }
   if (p.kind == PointKind::train)
     return {{"summary", doc["summary"]}, {"per_rank", doc["per_rank"]}, {"ranks", doc["ranks"]},
             {"meta", {{"params", meta.value("params", 0)}, {"backend", meta.value("backend", "")},
@@ -272,8 +281,10 @@ struct PointVerdict {
 // A point's status and error into rec, from how its command ended and the JSON it wrote (doc).
 PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o, const json& doc,
                          const std::string& log_base, double timeout_s) {
+  const bool infer_results =
+      p.kind == PointKind::infer && (doc.contains("offline") || doc.contains("single_stream") || doc.contains("server"));
   bool have = doc.is_object() && doc.contains("meta") && doc["meta"].is_object() &&
-              (doc.contains("summary") || doc.contains("rows")) && !doc.contains("does_not_fit");
+              (doc.contains("summary") || doc.contains("rows") || infer_results) && !doc.contains("does_not_fit");
   std::string bad_json;
   try {
     if (have) rec[kind_name(p.kind)] = result_subset(p, doc);

@@ -169,7 +169,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
 SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   YamlReader r(root, "", origin);
   r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
-          "repeats", "seed", "timeout", "cluster", "train", "collectives"});
+          "repeats", "seed", "timeout", "cluster", "train", "collectives", "infer"});
   SweepConfig c;
   if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
   r.get("name", c.name, "a string");
@@ -218,6 +218,10 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     c.has_collectives = true;
     c.collectives = parse_collectives(YamlReader(r.at("collectives"), "collectives", origin));
   }
+  if (r.has("infer")) {
+    c.has_infer = true;
+    c.infer = parse_infer(YamlReader(r.at("infer"), "infer", origin));
+  }
   if (r.has("sharing")) {
     c.has_sharing = true;
     c.sharing = parse_sharing(YamlReader(r.at("sharing"), "sharing", origin));
@@ -228,8 +232,8 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     if (!sliced)
       r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
   }
-  if (!c.has_train && !c.has_collectives)
-    r.fail("train", "the sweep measures nothing: add a train section, a collectives section, or both");
+  if (!c.has_train && !c.has_collectives && !c.has_infer)
+    r.fail("train", "the sweep measures nothing: add a train, collectives or infer section");
   const int most_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
   if (c.has_collectives && most_nodes < 2)
     r.fail("nodes", "a collectives sweep needs a node count >= 2");
@@ -283,6 +287,7 @@ nlohmann::json to_json(const SweepConfig& c) {
                         {"step_factor", k.step_factor}, {"iters", k.iters},
                         {"warmup_iters", k.warmup_iters}, {"dtype", k.dtype}, {"check", k.check}};
   }
+  if (c.has_infer) j["infer"] = to_json(c.infer);
   return j;
 }
 
@@ -336,6 +341,22 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
             p.id = "collectives/n" + std::to_string(n) + "/" + t + "/none";
             visit(p);
           }
+        }
+      }
+      if (c.has_infer && profile == c.profiles.front()) {
+        for (const auto& m : c.infer.models) {
+          SweepPoint p;
+          p.kind = PointKind::infer;
+          p.model = m.model;
+          p.batch = m.max_batch;
+          p.image_size = m.image_size;
+          p.nodes = 1;
+          p.transport = "none";
+          p.profile = "none";
+          p.repeat = rep;
+          p.id = "infer/" + m.model + "/b" + std::to_string(m.max_batch) +
+                 (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/none";
+          visit(p);
         }
       }
       const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);

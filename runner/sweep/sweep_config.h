@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runner/backends/backend.h"
+#include "runner/sweep/infer_sweep.h"
 #include "runner/sweep/point.h"
 
 namespace ringbench {
@@ -61,8 +62,9 @@ struct SweepConfig {
   uint64_t seed = 42;
   double timeout_s = 600;  // per point
   ClusterConfig cluster;
-  bool has_train = false, has_collectives = false, has_sharing = false;
+  bool has_train = false, has_collectives = false, has_sharing = false, has_infer = false;
   TrainSweep train;
+  InferSweep infer;
   SharingConfig sharing;
   CollectivesSweep collectives;
 };
@@ -85,15 +87,15 @@ nlohmann::json to_json(const SweepConfig& c);
 // One measurement: a training run or an allreduce size sweep on `nodes` ranks.
 struct SweepPoint : PointCoords {
   std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
-                          // "share/lenet/b32/T4-4C/fixed_share/vms4"
+                          // "share/lenet/b32/T4-4C/fixed_share/vms4", "infer/lenet/b8/s28/none"
   int repeat = 1;         // 1-based
   std::string skip;       // why the config itself rules this point out ("" when it can run)
 };
 
 // Every point in the order run: repeats outermost, so each pass covers every configuration
 // and slow drift of a shared machine spreads over all of them; N = 1 runs once per model and
-// profile (transport "none"), not once per transport. Collectives do not depend on the vGPU
-// profile and run once per repeat (profile "none").
+// profile (transport "none"), not once per transport. Collectives and infer points do not depend
+// on the vGPU profile and run once per repeat (profile "none").
 std::vector<SweepPoint> expand_points(const SweepConfig& c);
 // The same points, one at a time, holding none of them (--dry-run streams them).
 void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit);

@@ -180,6 +180,7 @@ class LocalExecutor : public Executor {
 
   std::vector<std::string> rank_args(PointKind kind) const override {
     std::vector<std::string> a;
+    if (kind == PointKind::infer) return {"--threads", std::to_string(cpus_per_node_)};  // no network
     if (kind == PointKind::train) a = {"--threads", std::to_string(cpus_per_node_)};
     if (cluster_) a.insert(a.end(), {"--iface", cluster_->node_iface()});
     return a;

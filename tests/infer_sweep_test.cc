@@ -1,0 +1,68 @@
+// End to end: a sweep of a tiny infer config (LeNet, runs of a fraction of a second) with the
+// real binary: its raw.jsonl records, the report's Inference section, and the report
+// regenerated from raw.jsonl alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/run_command.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using testing::has_all;
+using testing::run_command;
+using testing::temp_path;
+namespace fs = std::filesystem;
+const std::string kBin = RINGBENCH_BIN;
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(InferSweep, TinyLenetConfigEndToEnd) {
+  const std::string dir = temp_path("infer-run"), cfg = temp_path("infer") + ".yaml";
+  std::ofstream(cfg) << "name: tiny-infer\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
+                        "infer:\n  models: [{model: lenet, max_batch: 4}]\n  batches: [1, 4]\n"
+                        "  latency_bound_ms: 100\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n";
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[1/1] infer/lenet/b4/none r1: ok"), std::string::npos) << r.output;
+
+  std::ifstream f(dir + "/raw.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  const json rec = json::parse(line);
+  EXPECT_EQ(rec["kind"], "infer");
+  EXPECT_EQ(rec["status"], "ok") << rec.dump();
+  EXPECT_EQ(rec["batch"], 4);
+  ASSERT_EQ(rec["infer"]["offline"].size(), 2u) << rec.dump();
+  EXPECT_GT(rec["infer"]["offline"][1]["samples_per_s"].get<double>(), 0);
+  EXPECT_FALSE(rec["infer"]["offline"][0]["validity"]["valid"].get<bool>());  // far below LoadGen's 600 s
+  EXPECT_GT(rec["infer"]["single_stream"]["latency"]["p90_s"].get<double>(), 0);
+  EXPECT_EQ(rec["infer"]["server"]["runs"].size(), 1u);
+  EXPECT_EQ(rec["infer"]["meta"]["input"], "1x28x28");
+  const auto& cmd = rec["command"];
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--threads"), cmd.end()) << cmd.dump();
+
+  const std::string report = read_text(dir + "/report.md"), csv = read_text(dir + "/summary.csv");
+  EXPECT_TRUE(has_all(report, {"## Inference", "### lenet, batches up to 4 (infer/lenet/b4/none)",
+                               "| 4 | ", "INVALID (min duration 600 s", "SingleStream", "Server at one rate"}));
+  fs::remove(dir + "/report.md");
+  fs::remove(dir + "/summary.csv");
+  auto rr = run_command(kBin + " report " + dir);
+  ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_EQ(read_text(dir + "/report.md"), report);
+  EXPECT_EQ(read_text(dir + "/summary.csv"), csv);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ringbench
