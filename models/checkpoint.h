@@ -4,7 +4,7 @@
 //   8 bytes   magic "RBCKPT\r\n" (the \r\n catches a text-mode copy)
 //   u32       format version (1)
 //   u32       header length H, then H bytes of JSON: model, image_size, classes, param_count,
-//             state_count, signature (SHA-256 of the parameter tensors' names and shapes)
+//             state_count, signature (graph_signature(): the tensors' names and shapes)
 //   payload   param_count then state_count float32
 //   64 bytes  SHA-256 (hex) of everything before it: `head -c -64 F | sha256sum` checks it
 #pragma once
@@ -34,8 +34,8 @@ struct Checkpoint {
   void save(const std::string& path) const;
 };
 
-// SHA-256 (hex) of every parameter tensor's name and shape, in order: two graphs whose flat
-// buffers mean the same thing have the same signature.
+// SHA-256 (hex) of every parameter tensor's name and shape, in order, and the state's size: two
+// graphs whose flat buffers mean the same thing have the same signature.
 std::string graph_signature(const Graph& g);
 
 // Decodes `bytes` (read from `path`, named in every error) and checks it holds values for `g`.
