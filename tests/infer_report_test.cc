@@ -150,6 +150,8 @@ TEST(InferReport, ReportIsDeterministicAndPlotted) {
   EXPECT_EQ(ma, mb);
   EXPECT_NE(ma.find("](plots/infer-mobilenet_v1.svg)"), std::string::npos);
   EXPECT_TRUE(fs::exists(a.path() + "/plots/infer-inception_v3.svg"));
+  EXPECT_NE(ma.find("](plots/infer-mobilenet-vs-inception.svg)"), std::string::npos);
+  EXPECT_NE(read_file(a.path() + "/plots/infer-mobilenet-vs-inception.gp").find("8.8 with lines"), std::string::npos);
   EXPECT_EQ(read_file(a.path() + "/plots/infer-mobilenet_v1.dat"), read_file(b.path() + "/plots/infer-mobilenet_v1.dat"));
 }
 

@@ -3,6 +3,7 @@
 // batch plot per model, and MobileNet v1 against Inception v3.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "models/layer_profile.h"
 #include "models/zoo.h"
@@ -187,29 +188,58 @@ double graph_macs(const std::string& model, int image_size) {
 
 std::string size_text(const Point& p) { return p.image_size ? std::to_string(p.image_size) + "px" : "default size"; }
 
-// MobileNet v1 against Inception v3 at every batch both were measured at, per pair of points.
-std::string ratio_text(const Run& run) {
+// MobileNet v1 against Inception v3 at every batch both were measured at, per pair of points:
+// the table's rows and the plot's series (throughput ratio against batch; the MAC ratio of the
+// sizes run as a flat line).
+struct Ratios {
   std::vector<std::vector<std::string>> rows;
-  for (const Point* m : points_of(run, PointKind::infer)) {
-    if (m->model != "mobilenet_v1") continue;
-    const auto mo = offline_rows(*m);
-    for (const Point* i : points_of(run, PointKind::infer)) {
-      if (i->model != "inception_v3") continue;
-      std::string macs = "-";  // a size no graph of this ringbench builds: no ratio
-      try {
-        macs = fixed(graph_macs("inception_v3", i->image_size) / graph_macs("mobilenet_v1", m->image_size), 2) + "×";
-      } catch (const std::exception&) {
-      }
-      for (const auto& [batch, io] : offline_rows(*i)) {
-        const auto it = mo.find(batch);
-        if (it == mo.end() || median(io.samples_per_s) <= 0) continue;
-        const double mr = median(it->second.samples_per_s), ir = median(io.samples_per_s);
-        rows.push_back({std::to_string(batch), size_text(*m), fixed(mr, 1), size_text(*i), fixed(ir, 1),
-                        fixed(mr / ir, 2) + "×", macs});
-      }
-    }
+  std::vector<Series> series, macs;
+};
+
+std::optional<double> mac_ratio(const Point& mobilenet, const Point& inception) {
+  try {
+    return graph_macs("inception_v3", inception.image_size) / graph_macs("mobilenet_v1", mobilenet.image_size);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a size no graph of this ringbench builds
   }
-  if (rows.empty()) return "";
+}
+
+void add_pair(Ratios& out, const Point& m, const Point& i) {
+  const auto mo = offline_rows(m);
+  const auto macs = mac_ratio(m, i);
+  const std::string title = "MobileNet v1 " + size_text(m) + " / Inception v3 " + size_text(i);
+  Series ratio{title, {}}, flat{"MAC ratio, " + size_text(i) + " / " + size_text(m), {}};
+  for (const auto& [batch, io] : offline_rows(i)) {
+    const auto it = mo.find(batch);
+    if (it == mo.end() || median(io.samples_per_s) <= 0) continue;
+    const double mr = median(it->second.samples_per_s), ir = median(io.samples_per_s);
+    out.rows.push_back({std::to_string(batch), size_text(m), fixed(mr, 1), size_text(i), fixed(ir, 1),
+                        fixed(mr / ir, 2) + "×", macs ? fixed(*macs, 2) + "×" : "-"});
+    ratio.rows.push_back({double(batch), mr / ir, 0});
+    if (macs) flat.rows.push_back({double(batch), *macs, 0});
+  }
+  if (!ratio.rows.empty()) out.series.push_back(ratio);
+  if (!flat.rows.empty()) out.macs.push_back(flat);
+}
+
+std::string ratio_plot(const Ratios& r, Plotter& plotter) {
+  if (!plotter.enabled()) return "";
+  Plot plot{"infer-mobilenet-vs-inception", "MobileNet v1 / Inception v3 Offline throughput against their MAC ratio",
+            "batch (samples)", "ratio", "set logscale x 2\nset yrange [0:*]\n", "", ""};
+  std::vector<Series> all = r.series;
+  all.insert(all.end(), r.macs.begin(), r.macs.end());
+  add_series(plot, all, "linespoints");
+  plot.plot += ", \\\n     8.8 with lines dashtype 2 title 'published MAC ratio at full size (8.8)'";
+  plotter.render(plot);
+  return image("MobileNet v1 / Inception v3 Offline throughput against their MAC ratio", plot.name);
+}
+
+std::string ratio_text(const Run& run, Plotter& plotter) {
+  Ratios r;
+  for (const Point* m : points_of(run, PointKind::infer))
+    for (const Point* i : points_of(run, PointKind::infer))
+      if (m->model == "mobilenet_v1" && i->model == "inception_v3") add_pair(r, *m, *i);
+  if (r.rows.empty()) return "";
   const double inception = graph_macs("inception_v3", 0), mobilenet = graph_macs("mobilenet_v1", 0);
   return "### MobileNet v1 against Inception v3\n\n"
          "Offline throughput at the same batch: MobileNet v1's samples/s over Inception v3's, next to the "
@@ -220,7 +250,8 @@ std::string ratio_text(const Run& run) {
          "A throughput ratio below the MAC ratio means MobileNet's depthwise convolutions run at a lower "
          "arithmetic rate than Inception's dense ones.\n\n" +
          md_table({"batch", "MobileNet v1", "samples/s", "Inception v3", "samples/s", "throughput ratio", "MAC ratio"},
-                  "rlrlrrr", rows);
+                  "rlrlrrr", r.rows) +
+         ratio_plot(r, plotter);
 }
 
 }  // namespace
@@ -240,7 +271,7 @@ std::string md_infer(const Run& run, Plotter& plotter) {
     for (const Point* p : model) md += point_text(*p);
     md += throughput_plot(model, plotter);
   }
-  return md + ratio_text(run);
+  return md + ratio_text(run, plotter);
 }
 
 }  // namespace ringbench::report
