@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/data.h"
+#include "tests/run_command.h"
 
 namespace ringbench::models {
 namespace {
@@ -44,16 +45,7 @@ void write_file(const std::string& path, const Bytes& b, bool gz) {
   }
 }
 
-// The message of the E that f throws ("" if none).
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;  // run_command.h
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -21,6 +21,7 @@
 #include "models/network.h"
 #include "models/train_buffers.h"
 #include "models/zoo.h"
+#include "tests/run_command.h"
 
 namespace ringbench::models {
 namespace {
@@ -110,12 +111,7 @@ void check_outputs(const std::string& backend, const std::string& model) {
 
 template <class F>
 std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of<Error>(f);  // run_command.h
 }
 
 void check_training_calls_throw(const std::string& backend) {

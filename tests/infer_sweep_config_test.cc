@@ -9,9 +9,13 @@
 #include "base/errors.h"
 #include "runner/sweep/point_args.h"
 #include "runner/sweep/sweep_config.h"
+#include "tests/sweep_config_errors.h"
 
 namespace ringbench {
 namespace {
+
+using testing::error_of;
+using testing::expect_error;
 
 const std::string kInfer = R"(
 name: t
@@ -21,21 +25,6 @@ infer:
   models: [{model: lenet, max_batch: 4}]
 )";
 
-std::string error_of(const std::string& yaml) {
-  try {
-    parse_sweep_config(yaml, "test.yaml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void expect_error(const std::string& yaml, const std::vector<std::string>& parts) {
-  const std::string e = error_of(yaml);
-  ASSERT_FALSE(e.empty()) << "accepted:\n" << yaml;
-  EXPECT_EQ(e.rfind("test.yaml: ", 0), 0u) << e;
-  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' not in: " << e;
-}
 
 // kInfer with `extra` lines appended under infer:.
 std::string with(const std::string& extra) { return kInfer + extra; }

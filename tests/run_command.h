@@ -79,6 +79,38 @@ inline ::testing::AssertionResult refused_without_gpu(const CommandResult& r, co
   return ::testing::AssertionSuccess();
 }
 
+// The message of the E that f throws ("" if none).
+template <class E, class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A whole file's text ("" when it cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// RUN_DIR's report.md and summary.csv, deleted and written again by `bin report RUN_DIR`, come
+// out byte for byte as they were: a report is derived from raw.jsonl alone.
+inline ::testing::AssertionResult report_regenerates(const std::string& bin, const std::string& dir) {
+  const std::string report = read_text(dir + "/report.md"), csv = read_text(dir + "/summary.csv");
+  std::filesystem::remove(dir + "/report.md");
+  std::filesystem::remove(dir + "/summary.csv");
+  const CommandResult r = run_command(bin + " report " + dir);
+  if (r.exit_code != 0) return ::testing::AssertionFailure() << "ringbench report failed:\n" << r.output;
+  if (read_text(dir + "/report.md") != report) return ::testing::AssertionFailure() << "report.md differs";
+  if (read_text(dir + "/summary.csv") != csv) return ::testing::AssertionFailure() << "summary.csv differs";
+  return ::testing::AssertionSuccess();
+}
+
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);

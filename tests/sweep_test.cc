@@ -26,16 +26,10 @@ namespace {
 
 using json = nlohmann::json;
 using testing::run_command;
+using testing::read_text;
 using testing::temp_path;
 namespace fs = std::filesystem;
 const std::string kBin = RINGBENCH_BIN;
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::vector<json> read_raw(const std::string& dir) {
   std::vector<json> out;
@@ -115,13 +109,7 @@ TEST_F(SweepTest, TwoPointsOnLoopbackEndToEnd) {
     EXPECT_TRUE(env.contains(k)) << k;
 
   // The report comes from raw.jsonl alone: regenerating it gives the same bytes.
-  const std::string report = read_text(dir_ + "/report.md"), csv = read_text(dir_ + "/summary.csv");
-  fs::remove(dir_ + "/report.md");
-  fs::remove(dir_ + "/summary.csv");
-  auto rr = run_command(kBin + " report " + dir_);
-  ASSERT_EQ(rr.exit_code, 0) << rr.output;
-  EXPECT_EQ(read_text(dir_ + "/report.md"), report);
-  EXPECT_EQ(read_text(dir_ + "/summary.csv"), csv);
+  EXPECT_TRUE(testing::report_regenerates(kBin, dir_));
 
   auto cmp = run_command(kBin + " compare " + dir_ + " " + dir_ + " --fail-on-regression");
   EXPECT_EQ(cmp.exit_code, 0) << cmp.output;

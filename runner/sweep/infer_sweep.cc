@@ -4,12 +4,12 @@
 #include <sstream>
 
 #include "models/zoo.h"
+#include "runner/sweep/model_entry.h"
 #include "runner/sweep/yaml_reader.h"
 
 namespace ringbench {
 namespace {
 
-const std::vector<std::string> kModels{"lenet", "mobilenet_v1", "inception_v3"};
 const std::vector<std::string> kScenarios{"offline", "single-stream", "server"};
 
 std::string num(double v) {
@@ -25,19 +25,13 @@ InferModel parse_model(const YamlReader& r, const YAML::Node& node, const std::s
   } else {
     YamlReader mr(node, where, r.origin());
     mr.only({"model", "image_size", "max_batch"});
-    if (!mr.has("model")) mr.fail(where + ".model", "missing; one of: " + join_names(kModels));
+    if (!mr.has("model")) fail_missing_model(mr, where);
     mr.get("model", m.model, "a string");
     mr.get_int("image_size", m.image_size, 0);
     mr.get_int("max_batch", m.max_batch, 1);
     if (m.max_batch > 4096) mr.fail(where + ".max_batch", "must be <= 4096 (got " + std::to_string(m.max_batch) + ")");
   }
-  if (std::find(kModels.begin(), kModels.end(), m.model) == kModels.end())
-    r.fail(where + ".model", "'" + m.model + "' is not one of: " + join_names(kModels));
-  try {
-    models::build_model(m.model, {0, m.image_size, false, -1});
-  } catch (const std::exception& e) {
-    r.fail(where + ".image_size", e.what());
-  }
+  check_model_entry(r, where, m.model, m.image_size);
   return m;
 }
 

@@ -16,6 +16,7 @@
 #include "models/zoo.h"
 #include "runner/cli/allreduce_cmd.h"
 #include "runner/backends/backend.h"
+#include "runner/sweep/model_entry.h"
 #include "runner/sweep/yaml_reader.h"
 #include "base/bytes.h"
 #include "vgpu/catalog.h"
@@ -25,7 +26,6 @@ namespace ringbench {
 namespace {
 
 const std::vector<std::string> kClusterTypes{"local", "emulated", "mpirun"};
-const std::vector<std::string> kModels{"lenet", "mobilenet_v1", "inception_v3"};
 
 // tc's rate syntax as far as configs need it: digits, an optional fraction, [k|m|g]bit.
 bool is_tc_rate(const std::string& s) {
@@ -74,18 +74,12 @@ TrainSweep parse_train(const YamlReader& r) {
     } else {
       YamlReader mr(models[i], where, r.origin());
       mr.only({"model", "batch", "image_size"});
-      if (!mr.has("model")) mr.fail(where + ".model", "missing; one of: " + join_names(kModels));
+      if (!mr.has("model")) fail_missing_model(mr, where);
       mr.get("model", m.model, "a string");
       mr.get_int("batch", m.batch, 1);
       mr.get_int("image_size", m.image_size, 0);
     }
-    if (std::find(kModels.begin(), kModels.end(), m.model) == kModels.end())
-      r.fail(where + ".model", "'" + m.model + "' is not one of: " + join_names(kModels));
-    try {
-      models::build_model(m.model, {0, m.image_size, false, -1});
-    } catch (const std::exception& e) {
-      r.fail(where + ".image_size", e.what());
-    }
+    check_model_entry(r, where, m.model, m.image_size);
     for (const auto& o : t.models)
       if (o.model == m.model && o.batch == m.batch && o.image_size == m.image_size)
         r.fail(where, m.model + " with batch " + std::to_string(m.batch) + " and image_size " +
@@ -300,6 +294,28 @@ std::string to_yaml(const SweepConfig& c) {
          out.c_str() + "\n";
 }
 
+namespace {
+
+// A point with a model's coordinates (train, infer and share points).
+SweepPoint model_point(PointKind kind, const std::string& model, int batch, int image_size, int nodes,
+                       const std::string& transport, const std::string& profile, int repeat) {
+  SweepPoint p;
+  p.kind = kind;
+  p.model = model;
+  p.batch = batch;
+  p.image_size = image_size;
+  p.nodes = nodes;
+  p.transport = transport;
+  p.profile = profile;
+  p.repeat = repeat;
+  return p;
+}
+
+// "/s96" in a point's id when an image size is set.
+std::string size_suffix(int image_size) { return image_size ? "/s" + std::to_string(image_size) : ""; }
+
+}  // namespace
+
 void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit) {
   std::unique_ptr<vgpu::Catalog> own;
   if (c.has_sharing && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
@@ -311,17 +327,8 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
           for (int n : c.nodes) {
             const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
             for (const auto& t : ts) {
-              SweepPoint p;
-              p.kind = PointKind::train;
-              p.model = m.model;
-              p.batch = m.batch;
-              p.image_size = m.image_size;
-              p.nodes = n;
-              p.transport = t;
-              p.profile = profile;
-              p.repeat = rep;
-              p.id = "train/" + m.model + "/b" + std::to_string(m.batch) +
-                     (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/n" +
+              SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
+              p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) + "/n" +
                      std::to_string(n) + "/" + t + "/" + profile;
               visit(p);
             }
@@ -345,17 +352,8 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
       }
       if (c.has_infer && profile == c.profiles.front()) {
         for (const auto& m : c.infer.models) {
-          SweepPoint p;
-          p.kind = PointKind::infer;
-          p.model = m.model;
-          p.batch = m.max_batch;
-          p.image_size = m.image_size;
-          p.nodes = 1;
-          p.transport = "none";
-          p.profile = "none";
-          p.repeat = rep;
-          p.id = "infer/" + m.model + "/b" + std::to_string(m.max_batch) +
-                 (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/none";
+          SweepPoint p = model_point(PointKind::infer, m.model, m.max_batch, m.image_size, 1, "none", "none", rep);
+          p.id = "infer/" + m.model + "/b" + std::to_string(m.max_batch) + size_suffix(m.image_size) + "/none";
           visit(p);
         }
       }
@@ -365,19 +363,11 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
         for (const auto& m : c.train.models) {
           for (const auto& policy : c.sharing.policies) {
             for (int vms : k == 1 ? std::vector<int>{1} : std::vector<int>{1, k}) {
-              SweepPoint p;
-              p.kind = PointKind::share;
-              p.model = m.model;
-              p.batch = m.batch;
-              p.image_size = m.image_size;
-              p.nodes = 1;
-              p.transport = "none";
-              p.profile = vp->name;
+              SweepPoint p = model_point(PointKind::share, m.model, m.batch, m.image_size, 1, "none", vp->name, rep);
               p.policy = policy;
               p.vms = vms;
-              p.repeat = rep;
-              p.id = "share/" + m.model + "/b" + std::to_string(m.batch) +
-                     (m.image_size ? "/s" + std::to_string(m.image_size) : "") + "/" + vp->name + "/" + policy +
+              p.id = "share/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) + "/" + vp->name +
+                     "/" + policy +
                      "/vms" + std::to_string(vms);
               if (vms > vp->max_instances)
                 p.skip = vp->name + " hosts at most " + std::to_string(vp->max_instances) + " vGPU(s) per GPU";
