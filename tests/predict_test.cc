@@ -186,7 +186,8 @@ TEST(ModelCheck, ReplaysATrainPointWithTheRunsOwnFit) {
   run.collectives(50e-6, 2e-9);  // a 1 MiB bucket on 2 ranks: 2·50 us + 2^20 B · 2 ns = 2.197 ms
   run.train(1, 0.012);
   run.train(2, 0.0150);
-  const ModelCheck mc = check_model(report::load_run(run.dir(), 0.1));
+  const report::Run loaded = report::load_run(run.dir(), 0.1);  // the rows point into it
+  const ModelCheck mc = check_model(loaded);
   ASSERT_EQ(mc.fits.size(), 1u);
   EXPECT_NEAR(mc.fits[0].fit.alpha_s / 50e-6, 1, 1e-6);
   ASSERT_EQ(mc.rows.size(), 1u) << "one rank has nothing to predict";
@@ -202,9 +203,9 @@ TEST(ModelCheck, ReplaysATrainPointWithTheRunsOwnFit) {
   EXPECT_NEAR(*r.in_situ_ratio, 0.008 / (2 * c), 1e-9);
   ASSERT_TRUE(r.predicted_from_one_node_s.has_value());  // the same timeline here
   EXPECT_NEAR(*r.predicted_from_one_node_s, r.predicted_s, 1e-12);
-  EXPECT_NE(md_model_check(report::load_run(run.dir(), 0.1)).find("## Model check"), std::string::npos);
+  EXPECT_NE(md_model_check(loaded).find("## Model check"), std::string::npos);
   // Extrapolated from the one-rank point's timeline (the same here) with the N=2 fit.
-  const auto preds = predict_run(report::load_run(run.dir(), 0.1), mc.fits, {1, 2, 4});
+  const auto preds = predict_run(loaded, mc.fits, {1, 2, 4});
   ASSERT_EQ(preds.size(), 1u);
   ASSERT_EQ(preds[0].links.size(), 1u);
   const LinkCurve& tcp = preds[0].links[0];
@@ -227,7 +228,8 @@ TEST(ModelCheck, SaysWhyAPointCannotBeChecked) {
   TempRun no_fit;  // only the MPI baseline's allreduce, whose algorithm is MPI's own
   no_fit.collectives(50e-6, 2e-9, "mpi", "mpi");
   no_fit.train(2, 0.015);
-  const ModelCheck nf = check_model(report::load_run(no_fit.dir(), 0.1));
+  const report::Run no_fit_run = report::load_run(no_fit.dir(), 0.1);
+  const ModelCheck nf = check_model(no_fit_run);
   EXPECT_TRUE(nf.fits.empty());
   ASSERT_EQ(nf.unchecked.size(), 1u);
   EXPECT_NE(nf.unchecked[0].find("no allreduce of ours (ring, direct, rd) measured on tcp"), std::string::npos)
@@ -298,7 +300,8 @@ TEST(WhatIf, ScalesTheMeasuredTimelineToTheDescribedCompute) {
   TempRun run;
   run.train(1, 0.012);  // compute 10 ms (4 + 6), two 1 MiB buckets ready at 6 and 9 ms, optimizer 2 ms
   const WhatIf w = parse_what_if(what_if_yaml(), "w.yaml");
-  const auto results = run_what_if(w, report::load_run(run.dir(), 0.1));
+  const report::Run loaded = report::load_run(run.dir(), 0.1);  // the results point into it
+  const auto results = run_what_if(w, loaded);
   ASSERT_EQ(results.size(), 1u);
   const WhatIfResult& r = results[0];
   EXPECT_NEAR(r.timeline.compute_s, 0.02, 1e-12);

@@ -48,6 +48,7 @@ struct ModelCheck {
 // (collectives/allreduce.h's default direct_max_bytes).
 constexpr double kSmallMessageBytes = 32 << 10;
 
+// The rows point into `run`: it must outlive the check.
 ModelCheck check_model(const report::Run& run);
 
 // One repeat's measured step timeline (train's summary.timeline), or why there is none.

@@ -30,7 +30,8 @@ struct ModelPrediction {
 // The N=1 point's mean timeline, or why there is none.
 std::optional<StepTimeline> mean_timeline(const report::Point& p, std::string& why);
 
-// Every train config with an N=1 timeline, over every transport with a ring fit in `fits`.
+// Every train config with an N=1 timeline, over every transport with a ring fit in `fits`. The
+// predictions point into `run` (and `fits` does not): it must outlive them.
 std::vector<ModelPrediction> predict_run(const report::Run& run, const std::vector<TransportFit>& fits,
                                          const std::vector<int>& nodes);
 

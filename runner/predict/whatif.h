@@ -57,6 +57,7 @@ struct WhatIfResult {
   std::vector<std::vector<double>> ratio;
 };
 
+// The results point into `w` and `run`: both must outlive them.
 std::vector<WhatIfResult> run_what_if(const WhatIf& w, const report::Run& run);
 
 std::string md_what_if(const WhatIf& w, const std::vector<WhatIfResult>& results);
