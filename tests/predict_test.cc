@@ -203,7 +203,7 @@ TEST(ModelCheck, ReplaysATrainPointWithTheRunsOwnFit) {
   EXPECT_NEAR(*r.in_situ_ratio, 0.008 / (2 * c), 1e-9);
   ASSERT_TRUE(r.predicted_from_one_node_s.has_value());  // the same timeline here
   EXPECT_NEAR(*r.predicted_from_one_node_s, r.predicted_s, 1e-12);
-  EXPECT_NE(md_model_check(loaded).find("## Model check"), std::string::npos);
+  EXPECT_NE(md_model_check(mc).find("## Model check"), std::string::npos);
   // Extrapolated from the one-rank point's timeline (the same here) with the N=2 fit.
   const auto preds = predict_run(loaded, mc.fits, {1, 2, 4});
   ASSERT_EQ(preds.size(), 1u);
@@ -223,7 +223,7 @@ TEST(ModelCheck, SaysWhyAPointCannotBeChecked) {
   EXPECT_TRUE(mc.rows.empty());
   ASSERT_EQ(mc.unchecked.size(), 1u);
   EXPECT_NE(mc.unchecked[0].find("no step timeline"), std::string::npos) << mc.unchecked[0];
-  EXPECT_EQ(md_model_check(run), "");
+  EXPECT_EQ(md_model_check(mc), "");
 
   TempRun no_fit;  // only the MPI baseline's allreduce, whose algorithm is MPI's own
   no_fit.collectives(50e-6, 2e-9, "mpi", "mpi");

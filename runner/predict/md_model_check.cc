@@ -69,8 +69,7 @@ std::string md_check_rows(const ModelCheck& mc) {
   return md;
 }
 
-std::string md_model_check(const report::Run& run) {
-  const ModelCheck mc = check_model(run);
+std::string md_model_check(const ModelCheck& mc) {
   if (mc.rows.empty()) return "";
   std::string md =
       "## Model check\n\n"

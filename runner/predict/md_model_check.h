@@ -16,6 +16,6 @@ std::string md_check_rows(const ModelCheck& mc);
 
 // report.md's section: "" when no train point could be checked (runs recorded before
 // train wrote its step timeline keep their report as it was).
-std::string md_model_check(const report::Run& run);
+std::string md_model_check(const ModelCheck& mc);
 
 }  // namespace ringbench::predict

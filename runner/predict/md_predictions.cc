@@ -87,8 +87,8 @@ std::string md_model_prediction(const ModelPrediction& mp, report::Plotter* plot
   return md;
 }
 
-std::string md_predictions(const report::Run& run, report::Plotter& plotter) {
-  const auto predictions = predict_run(run, check_model(run).fits, powers_of_two_nodes());
+std::string md_predictions(const report::Run& run, const std::vector<TransportFit>& fits, report::Plotter& plotter) {
+  const auto predictions = predict_run(run, fits, powers_of_two_nodes());
   if (predictions.empty()) return "";
   std::string md =
       "## Predictions\n\n"

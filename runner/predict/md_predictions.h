@@ -14,6 +14,6 @@ namespace ringbench::predict {
 std::string md_model_prediction(const ModelPrediction& mp, report::Plotter* plotter);
 
 // report.md's section: "" when no model has a one-rank timeline and a transport a ring fit.
-std::string md_predictions(const report::Run& run, report::Plotter& plotter);
+std::string md_predictions(const report::Run& run, const std::vector<TransportFit>& fits, report::Plotter& plotter);
 
 }  // namespace ringbench::predict
