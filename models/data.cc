@@ -216,6 +216,15 @@ class DatasetSource : public BatchSource {
     }
     pos_ += batch_;
   }
+  std::vector<uint64_t> cursor() const override { return {epoch_, pos_}; }
+  void restore(const std::vector<uint64_t>& c) override {
+    if (c.size() != 2 || c[1] > order_.size())
+      throw Error("a dataset cursor of " + std::to_string(c.size()) + " numbers, position " +
+                  (c.size() == 2 ? std::to_string(c[1]) : "?") + " in a shard of " + std::to_string(order_.size()));
+    epoch_ = c[0];
+    shuffle();
+    pos_ = size_t(c[1]);
+  }
   std::string describe() const override {
     return "dataset " + std::to_string(d_.size()) + " x " + to_string(d_.dims) + ", " +
            std::to_string(d_.classes) + " classes, batch " + std::to_string(batch_) + " (" +
@@ -241,6 +250,10 @@ class DatasetSource : public BatchSource {
 };
 
 }  // namespace
+
+void BatchSource::restore(const std::vector<uint64_t>& cursor) {
+  if (!cursor.empty()) throw Error(describe() + " has no position to restore");
+}
 
 Dataset load_idx(const std::string& images, const std::string& labels, int shard, int shards) {
   return load(images, labels, shard, shards, 0);

@@ -45,6 +45,10 @@ class BatchSource {
   // (synthetic data): the trainer then copies it to the network once, as synthetic benchmarks
   // keep their batch on the device. 0: a new batch every call.
   virtual uint64_t fixed_batch_id() const { return 0; }
+  // Where the source is (a migrated rank goes on from there): opaque numbers, empty when the
+  // source has no position (synthetic data); restore() takes what cursor() returned.
+  virtual std::vector<uint64_t> cursor() const { return {}; }
+  virtual void restore(const std::vector<uint64_t>& cursor);
 };
 
 // One batch of uniform random images and labels from (seed, rank), returned at every step.

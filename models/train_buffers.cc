@@ -27,6 +27,10 @@ class HostBuffers final : public ArrayTrainBuffers<DeviceVector<float>> {
     const DeviceVector<float>& v = array(w);
     return {v.begin(), v.end()};
   }
+  void from_host(Which w, const std::vector<float>& v) override {
+    check_size(array(w), v);
+    std::copy(v.begin(), v.end(), array(w).begin());
+  }
   void update(size_t bucket, bool) override {
     const Bucket& b = plan_.buckets[bucket];
     sgd_update(g_, b.first, b.last, sgd_, params_.data(), grads_.data(), velocity_.data());

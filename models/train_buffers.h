@@ -24,6 +24,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "models/bucket_plan.h"
@@ -43,8 +46,10 @@ class TrainBuffers {
   virtual size_t param_count() const = 0;
   virtual size_t state_count() const = 0;
   // A copy in host memory, once the work queued so far has run (tests, the parameter hash).
-  enum class Which { params, grads, state };
+  enum class Which { params, grads, momentum, state };
   virtual std::vector<float> to_host(Which w) const = 0;
+  // Replaces a buffer with `v` (a migrated rank's state); its size must match.
+  virtual void from_host(Which w, const std::vector<float>& v) = 0;
 
   virtual void grads_queued(size_t /*bucket*/) {}
   virtual void wait_grads(size_t /*bucket*/) {}
@@ -73,7 +78,15 @@ class ArrayTrainBuffers : public TrainBuffers {
   ArrayTrainBuffers(const Graph& g, Make make)
       : params_(make(g.param_count, "parameters")), grads_(make(g.param_count, "gradients")),
         velocity_(make(g.param_count, "momentum")), state_(make(g.state_count, "batch-norm state")) {}
-  const Array& array(Which w) const { return w == Which::params ? params_ : w == Which::grads ? grads_ : state_; }
+  const Array& array(Which w) const {
+    return w == Which::params ? params_ : w == Which::grads ? grads_ : w == Which::momentum ? velocity_ : state_;
+  }
+  Array& array(Which w) { return const_cast<Array&>(std::as_const(*this).array(w)); }
+  static void check_size(const Array& a, const std::vector<float>& v) {
+    if (a.size() != v.size())
+      throw std::invalid_argument("restoring " + std::to_string(v.size()) + " values into a buffer of " +
+                                  std::to_string(a.size()));
+  }
 
   Array params_, grads_, velocity_, state_;
 };

@@ -166,16 +166,7 @@ Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make
   const int b = net_.batch();
   images_.resize(size_t(b) * size_t(g_.input_dims().numel()));
   labels_.resize(size_t(b));
-  if (o.world > 1) {
-    if (!make_reducer) throw std::invalid_argument("a multi-rank trainer needs a gradient reducer");
-    reducer_ = make_reducer(buffers_->grads(), buffers_->param_count());
-    if (reducer_->on_device() != buffers_->on_device())
-      throw std::invalid_argument("the gradient reducer (" + reducer_->describe() + ") works on " +
-                                  (reducer_->on_device() ? "GPU" : "host") + " memory, but the " +
-                                  net_.backend() + " backend keeps its gradients in " +
-                                  (buffers_->on_device() ? "GPU" : "host") + " memory");
-    comm_ = std::make_unique<Comm>(*reducer_, *buffers_, plan_, o.timeline);
-  }
+  if (o.world > 1 && make_reducer) connect(make_reducer);  // else: connect() before the first step
   if (o.timeline) {
     o.timeline->name_track(0, "compute");
     o.timeline->name_track(1, "step");
@@ -186,6 +177,27 @@ Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::connect(const ReducerFactory& make_reducer) {
+  comm_.reset();  // its thread is idle between steps
+  reducer_.reset();
+  if (!make_reducer) return;
+  reducer_ = make_reducer(buffers_->grads(), buffers_->param_count());
+  if (reducer_->on_device() != buffers_->on_device())
+    throw std::invalid_argument("the gradient reducer (" + reducer_->describe() + ") works on " +
+                                (reducer_->on_device() ? "GPU" : "host") + " memory, but the " + net_.backend() +
+                                " backend keeps its gradients in " + (buffers_->on_device() ? "GPU" : "host") +
+                                " memory");
+  comm_ = std::make_unique<Comm>(*reducer_, *buffers_, plan_, o_.timeline);
+}
+
+void Trainer::restore(const std::vector<float>& params, const std::vector<float>& momentum,
+                      const std::vector<float>& state, int64_t steps_done) {
+  buffers_->from_host(TrainBuffers::Which::params, params);
+  buffers_->from_host(TrainBuffers::Which::momentum, momentum);
+  buffers_->from_host(TrainBuffers::Which::state, state);
+  steps_ = steps_done;
+}
 
 std::string Trainer::reducer() const { return reducer_ ? reducer_->describe() : "none (1 rank)"; }
 
@@ -273,6 +285,7 @@ Trainer::OptimizerTimes Trainer::update_by_bucket() {
 }
 
 StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
+  if (o_.world > 1 && !comm_) throw std::logic_error("a multi-rank step without a gradient reducer (connect())");
   StepRecord r;
   r.step = steps_;
   Timeline* tl = trace ? o_.timeline : nullptr;

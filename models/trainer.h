@@ -79,6 +79,7 @@ struct StepRecord {
 
 class Trainer {
  public:
+  // More than one rank: `make_reducer` connects the trainer now, or (empty) connect() does later.
   Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make_reducer);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -100,6 +101,13 @@ class Trainer {
   std::vector<float> host_params() const { return buffers_->to_host(TrainBuffers::Which::params); }
   std::vector<float> host_state() const { return buffers_->to_host(TrainBuffers::Which::state); }
   std::vector<float> host_grads() const { return buffers_->to_host(TrainBuffers::Which::grads); }
+  std::vector<float> host_momentum() const { return buffers_->to_host(TrainBuffers::Which::momentum); }
+  // Between steps: replaces the gradient reducer with a new one (a ring re-formed around a
+  // migrated rank); an empty factory leaves the trainer without one until the next connect().
+  void connect(const ReducerFactory& make_reducer);
+  // A migrated rank's state: the step count decides dropout's masks and the next step's number.
+  void restore(const std::vector<float>& params, const std::vector<float>& momentum,
+               const std::vector<float>& state, int64_t steps_done);
   bool on_device() const { return buffers_->on_device(); }
   std::string reducer() const;
   int64_t steps_done() const { return steps_; }

@@ -63,6 +63,15 @@ class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
     }
     return out;
   }
+  void from_host(Which w, const std::vector<float>& v) override {
+    cuda::DeviceArray<float>& a = array(w);
+    check_size(a, v);
+    sync();
+    if (a.bytes()) {
+      RB_CUDA(cudaMemcpyAsync(a.data(), v.data(), a.bytes(), cudaMemcpyHostToDevice, stream_));
+      sync();
+    }
+  }
 
   void grads_queued(size_t b) override { ready_[b]->record(stream_); }
   void wait_grads(size_t b) override { ready_[b]->sync(); }

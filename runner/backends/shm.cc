@@ -58,6 +58,7 @@ std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {
   o.timeout = s.timeout;
   o.spin = s.net.spin;
   o.job_id = s.world.job_id;
+  o.key_prefix = s.key_prefix + "/shm";
   o.single_copy_bytes = parse_bytes(args.single_copy);
   return make_shm_transport(s.store, s.rank, s.size, o);
 }

@@ -17,6 +17,7 @@ std::unique_ptr<Transport> connect_tcp(const BackendSetup& s) {
   o.spin = s.net.spin;
   o.job_id = s.world.job_id;
   o.secret = s.world.secret;
+  o.key_prefix = s.key_prefix + "/tcp";  // a new rendezvous per command and ring epoch
   return make_tcp_transport(s.store, s.rank, s.size, o);
 }
 

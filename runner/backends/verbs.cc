@@ -60,6 +60,7 @@ std::unique_ptr<Transport> connect_verbs(const BackendSetup& s) {
   o.timeout = s.timeout;
   o.spin = s.net.spin;
   o.job_id = s.world.job_id;
+  o.key_prefix = s.key_prefix + "/verbs";
   return make_verbs_transport(s.store, s.rank, s.size, o);
 #else
   (void)s;

@@ -22,6 +22,22 @@ void add_rank_options(CLI::App& cmd, Args& a) {
 
 }  // namespace
 
+// `train --migrate-*` (runner/migrate/migration.h).
+void add_migrate_options(CLI::App& cmd, migrate::MigrateArgs& a) {
+  cmd.add_option("--migrate-at", a.at_step, "Live-migrate a rank once this many steps (warmup included) are done: "
+                 "its state and framebuffer go to a new process on --migrate-netns's node, the ring re-forms "
+                 "around it (0: no migration)")->capture_default_str();
+  cmd.add_option("--migrate-rank", a.rank, "The rank that moves (-1: the last)")->capture_default_str();
+  cmd.add_option("--migrate-method", a.method, "precopy (copy while the rank trains on, round after round, then "
+                 "stun and copy the rest) or stopcopy (stun, then copy everything)")->capture_default_str();
+  cmd.add_option("--migrate-netns", a.netns, "Network namespace of the node the rank moves to (an emulated "
+                 "cluster's node, e.g. ringbench-n3); default: this host");
+  cmd.add_option("--framebuffer", a.framebuffer, "The moving rank's vGPU framebuffer (emulated in host memory "
+                 "without a GPU), e.g. 4G; default: --profile's, else the size of the rank's state");
+  cmd.add_option("--migrate-fault", a.fault, "Tests: make the migration fail half way (target-unreachable, "
+                 "target-killed); the rank must resume on its node");
+}
+
 void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("-b,--minbytes", a.minbytes, "Smallest message size in bytes (K, M, G suffixes)")->capture_default_str();
   cmd.add_option("-e,--maxbytes", a.maxbytes, "Largest message size in bytes")->capture_default_str();
@@ -108,6 +124,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "timed and print where a step's time goes, per kind of layer and the slowest layers (rank 0's; "
                  "not counted in img/sec: a GPU backend waits for each layer in them)")->capture_default_str();
   cmd.add_option("--timeout", a.timeout_s, "Seconds a peer may stay silent before it is declared dead")->capture_default_str();
+  add_migrate_options(cmd, a.migrate);
   add_rank_options(cmd, a);
   add_backend_options(cmd);
   add_vgpu_train_options(cmd, a.vgpu);

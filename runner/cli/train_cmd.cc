@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -30,6 +31,8 @@
 #include "runner/cli/metadata.h"
 #include "runner/cli/train_results.h"
 #include "runner/cli/world.h"
+#include "runner/migrate/migration.h"
+#include "runner/migrate/target_process.h"
 
 #if RINGBENCH_HAVE_CUDA
 #include "models/cuda/gpu_reducers.h"
@@ -238,12 +241,15 @@ m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const Vgpu
 }
 
 // The ranks' communicator (more than one rank).
-std::unique_ptr<Communicator> connect_ranks(const RankJob& job, const TrainArgs& a, const Backend& comm_backend) {
+// `key_prefix`: the store's namespace of its rendezvous ("train"; "train/m1" once the ring re-formed
+// around a migrated rank).
+std::unique_ptr<Communicator> connect_ranks(const RankJob& job, const TrainArgs& a, const Backend& comm_backend,
+                                            const std::string& key_prefix) {
   NetArgs net_args;
   net_args.addr = a.addr;
   net_args.iface = a.iface;
   net_args.sockets_per_peer = a.sockets_per_peer;
-  return comm_backend.make({*job.store, job.rank, job.n, *job.world, job.timeout, net_args, "train"});
+  return comm_backend.make({*job.store, job.rank, job.n, *job.world, job.timeout, net_args, key_prefix});
 }
 
 json path_json(const Communicator* comm) {
@@ -284,6 +290,26 @@ json bucket_list(const m::BucketPlan& plan, const m::Graph& graph) {
                        {"first_tensor", graph.params[size_t(b.last)].name},
                        {"last_tensor", graph.params[size_t(b.first)].name}});
   return buckets;
+}
+
+// Every rank's parameters and batch-norm state at the end, hashed (rank 0: in rank order, as
+// hex): synchronous SGD leaves them equal, so one that differs is a rank that diverged (a
+// migrated rank restored wrongly, a misrouted gradient).
+json final_hashes(const RankJob& job, const m::Trainer& trainer) {
+  std::vector<float> all = trainer.host_params();
+  const std::vector<float> state = trainer.host_state();
+  all.insert(all.end(), state.begin(), state.end());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)param_hash(all));
+  job.store->set("train/final_hash/" + std::to_string(job.rank), hex);
+  json out = json::array();
+  for (int r = 0; job.rank == 0 && r < job.n; ++r) {
+    const std::string h = get_from_rank(*job.store, "train/final_hash/" + std::to_string(r), r, 2 * job.timeout);
+    if (h.size() != 16 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw Error("rank " + std::to_string(r) + " published a final hash that is not 16 hex digits");
+    out.push_back(h);
+  }
+  return out;
 }
 
 // What one rank's training is made of, for the metadata and the header.
@@ -361,7 +387,19 @@ struct Steps {
   std::vector<m::StepRecord> measured;
   Clock::time_point begin, end;
   int64_t tail_steps = 0;
+  bool left = false;  // the rank migrated: its target trains on
 };
+
+// What a migrating rank has done before step s, for its target.
+migrate::LoopState loop_state(const Steps& st, int64_t s, int traced, const m::BatchSource& source) {
+  migrate::LoopState l;
+  l.steps_done = s;
+  l.cursor = source.cursor();
+  l.measured = st.measured;
+  l.traced = traced;
+  l.begin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(st.begin.time_since_epoch()).count();
+  return l;
+}
 
 void log_step(const TrainArgs& a, int64_t s, int64_t total_steps, bool measuring, const m::StepRecord& r) {
   std::printf("step %5lld/%lld%s  loss %.4f  acc %5.1f%%  %.1f img/sec per rank  step %.3f s  "
@@ -372,20 +410,32 @@ void log_step(const TrainArgs& a, int64_t s, int64_t total_steps, bool measuring
   std::fflush(stdout);
 }
 
-// The training loop: warmup, then the measured steps (the first --timeline-steps traced).
+// The training loop: warmup, then the measured steps (the first --timeline-steps traced). A
+// migration (`mig`) may stop it at a step boundary; a target starts `from` where its source was.
 Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& a, const RankJob& job,
-                  int64_t total_steps, const VgpuSetup& vgpu, bool timeline) {
+                  int64_t total_steps, const VgpuSetup& vgpu, bool timeline, migrate::Migration* mig,
+                  migrate::LoopState from) {
   Steps st;
-  int traced = 0;
-  for (int64_t s = 0; s < total_steps; ++s) {
+  st.measured = std::move(from.measured);
+  int traced = from.traced;
+  if (from.begin_ns) st.begin = Clock::time_point(std::chrono::nanoseconds(from.begin_ns));
+  for (int64_t s = from.steps_done; s < total_steps; ++s) {
     const bool measuring = s >= a.warmup;
     if (s == a.warmup) {
       if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
       st.begin = Clock::now();
     }
+    double stalled = 0;  // at this step's boundary, for a migration: part of the job's step
+    if (mig && mig->before_step(s, trainer, source, loop_state(st, s, traced, source)) == migrate::Migration::Next::leave) {
+      st.left = true;
+      return st;
+    }
+    if (mig) stalled = mig->take_wait_s();
     const bool trace = timeline && measuring && traced < a.timeline_steps;
     traced += trace;
     m::StepRecord r = trainer.step(source, trace);
+    r.step_s += stalled;
+    if (mig) mig->after_step(s, trainer);
     if (!std::isfinite(r.loss))
       throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) + ": lower --lr");
     if (measuring) st.measured.push_back(r);
@@ -479,6 +529,52 @@ int does_not_fit(RankJob& job, const DeviceOutOfMemory& e, json& doc, const Trai
 
 }  // namespace
 
+namespace {
+
+// A lower bound of the activation working set a step rewrites: every layer's output and its
+// gradient for the batch (what a migrating rank's framebuffer holds besides its state).
+size_t activation_bytes(const m::Graph& g, int batch) {
+  size_t floats = 0;
+  for (const m::Node& n : g.nodes) floats += size_t(n.out.numel());
+  return 2 * floats * size_t(batch) * sizeof(float);
+}
+
+// --migrate-*: the migration this rank takes part in, or none.
+std::unique_ptr<migrate::Migration> plan_migration(const TrainArgs& a, const RankJob& job, const m::Graph& graph,
+                                                   const VgpuSetup& vgpu, int64_t total_steps, bool is_target,
+                                                   const std::vector<std::string>& argv, migrate::RingHooks hooks) {
+  const size_t act = activation_bytes(graph, a.batch);
+  const size_t state = (2 * graph.param_count + graph.state_count) * sizeof(float) + act;
+  const migrate::MigratePlan plan = migrate::make_plan(a.migrate, job.n, a.warmup, total_steps,
+                                                       uint64_t(vgpu.profile_framebuffer_mib) << 20, state);
+  if (!plan.enabled()) return nullptr;
+  const migrate::StateLayout layout =
+      migrate::layout_state(graph.param_count, graph.state_count, act, plan.framebuffer_bytes);
+  using Role = migrate::Migration::Role;
+  const Role role = is_target ? Role::target : job.rank == plan.rank ? Role::source : Role::other;
+  migrate::RankSide side{*job.store, job.rank, job.timeout, job.world->secret, job.world->default_addr, argv};
+  return std::make_unique<migrate::Migration>(plan, role, std::move(side), std::move(hooks), layout);
+}
+
+void print_migration(const json& mj) {
+  if (mj.is_null()) return;
+  const double mib = 1 << 20;
+  if (!mj.value("moved", false)) {
+    std::printf("# migration of rank %d FAILED, resumed on its node: %s\n", mj.value("rank", -1),
+                mj.value("error", std::string("?")).c_str());
+  } else {
+    std::printf("# migration of rank %d (%s) to %s: framebuffer %.0f MiB, %zu pre-copy round(s) %.1f MiB in %.2f s; "
+                "stun %.3f s (%.1f MiB copied stunned); total %.2f s; the ring stalled %.3f s\n",
+                mj["rank"].get<int>(), mj["method"].get<std::string>().c_str(), mj["to"].get<std::string>().c_str(),
+                mj["framebuffer_bytes"].get<double>() / mib, mj["rounds"].size() - 1,
+                mj["precopy_bytes"].get<double>() / mib, mj["precopy_s"].get<double>(), mj["stun_s"].get<double>(),
+                mj["stun_bytes"].get<double>() / mib, mj["total_s"].get<double>(), mj["ring_stall_s"].get<double>());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   validate(a);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
@@ -497,6 +593,8 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                                 comm_backend.needs_mpirun},
                                argv);
   if (job.launched) return *job.launched;
+  const bool is_target = migrate::target_listen_fd() >= 0;  // a migrated rank's new process
+  if (is_target) job.tag = "[rank " + std::to_string(job.rank) + " on its new node] ";
   json doc;
   VgpuSetup vgpu;
   try {
@@ -513,19 +611,36 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
       timeline = std::make_unique<m::Timeline>(job.rank);
       to.timeline = timeline.get();
     }
-    // Made at setup; outlives the trainer's reducer.
-    const std::unique_ptr<Communicator> comm = job.n > 1 ? connect_ranks(job, a, comm_backend) : nullptr;
+    if (a.migrate.at_step != 0 && !is_ring(comm_backend))
+      throw Error("--migrate-at re-forms our ring: use --transport " + backend_names(is_ring));
+    // Made at setup; outlives the trainer's reducer. A migration target joins the ring later.
+    std::unique_ptr<Communicator> comm =
+        job.n > 1 && !is_target ? connect_ranks(job, a, comm_backend, "train") : nullptr;
     const json path = path_json(comm.get());
-    m::Trainer trainer(*c.net, to, reducers(comm.get(), comm_backend.gpu_buffers, on_gpu, a.stage_piece));
-    const json hosts = exchange_hosts(job, host_self(job, c, path), trainer.host_params());
+    auto reducers_of = [&](Communicator* cm) { return reducers(cm, comm_backend.gpu_buffers, on_gpu, a.stage_piece); };
+    m::Trainer trainer(*c.net, to, comm ? reducers_of(comm.get()) : m::ReducerFactory{});
+    // The old ring's goodbyes (bounded waits for every peer's) run beside the new ring's setup.
+    std::future<void> retired;
+    migrate::RingHooks hooks{[&] { retired = std::async(std::launch::async, [c = std::move(comm)]() mutable { c.reset(); }); },
+                             [&](int epoch) {
+                               comm = connect_ranks(job, a, comm_backend, "train/m" + std::to_string(epoch));
+                               trainer.connect(reducers_of(comm.get()));
+                             }};
+    const auto mig = plan_migration(a, job, graph, vgpu, data.total_steps, is_target, argv, hooks);
+    const json hosts = is_target ? json::array() : exchange_hosts(job, host_self(job, c, path), trainer.host_params());
 
     const TrainSetup setup{a, graph, where, c, trainer, path, hosts};
     doc["meta"] = train_meta(job, setup, argv, measured_steps, vgpu);
     if (job.rank == 0) print_header(job, setup, *data.source);
 
-    const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr);
+    migrate::LoopState from;
+    if (is_target) from = mig->arrive(trainer, *data.source, data.total_steps, trainer.plan().buckets.size());
+    const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr, mig.get(),
+                                 std::move(from));
+    if (st.left) return mig->wait_for_target();
     const auto profile = profile_layers(trainer, *data.source, a, graph);
     const std::vector<json> ranks = gather_steps(*job.store, job.rank, job.n, st.measured, a.batch, 2 * timeout);
+    const json hashes = final_hashes(job, trainer);
     const json eval = data.test_set.labels.empty()
                           ? json()
                           : gather_eval(trainer, data.test_set, *job.store, job.rank, job.n, 2 * timeout);
@@ -533,6 +648,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
     if (job.rank == 0) {
       if (!a.save_checkpoint.empty()) doc["meta"]["checkpoint"] = save_checkpoint(a, graph, trainer);
       report(doc, ranks, st, vgpu, job.n, on_gpu, profile.get(), eval);
+      doc["summary"]["final_hashes"] = hashes;
+      if (mig) doc["migration"] = mig->result(2 * timeout);
+      print_migration(doc.value("migration", json()));
       job.write_json(doc);
     }
   } catch (const DeviceOutOfMemory& e) {

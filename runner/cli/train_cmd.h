@@ -8,6 +8,7 @@
 
 #include "runner/backends/backend.h"
 #include "runner/cli/vgpu_cmd.h"
+#include "runner/migrate/migrate_args.h"
 
 namespace ringbench {
 
@@ -31,6 +32,7 @@ struct TrainArgs {
   std::string secret_file;  // --secret-file: the job's secret, for ranks started by hand
   int sockets_per_peer = 2;
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
+  migrate::MigrateArgs migrate;  // --migrate-*: move a rank to another node during the run
 };
 
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv);

@@ -1,0 +1,19 @@
+// The options of `train` that migrate a rank during the run (runner/migrate/migration.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ringbench::migrate {
+
+// `train --migrate-*`.
+struct MigrateArgs {
+  int64_t at_step = 0;        // the migration starts once this many steps (warmup included) are done; 0: none
+  int rank = -1;              // -1: the last
+  std::string method = "precopy";
+  std::string netns;          // node B's network namespace ("": this host)
+  std::string framebuffer;    // bytes ("": the vGPU profile's, else the state's size)
+  std::string fault;          // "", "target-unreachable", "target-killed" (tests)
+};
+
+}  // namespace ringbench::migrate

@@ -1,0 +1,240 @@
+#include "runner/migrate/migration.h"
+
+#include <thread>
+
+#include "base/bytes.h"
+#include "base/errors.h"
+#include "collectives/net.h"
+#include "runner/cli/world.h"
+#include "runner/migrate/framebuffer.h"
+#include "runner/migrate/target_process.h"
+#include "runner/migrate/wire.h"
+
+namespace ringbench::migrate {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+const std::string kStepKey = "train/migrate/step/", kOutcomeKey = "train/migrate/outcome",
+                  kProgressKey = "train/migrate/progress", kDowntimeKey = "train/migrate/downtime";
+constexpr uint64_t kFillSeed = 0x6672616d65627566ull;
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+double seconds_between(int64_t a_ns, int64_t b_ns) { return double(b_ns - a_ns) * 1e-9; }
+
+}  // namespace
+
+MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t total_steps, uint64_t profile_bytes,
+                      size_t state_bytes) {
+  MigratePlan p;
+  if (a.at_step == 0) return p;
+  if (ranks < 2) throw Error("--migrate-at needs a job of at least 2 ranks: a ring to re-form");
+  if (a.at_step <= warmup || a.at_step >= total_steps)
+    throw Error("--migrate-at " + std::to_string(a.at_step) + " must fall after the warmup and before the last step (" +
+                std::to_string(warmup + 1) + ".." + std::to_string(total_steps - 1) +
+                "), so the img/s timeline shows the dip and the recovery");
+  p.rank = a.rank < 0 ? ranks - 1 : a.rank;
+  if (p.rank < 1 || p.rank >= ranks)
+    throw Error("--migrate-rank " + std::to_string(a.rank) + " must be 1.." + std::to_string(ranks - 1) +
+                " (rank 0 writes the job's results)");
+  if (a.method != "precopy" && a.method != "stopcopy")
+    throw Error("--migrate-method " + a.method + " is not known: use precopy or stopcopy");
+  if (!a.fault.empty() && a.fault != "target-unreachable" && a.fault != "target-killed")
+    throw Error("--migrate-fault " + a.fault + " is not known: use target-unreachable or target-killed");
+  p.at_step = a.at_step;
+  p.total_steps = total_steps;
+  p.policy.precopy = a.method == "precopy";
+  p.netns = a.netns;
+  p.fault = a.fault;
+  const uint64_t chunk = Framebuffer::kChunkBytes;
+  p.framebuffer_bytes = !a.framebuffer.empty() ? parse_bytes(a.framebuffer)
+                        : profile_bytes       ? profile_bytes
+                                              : (state_bytes + chunk - 1) / chunk * chunk;
+  return p;
+}
+
+Migration::Migration(const MigratePlan& plan, Role role, RankSide side, RingHooks ring, const StateLayout& layout)
+    : plan_(plan), role_(role), side_(std::move(side)), ring_(std::move(ring)), layout_(layout) {
+  // The VM's framebuffer exists before its migration does: allocated and written at setup.
+  if (role_ == Role::source) fb_ = std::make_unique<Framebuffer>(plan_.framebuffer_bytes, kFillSeed);
+}
+
+Migration::~Migration() {
+  copier_.reset();
+  if (role_ == Role::source && !done_) kill_target(target_pid_);
+}
+
+double Migration::take_wait_s() { return std::exchange(wait_s_, 0.0); }
+
+// The source at the migration's start: its framebuffer, the target's process, the copier.
+void Migration::start(const models::Trainer& t) {
+  started_ = true;
+  start_ns_ = now_ns();
+  write_state(*fb_, layout_, t, plan_.at_step, scratch_);
+  const TargetProcess target = spawn_target(plan_.netns, side_.local_addr, side_.argv);
+  target_pid_ = target.pid;
+  target_addr_ = target.host + ":" + std::to_string(target.port);
+  // target-unreachable: a port nothing listens on (the target's, plus one).
+  const int port = plan_.fault == "target-unreachable" ? target.port + 1 : target.port;
+  const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
+  copier_ = std::make_unique<Copier>(
+      *fb_, [host = target.host, port, secret = side_.secret, shape, timeout = side_.timeout] {
+        return connect_target(host, port, secret, shape, timeout);
+      },
+      plan_.policy, side_.timeout);
+}
+
+void Migration::after_step(int64_t s, const models::Trainer& t) {
+  if (role_ == Role::source && started_ && !done_) write_state(*fb_, layout_, t, s + 1, scratch_);
+}
+
+Migration::Next Migration::before_step(int64_t s, models::Trainer& t, models::BatchSource& data,
+                                       const LoopState& loop) {
+  (void)data;
+  if (done_ || s < plan_.at_step || role_ == Role::target) return Next::train;
+  const std::string key = kStepKey + std::to_string(s);
+  if (role_ == Role::other) {
+    const std::string d = std::string(get_from_rank(side_.store, key, plan_.rank, 2 * side_.timeout));
+    if (d == "go") return Next::train;
+    if (d != "stun") throw Error("store key " + key + " holds '" + d.substr(0, 16) + "', not go or stun");
+    const auto t0 = Clock::now();
+    t.connect({});
+    ring_.drop();
+    wait_outcome();
+    ring_.form(1);
+    stall_s_ = wait_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    done_ = true;
+    return Next::train;
+  }
+  if (!started_) start(t);
+  const bool stun_now = copier_->ready_to_stun() || s + 1 >= plan_.total_steps;
+  side_.store.set(key, stun_now ? "stun" : "go");
+  if (!stun_now) return Next::train;
+  t.connect({});
+  ring_.drop();
+  return stun(loop);
+}
+
+// The source, stunned before step s: the rest of the framebuffer and the loop's state go to the
+// target; once it has stored them the rank lives there. A failure resumes the rank here.
+Migration::Next Migration::stun(const LoopState& loop) {
+  stun_ns_ = now_ns();
+  LoopState moving = loop;
+  moving.stun_ns = stun_ns_;
+  std::string error;
+  try {
+    if (plan_.fault == "target-killed") kill_target(target_pid_);
+    uint64_t reported = 0;
+    copier_->finish(encode(moving), [&](uint64_t sent) {
+      side_.store.add(kProgressKey, int64_t(sent - reported));
+      reported = sent;
+    });
+    stored_ns_ = now_ns();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  done_ = true;
+  outcome_ = source_report(error);
+  side_.store.set(kOutcomeKey, outcome_.dump());
+  fb_.reset();
+  if (error.empty()) return Next::leave;
+  std::fprintf(stderr, "[rank %d] ringbench train: the migration to %s failed (%s): resuming on this node\n",
+               side_.rank, target_addr_.c_str(), error.c_str());
+  kill_target(target_pid_);
+  target_pid_ = -1;
+  ring_.form(1);
+  wait_s_ = seconds_between(stun_ns_, now_ns());
+  return Next::train;
+}
+
+json Migration::source_report(const std::string& error) const {
+  json rounds = json::array();
+  uint64_t precopied = 0, stunned = 0;
+  for (const Round& r : copier_->rounds()) {
+    rounds.push_back({{"round", r.round}, {"stunned", r.stunned}, {"bytes", r.bytes}, {"seconds", r.seconds},
+                      {"dirty_after", r.dirty_after}});
+    (r.stunned ? stunned : precopied) += r.bytes;
+  }
+  json j = {{"moved", error.empty()}, {"rank", plan_.rank}, {"method", plan_.method()}, {"to", target_addr_},
+            {"netns", plan_.netns}, {"framebuffer_bytes", plan_.framebuffer_bytes}, {"state_bytes", layout_.end},
+            {"activation_bytes", layout_.activation_bytes}, {"chunk_bytes", Framebuffer::kChunkBytes},
+            {"rounds", rounds}, {"precopy_bytes", precopied}, {"stun_bytes", stunned},
+            {"start_ns", start_ns_}, {"stun_ns", stun_ns_}, {"copy_end_ns", stored_ns_},
+            {"precopy_s", seconds_between(start_ns_, stun_ns_)},
+            {"stun_copy_s", stored_ns_ ? seconds_between(stun_ns_, stored_ns_) : 0.0}};
+  if (!error.empty()) j["error"] = error;
+  return j;
+}
+
+// The other ranks, while the rank is stunned: the source's outcome, as long as its copy makes
+// progress; silence for the peer timeout is the migrating rank's death.
+void Migration::wait_outcome() {
+  int64_t progress = -1;
+  auto last_change = Clock::now();
+  for (;;) {
+    try {
+      const Bytes raw = side_.store.get(kOutcomeKey, std::chrono::milliseconds(500));
+      outcome_ = json::parse(std::string(raw), nullptr, false);
+      if (!outcome_.is_object() || !outcome_.contains("moved") || !outcome_["moved"].is_boolean())
+        throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
+      return;
+    } catch (const KeyTimeoutError&) {
+    }
+    const int64_t p = side_.store.add(kProgressKey, 0);
+    if (p != progress) progress = p, last_change = Clock::now();
+    if (Clock::now() - last_change > 2 * side_.timeout)
+      throw TimeoutError(plan_.rank, "rank " + std::to_string(plan_.rank) + " stopped for its migration and made no progress for " +
+                                         std::to_string(2 * side_.timeout.count() / 1000) + " s (" +
+                                         std::to_string(progress) + " bytes sent): it is stopped or dead");
+  }
+}
+
+LoopState Migration::arrive(models::Trainer& t, models::BatchSource& data, int64_t total_steps, size_t buckets) {
+  const int listen_fd = target_listen_fd();
+  fb_ = std::make_unique<Framebuffer>(plan_.framebuffer_bytes, 0);
+  const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
+  int fd = -1;
+  LoopState loop;
+  try {
+    fd = accept_source(listen_fd, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
+    uint64_t received = 0;
+    loop = decode_loop_state(receive_stream(fd, *fb_, side_.timeout, &received), total_steps, buckets);
+    restore_state(*fb_, layout_, t, loop.steps_done);
+    data.restore(loop.cursor);
+    send_stored(fd, side_.timeout);
+  } catch (...) {
+    int close_fd = fd, close_listen = listen_fd;
+    net::close_fd(close_fd);
+    net::close_fd(close_listen);
+    throw;
+  }
+  net::close_fd(fd);
+  int lfd = listen_fd;
+  net::close_fd(lfd);
+  fb_.reset();
+  ring_.form(1);
+  done_ = true;
+  const int64_t resumed = now_ns();
+  wait_s_ = seconds_between(loop.stun_ns, resumed);
+  side_.store.set(kDowntimeKey, json{{"downtime_s", wait_s_}, {"resumed_ns", resumed}}.dump());
+  return loop;
+}
+
+int Migration::wait_for_target() { return wait_target(std::exchange(target_pid_, -1)); }
+
+json Migration::result(std::chrono::milliseconds timeout) const {
+  if (outcome_.is_null()) return json();
+  json j = outcome_;
+  j["ring_stall_s"] = stall_s_;
+  if (j.value("moved", false)) {
+    const json d = get_rank_json(side_.store, kDowntimeKey, plan_.rank, timeout);
+    const json& down = d.at("downtime_s");
+    if (!down.is_number() || !(down.get<double>() >= 0)) throw Error("store key " + kDowntimeKey + " holds " + down.dump());
+    j["stun_s"] = down;
+    j["resumed_ns"] = d.value("resumed_ns", int64_t(0));
+    j["total_s"] = seconds_between(j.value("start_ns", int64_t(0)), j["resumed_ns"].get<int64_t>());
+  }
+  return j;
+}
+
+}  // namespace ringbench::migrate

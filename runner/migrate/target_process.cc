@@ -1,0 +1,130 @@
+#include "runner/migrate/target_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "base/errors.h"
+#include "collectives/net.h"
+
+extern char** environ;
+
+namespace ringbench::migrate {
+namespace {
+
+// The first IPv4 address of this (thread's) network namespace that is not loopback, or "".
+std::string first_ipv4() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string ip;
+  for (ifaddrs* it = list; it && ip.empty(); it = it->ifa_next) {
+    if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, buf, sizeof buf);
+    if (std::strncmp(buf, "127.", 4) != 0) ip = buf;
+  }
+  ::freeifaddrs(list);
+  return ip;
+}
+
+// The listening socket, made on a thread that joined `ns_fd` (so it lives in that namespace).
+int listen_in(int ns_fd, const std::string& local_addr, std::string* host, int* port) {
+  int fd = -1;
+  std::string error;
+  std::thread([&] {
+    try {
+      if (ns_fd >= 0) check_errno(::setns(ns_fd, CLONE_NEWNET) == 0, "setns into the target node's namespace");
+      *host = ns_fd >= 0 ? first_ipv4() : local_addr;
+      if (host->empty()) throw Error("the target node's namespace has no IPv4 address");
+      fd = net::listen_tcp(*host, 0, port);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }).join();
+  if (fd < 0) throw Error("cannot listen for the migration on node B: " + error);
+  return fd;
+}
+
+}  // namespace
+
+TargetProcess spawn_target(const std::string& netns, const std::string& local_addr,
+                           const std::vector<std::string>& argv) {
+  int ns_fd = -1;
+  if (!netns.empty()) {
+    ns_fd = ::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns_fd < 0) throw Error("--migrate-netns " + netns + ": no such network namespace (/run/netns/" + netns + "): " +
+                               std::strerror(errno));
+  }
+  TargetProcess t;
+  int listen_fd = -1;
+  try {
+    listen_fd = listen_in(ns_fd, local_addr, &t.host, &t.port);
+  } catch (...) {
+    if (ns_fd >= 0) ::close(ns_fd);
+    throw;
+  }
+  // Everything the child needs, made before fork: after it only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, kTargetFdVar, std::strlen(kTargetFdVar)) != 0) env_strings.emplace_back(*e);
+  env_strings.push_back(std::string(kTargetFdVar) + "=" + std::to_string(listen_fd));
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the source's process holds the rank's place
+    if (::getppid() != parent) _exit(127);
+    if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) _exit(126);
+    ::fcntl(listen_fd, F_SETFD, 0);  // inherited across exec
+    ::execve("/proc/self/exe", args.data(), envp.data());
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(listen_fd);
+  if (ns_fd >= 0) ::close(ns_fd);
+  if (pid < 0) throw Error(std::string("cannot start the migration target: fork: ") + std::strerror(fork_errno));
+  t.pid = pid;
+  return t;
+}
+
+int target_listen_fd() {
+  const char* v = std::getenv(kTargetFdVar);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const long fd = std::strtol(v, &end, 10);
+  if (*end || fd < 3 || fd > 65535 || ::fcntl(int(fd), F_GETFD) < 0)
+    throw Error(std::string(kTargetFdVar) + "=" + v + " is not an open socket of this process");
+  ::fcntl(int(fd), F_SETFD, FD_CLOEXEC);
+  return int(fd);
+}
+
+int wait_target(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void kill_target(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  wait_target(pid);
+}
+
+}  // namespace ringbench::migrate

@@ -1,0 +1,310 @@
+// Live migration of a training rank (runner/migrate/): the framebuffer's dirty tracking, the
+// authenticated, validated stream, the copier's rounds, the state record, and end to end a job
+// whose rank moves and ends bit-identical to one whose rank stayed, or resumes where it was when
+// the move fails half way.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/errors.h"
+#include "collectives/auth.h"
+#include "collectives/net.h"
+#include "runner/migrate/copier.h"
+#include "runner/migrate/framebuffer.h"
+#include "runner/migrate/migration.h"
+#include "runner/migrate/rank_state.h"
+#include "runner/migrate/wire.h"
+#include "tests/run_command.h"
+
+namespace ringbench::migrate {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+constexpr size_t kChunk = Framebuffer::kChunkBytes;
+
+bool same_bytes(const Framebuffer& a, const Framebuffer& b) {
+  std::vector<char> x(kChunk), y(kChunk);
+  for (size_t c = 0; c < a.chunks(); ++c) {
+    a.read(c * kChunk, x.data(), a.chunk_bytes(c));
+    b.read(c * kChunk, y.data(), b.chunk_bytes(c));
+    if (std::memcmp(x.data(), y.data(), a.chunk_bytes(c)) != 0) return false;
+  }
+  return true;
+}
+
+TEST(Framebuffer, WritesMarkTheirChunksAndTakingCleansThem) {
+  Framebuffer fb(3 * kChunk + 100, 7);
+  EXPECT_EQ(fb.chunks(), 4u);
+  EXPECT_EQ(fb.chunk_bytes(3), 100u);
+  EXPECT_EQ(fb.dirty_bytes(), fb.size());  // nothing copied yet
+  std::vector<char> out(kChunk);
+  for (size_t c = 0; c < fb.chunks(); ++c) EXPECT_EQ(fb.take_if_dirty(c, out.data()), fb.chunk_bytes(c));
+  EXPECT_EQ(fb.dirty_bytes(), 0u);
+  EXPECT_EQ(fb.take_if_dirty(1, out.data()), 0u);
+  const std::vector<char> data(kChunk, 'x');  // straddles chunks 0 and 1
+  fb.write(kChunk - 10, data.data(), 20);
+  EXPECT_EQ(fb.dirty_bytes(), 2 * kChunk);
+  fb.write(3 * kChunk + 99, data.data(), 1);
+  EXPECT_EQ(fb.dirty_bytes(), 2 * kChunk + 100);
+  EXPECT_THROW(fb.write(fb.size() - 1, data.data(), 2), Error);
+  EXPECT_THROW(fb.put_chunk(4, data.data(), 100), Error);
+  EXPECT_THROW(fb.put_chunk(0, data.data(), 100), Error);  // a chunk's size is fixed
+}
+
+// A connected pair of loopback sockets through the handshake, the target's side on a thread.
+struct Link {
+  int source = -1, target = -1;
+  Link(const std::string& source_secret, const std::string& target_secret, const StreamShape& s,
+       const StreamShape& expected) {
+    int port = 0;
+    int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);
+    auto accepted = std::async(std::launch::async, [&] {
+      return accept_source(listen_fd, target_secret, expected, std::chrono::steady_clock::now() + 5s, 5000ms);
+    });
+    std::exception_ptr source_error;
+    try {
+      source = connect_target("127.0.0.1", port, source_secret, s, 5000ms);
+    } catch (...) {
+      source_error = std::current_exception();
+    }
+    try {
+      target = accepted.get();
+    } catch (...) {
+      net::close_fd(listen_fd);
+      net::close_fd(source);
+      throw;
+    }
+    net::close_fd(listen_fd);
+    if (source_error) std::rethrow_exception(source_error);
+  }
+  ~Link() {
+    net::close_fd(source);
+    net::close_fd(target);
+  }
+};
+
+TEST(Wire, RefusesAPeerWithoutTheSecretAndAMismatchedFramebuffer) {
+  const std::string secret = auth::new_secret();
+  const StreamShape shape{4 * kChunk, kChunk, 42};
+  EXPECT_THROW(Link(auth::new_secret(), secret, shape, shape), Error);
+  StreamShape other = shape;
+  other.framebuffer_bytes += kChunk;
+  try {
+    Link(secret, secret, other, shape);
+    FAIL() << "a stream of another framebuffer size was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(testing::has_all(e.what(), {"framebuffer of", "this target holds"}));
+  }
+}
+
+TEST(Wire, ValidatesEveryRecordBeforeUsingIt) {
+  const std::string secret = auth::new_secret();
+  const StreamShape shape{2 * kChunk, kChunk, 1};
+  Framebuffer fb(2 * kChunk, 0);
+  uint64_t got = 0;
+  {
+    Link l(secret, secret, shape, shape);
+    const std::vector<char> data(kChunk, 'a');
+    send_chunk(l.source, 2, data.data(), kChunk, 1000ms);  // past the end
+    EXPECT_THROW(receive_stream(l.target, fb, 1000ms, &got), Error);
+  }
+  {
+    Link l(secret, secret, shape, shape);
+    send_done(l.source, 1000ms);  // no state
+    EXPECT_THROW(receive_stream(l.target, fb, 1000ms, &got), Error);
+  }
+  {
+    Link l(secret, secret, shape, shape);
+    EXPECT_THROW(receive_stream(l.target, fb, 200ms, &got), TimeoutError);  // a silent source
+  }
+}
+
+// The copier over a real stream into a target framebuffer: what arrives is what the source holds.
+void copy_and_compare(bool precopy) {
+  const std::string secret = auth::new_secret();
+  Framebuffer src(5 * kChunk + 7, 99), dst(5 * kChunk + 7, 0);
+  const StreamShape shape{src.size(), kChunk, 5};
+  int port = 0;
+  int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);
+  auto received = std::async(std::launch::async, [&] {
+    const int fd = accept_source(listen_fd, secret, shape, std::chrono::steady_clock::now() + 5s, 5000ms);
+    uint64_t bytes = 0;
+    std::string state = receive_stream(fd, dst, 5000ms, &bytes);
+    send_stored(fd, 5000ms);
+    int f = fd;
+    net::close_fd(f);
+    return state;
+  });
+  Copier copier(src, [&] { return connect_target("127.0.0.1", port, secret, shape, 5000ms); },
+                {.precopy = precopy, .max_rounds = 4}, 5000ms);
+  while (!copier.ready_to_stun()) std::this_thread::sleep_for(1ms);
+  const std::vector<char> late(300, 'z');
+  src.write(kChunk * 2 + 5, late.data(), late.size());  // written after the pre-copy: sent stunned
+  copier.finish("the state", {});
+  EXPECT_EQ(received.get(), "the state");
+  net::close_fd(listen_fd);
+  EXPECT_TRUE(same_bytes(src, dst));
+  const std::vector<Round> rounds = copier.rounds();
+  ASSERT_FALSE(rounds.empty());
+  EXPECT_TRUE(rounds.back().stunned);
+  if (precopy) {
+    EXPECT_EQ(rounds.front().bytes, src.size());   // round 1: everything
+    EXPECT_EQ(rounds.back().bytes, kChunk);        // the stun: only the chunk written since
+  } else {
+    EXPECT_EQ(rounds.size(), 1u);
+    EXPECT_EQ(rounds.back().bytes, src.size());
+  }
+}
+
+TEST(Copier, PreCopySendsEverythingOnceThenOnlyWhatChanged) { copy_and_compare(true); }
+TEST(Copier, StopAndCopySendsEverythingWhileStunned) { copy_and_compare(false); }
+
+TEST(RankState, LayoutRefusesAFramebufferTooSmallForTheState) {
+  const StateLayout l = layout_state(1000, 10, 5000, 1 << 20);
+  EXPECT_EQ(l.momentum, 4000u);
+  EXPECT_EQ(l.end, 8040u + 5000u);
+  try {
+    layout_state(1 << 20, 0, 0, 1 << 20);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(testing::has_all(e.what(), {"does not fit its framebuffer", "--framebuffer"}));
+  }
+}
+
+TEST(RankState, LoopStateRoundTripsAndBadRecordsAreRefused) {
+  LoopState s;
+  s.steps_done = 7;
+  s.cursor = {2, 64};
+  s.traced = 1;
+  s.begin_ns = 123;
+  s.stun_ns = 456;
+  models::StepRecord r;
+  r.step = 5;
+  r.step_s = 0.5;
+  r.loss = 2.25;
+  r.bucket_ready_s = {0.1, 0.2};
+  r.bucket_allreduce_s = {0.01, 0.02};
+  s.measured = {r};
+  const LoopState back = decode_loop_state(encode(s), 10, 2);
+  EXPECT_EQ(back.steps_done, 7);
+  EXPECT_EQ(back.cursor, s.cursor);
+  ASSERT_EQ(back.measured.size(), 1u);
+  EXPECT_EQ(back.measured[0].loss, 2.25);
+  EXPECT_EQ(back.measured[0].bucket_allreduce_s, r.bucket_allreduce_s);
+  EXPECT_THROW(decode_loop_state(encode(s), 7, 2), Error);   // steps_done past the run
+  EXPECT_THROW(decode_loop_state(encode(s), 10, 3), Error);  // another bucket plan
+  EXPECT_THROW(decode_loop_state("[1]", 10, 2), Error);
+  json j = json::parse(encode(s));
+  j["measured"][0]["step_s"] = "fast";
+  EXPECT_THROW(decode_loop_state(j.dump(), 10, 2), Error);
+}
+
+TEST(MigratePlan, ChecksItsOptions) {
+  MigrateArgs a;
+  a.at_step = 3;
+  EXPECT_EQ(make_plan(a, 3, 1, 10, 0, 100).rank, 2);
+  EXPECT_EQ(make_plan(a, 3, 1, 10, 0, 100).framebuffer_bytes, kChunk);  // the state, in whole chunks
+  EXPECT_EQ(make_plan(a, 3, 1, 10, uint64_t(1) << 30, 100).framebuffer_bytes, uint64_t(1) << 30);
+  auto error_of = [](const MigrateArgs& m, int ranks) {
+    try {
+      make_plan(m, ranks, 1, 10, 0, 100);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of(a, 1).find("at least 2 ranks"), std::string::npos);
+  MigrateArgs b = a;
+  b.rank = 0;
+  EXPECT_NE(error_of(b, 3).find("rank 0 writes"), std::string::npos);
+  b = a;
+  b.at_step = 1;
+  EXPECT_NE(error_of(b, 3).find("after the warmup"), std::string::npos);
+  b = a;
+  b.method = "teleport";
+  EXPECT_NE(error_of(b, 3).find("precopy or stopcopy"), std::string::npos);
+}
+
+// ---- end to end: `ringbench train --ranks 3` with rank 2 moving to a new process -------------
+
+struct TrainRun {
+  int exit_code = 0;
+  std::string output;
+  json doc;
+};
+
+TrainRun train(const std::string& extra, const std::string& timeout_s = "5") {
+  const std::string out = testing::temp_path("migrate") + ".json";
+  const std::string cmd = std::string(RINGBENCH_BIN) +
+                          " train --ranks 3 --model lenet --batch 8 --warmup 2 --steps 40 --log-every 0 "
+                          "--threads 1 --timeout " + timeout_s + " --json " + out + " " + extra;
+  TrainRun r;
+  const auto res = testing::run_command(cmd);
+  r.exit_code = res.exit_code;
+  r.output = res.output;
+  std::ifstream in(out);
+  if (in) r.doc = json::parse(in, nullptr, false);
+  return r;
+}
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { baseline_ = new TrainRun(train("")); }
+  static void TearDownTestSuite() { delete baseline_; }
+  static const TrainRun& baseline() { return *baseline_; }
+  static void expect_same_result(const TrainRun& r) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(baseline().exit_code, 0) << baseline().output;
+    const json& hashes = r.doc["summary"]["final_hashes"];
+    ASSERT_EQ(hashes.size(), 3u);
+    for (const json& h : hashes) EXPECT_EQ(h, baseline().doc["summary"]["final_hashes"][0]) << r.output;
+    EXPECT_EQ(r.doc["summary"]["final_loss"], baseline().doc["summary"]["final_loss"]);
+  }
+
+ private:
+  static inline TrainRun* baseline_ = nullptr;
+};
+
+TEST_F(EndToEnd, PreCopyMovesTheRankAndTheResultIsBitIdentical) {
+  const TrainRun r = train("--migrate-at 4 --migrate-method precopy --framebuffer 32M");
+  expect_same_result(r);
+  const json& m = r.doc["migration"];
+  EXPECT_EQ(m["moved"], true) << r.output;
+  EXPECT_EQ(m["method"], "precopy");
+  EXPECT_GE(m["precopy_bytes"].get<double>(), 32.0 * (1 << 20));  // round 1 moved it all
+  EXPECT_LT(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
+  EXPECT_GT(m["stun_s"].get<double>(), 0);
+  EXPECT_TRUE(testing::has_all(r.output, {"# migration of rank 2 (precopy)"}));
+}
+
+TEST_F(EndToEnd, StopAndCopyMovesTheRankAndTheResultIsBitIdentical) {
+  const TrainRun r = train("--migrate-at 4 --migrate-method stopcopy --framebuffer 32M");
+  expect_same_result(r);
+  const json& m = r.doc["migration"];
+  EXPECT_EQ(m["moved"], true) << r.output;
+  EXPECT_EQ(m["precopy_bytes"], 0);
+  EXPECT_EQ(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
+}
+
+TEST_F(EndToEnd, AnUnreachableTargetResumesTheRankOnItsNode) {
+  const TrainRun r = train("--migrate-at 4 --migrate-fault target-unreachable", "2");
+  expect_same_result(r);
+  EXPECT_EQ(r.doc["migration"]["moved"], false);
+  EXPECT_TRUE(testing::has_all(r.output, {"the migration to", "failed", "resuming on this node",
+                                          "# migration of rank 2 FAILED, resumed on its node"}));
+}
+
+TEST_F(EndToEnd, AKilledTargetResumesTheRankOnItsNode) {
+  const TrainRun r = train("--migrate-at 4 --migrate-fault target-killed");
+  expect_same_result(r);
+  EXPECT_EQ(r.doc["migration"]["moved"], false);
+  EXPECT_TRUE(testing::has_all(r.output, {"resuming on this node"}));
+}
+
+}  // namespace
+}  // namespace ringbench::migrate
