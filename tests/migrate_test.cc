@@ -52,8 +52,9 @@ TEST(Framebuffer, WritesMarkTheirChunksAndTakingCleansThem) {
   fb.write(3 * kChunk + 99, data.data(), 1);
   EXPECT_EQ(fb.dirty_bytes(), 2 * kChunk + 100);
   EXPECT_THROW(fb.write(fb.size() - 1, data.data(), 2), Error);
-  EXPECT_THROW(fb.put_chunk(4, data.data(), 100), Error);
-  EXPECT_THROW(fb.put_chunk(0, data.data(), 100), Error);  // a chunk's size is fixed
+  EXPECT_THROW(fb.chunk_data(4), Error);
+  fb.chunk_data(0);  // in place: clean from now on
+  EXPECT_EQ(fb.dirty_bytes(), kChunk + 100);
 }
 
 // A connected pair of loopback sockets through the handshake, the target's side on a thread.
@@ -238,10 +239,12 @@ struct TrainRun {
   json doc;
 };
 
-TrainRun train(const std::string& extra, const std::string& timeout_s = "5") {
+const std::string kLenet = "--model lenet --batch 8";
+
+TrainRun train(const std::string& extra, const std::string& timeout_s = "5", const std::string& model = kLenet) {
   const std::string out = testing::temp_path("migrate") + ".json";
-  const std::string cmd = std::string(RINGBENCH_BIN) +
-                          " train --ranks 3 --model lenet --batch 8 --warmup 2 --steps 40 --log-every 0 "
+  const std::string cmd = std::string(RINGBENCH_BIN) + " train --ranks 3 " + model +
+                          " --warmup 2 --steps 40 --log-every 0 "
                           "--threads 1 --timeout " + timeout_s + " --json " + out + " " + extra;
   TrainRun r;
   const auto res = testing::run_command(cmd);
@@ -252,19 +255,22 @@ TrainRun train(const std::string& extra, const std::string& timeout_s = "5") {
   return r;
 }
 
+// Every rank's parameters and batch-norm statistics, and the loss, equal the unmigrated run's.
+void expect_same_as(const TrainRun& r, const TrainRun& base) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  const json& hashes = r.doc["summary"]["final_hashes"];
+  ASSERT_EQ(hashes["params"].size(), 3u);
+  EXPECT_EQ(hashes, base.doc["summary"]["final_hashes"]) << r.output;
+  EXPECT_EQ(r.doc["summary"]["final_loss"], base.doc["summary"]["final_loss"]);
+}
+
 class EndToEnd : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { baseline_ = new TrainRun(train("")); }
   static void TearDownTestSuite() { delete baseline_; }
   static const TrainRun& baseline() { return *baseline_; }
-  static void expect_same_result(const TrainRun& r) {
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    ASSERT_EQ(baseline().exit_code, 0) << baseline().output;
-    const json& hashes = r.doc["summary"]["final_hashes"];
-    ASSERT_EQ(hashes.size(), 3u);
-    for (const json& h : hashes) EXPECT_EQ(h, baseline().doc["summary"]["final_hashes"][0]) << r.output;
-    EXPECT_EQ(r.doc["summary"]["final_loss"], baseline().doc["summary"]["final_loss"]);
-  }
+  static void expect_same_result(const TrainRun& r) { expect_same_as(r, baseline()); }
 
  private:
   static inline TrainRun* baseline_ = nullptr;
@@ -304,6 +310,24 @@ TEST_F(EndToEnd, AKilledTargetResumesTheRankOnItsNode) {
   expect_same_result(r);
   EXPECT_EQ(r.doc["migration"]["moved"], false);
   EXPECT_TRUE(testing::has_all(r.output, {"resuming on this node"}));
+}
+
+TEST_F(EndToEnd, ASourceThatDiesWhileStunnedFailsEveryRankNamingIt) {
+  const TrainRun r = train("--migrate-at 4 --migrate-fault source-killed", "2");
+  EXPECT_NE(r.exit_code, 0);
+  for (const std::string rank : {"[rank 0]", "[rank 1]"})
+    EXPECT_TRUE(testing::has_all(r.output, {rank + " ringbench train: error: rank 2 stopped for its migration and made no progress"}));
+}
+
+// Batch-norm statistics are each rank's own: the migrated rank's must come back exactly.
+TEST(EndToEndBatchNorm, MobileNetsStatisticsMoveWithTheRank) {
+  const std::string model = "--model mobilenet_v1 --image-size 32 --batch 2 --classes 10";
+  const TrainRun base = train("", "10", model);
+  const TrainRun r = train("--migrate-at 4 --migrate-method stopcopy", "10", model);
+  expect_same_as(r, base);
+  EXPECT_EQ(r.doc["migration"]["moved"], true) << r.output;
+  const json& state = r.doc["summary"]["final_hashes"]["batchnorm_state"];
+  EXPECT_NE(state[0], state[2]);  // each rank's own statistics: the test could tell a swap
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "runner/cli/infer_cmd.h"
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "models/zoo.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
+#include "runner/cli/options.h"
 #include "runner/infer/loadgen.h"
 #include "runner/infer/network_target.h"
 
@@ -117,7 +119,9 @@ json run_server(const InferArgs& a, infer::NetworkTarget& target, infer::Clock& 
         std::printf("%s\n", r.text().c_str());
         return r;
       },
-      {.start_qps = 10, .precision = 0.05, .max_runs = 30});
+      // Not below arrivals ten bounds apart on average: there a run that misses the bound is
+      // slow by itself, not queued, and halving further would only lengthen the runs.
+      {.start_qps = 10, .precision = 0.05, .max_runs = 30, .min_qps = 0.1 / s.latency_bound_s});
   const std::string text = search.text();  // every try (printed as it ran), then the peak
   std::printf("%s\n", text.substr(text.rfind('\n', text.size() - 2) + 1).c_str());
   return search.to_json();
@@ -138,6 +142,9 @@ void check_args(const InferArgs& a) {
   if (!a.data.empty() && a.data != "fashion-mnist") throw Error("--data " + a.data + " is not known: use fashion-mnist");
   if (!a.data.empty() && !a.accuracy) throw Error("--data is read only with --accuracy");
   if (!a.json_path.empty()) check_output_path(a.json_path, "--json");
+  if (!(a.timeout_s > 0)) throw Error("--timeout must be > 0");
+  if (!a.vgpu.scheduler.empty() && a.accuracy)
+    throw Error("--accuracy measures no time: it takes no --vgpu-scheduler");
 }
 
 // LoadGen's accuracy mode, simplified: the whole test set through the largest served network.
@@ -197,7 +204,101 @@ void add_infer_options(CLI::App& cmd, InferArgs& a) {
   cmd.add_option("--data", a.data, "--accuracy's dataset: fashion-mnist");
   cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
                  "/usr/share/datasets/fashion-mnist)");
+  add_vgpu_train_options(cmd, a.vgpu);
+  cmd.add_option("--timeout", a.timeout_s, "With --vgpu-scheduler: seconds to wait for the scheduler (to connect, "
+                 "for a time slice, for the other VMs to start measuring)")->capture_default_str();
 }
+
+namespace {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+int64_t since_epoch_ns(SteadyTime t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Like a real vGPU: the served networks do not fit the profile's framebuffer. Not a failure of
+// ringbench: exit 3 and a "does_not_fit" record, as train does.
+int does_not_fit(const InferArgs& a, const DeviceOutOfMemory& e, json& doc, const VgpuSetup& vgpu) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "ringbench infer: does not fit: %s up to batch %d on %s: %s\n", a.model.c_str(), a.max_batch,
+               vgpu.profile.c_str(), e.what());
+  doc["meta"]["vgpu"] = vgpu.to_json();
+  doc["does_not_fit"] = does_not_fit_json(e, vgpu.profile);
+  if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(1) + "\n");
+  return kDoesNotFitExit;
+}
+
+// The largest batch's memory against training's, measured without the framebuffer's cap: the
+// training network is only a yardstick, not something this process keeps.
+json uncapped_memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served) {
+  DeviceMemory& dm = DeviceMemory::instance();
+  const size_t cap = dm.cap();
+  dm.set_cap(0);
+  json out;
+  try {
+    out = memory_json(backend, g, batch, served);
+  } catch (...) {
+    dm.set_cap(cap);
+    throw;
+  }
+  dm.set_cap(cap);
+  return out;
+}
+
+// After its own runs, a VM sharing the device keeps serving, unmeasured, until every VM sharing
+// it has measured (as train's tail steps), so that each VM's figures describe the device shared
+// by all: Server runs at the rate it found (its peak, or its one rate), else batches of
+// --max-batch back to back. Returns the runs (batches) served so.
+int64_t serve_while_others_measure(const InferArgs& a, const json& server, infer::NetworkTarget& target,
+                                   infer::Clock& clock, m::DeviceGate& gate) {
+  double qps = 0;
+  if (server.is_object() && server.value("found", false)) qps = server.value("peak_qps", 0.0);
+  else if (server.is_object() && server.contains("runs")) qps = server["runs"][0].value("target_qps", 0.0);
+  infer::ServerSettings s;
+  s.target_qps = qps;
+  s.latency_bound_s = a.latency_bound_ms * 1e-3;
+  s.max_batch = a.max_batch;
+  s.batch_timeout_s = a.batch_timeout_ms * 1e-3;
+  s.seed = a.seed;
+  s.rules = {.min_duration_s = 0.25, .min_count = 1, .max_duration_s = a.max_duration_s};
+  const SteadyTime end = std::chrono::steady_clock::now();
+  int64_t runs = 0;
+  for (; gate.others_measuring(); ++runs) {
+    if (std::chrono::steady_clock::now() - end > std::chrono::duration<double>(a.max_duration_s))
+      throw Error("the other VMs sharing the device were still measuring " + std::to_string(a.max_duration_s) +
+                  " s (--max-duration) after this one finished");
+    if (qps > 0) infer::run_server(target, clock, s);
+    else target.run(a.max_batch);
+  }
+  return runs;
+}
+
+// The scenarios, measured: with a scheduler the VMs sharing the device start together, and
+// doc["device"] gets this VM's share of it over its measured window.
+void run_scenarios(const InferArgs& a, infer::NetworkTarget& target, const VgpuSetup& vgpu, json& doc) {
+  infer::SteadyClock clock;
+  m::DeviceGate* gate = vgpu.gate.get();
+  if (gate) gate->begin_measuring();
+  const m::DeviceGate::Usage u0 = gate ? gate->usage() : m::DeviceGate::Usage{};
+  const SteadyTime begin = std::chrono::steady_clock::now();
+  if (wants(a, "offline")) doc["offline"] = run_offline_sweep(a, target, clock);
+  if (wants(a, "single-stream")) doc["single_stream"] = run_single(a, target, clock);
+  if (wants(a, "server")) doc["server"] = run_server(a, target, clock);
+  const SteadyTime end = std::chrono::steady_clock::now();
+  if (!gate) return;
+  const m::DeviceGate::Usage u1 = gate->usage();
+  const double wall = std::chrono::duration<double>(end - begin).count();
+  json& d = doc["device"];
+  d.update({{"held_s", u1.held_s - u0.held_s}, {"wait_s", u1.waited_s - u0.waited_s},
+            {"utilization", wall > 0 ? (u1.held_s - u0.held_s) / wall : 0.0}, {"slices", u1.slices - u0.slices},
+            {"window_ns", {since_epoch_ns(begin), since_epoch_ns(end)}}});
+  d["tail_runs"] = serve_while_others_measure(a, doc.value("server", json()), target, clock, *gate);
+  std::printf("# device (%s, time-sliced): held %.1f%% of the %.2f s measured, waited %.3f s for slices\n",
+              vgpu.profile.c_str(), 100 * d["utilization"].get<double>(), wall, d["wait_s"].get<double>());
+}
+
+}  // namespace
 
 int run_infer(const InferArgs& a) {
   check_args(a);
@@ -206,26 +307,38 @@ int run_infer(const InferArgs& a) {
   const m::Graph g = m::build_model(a.model, {.image_size = a.image_size});
   json meta;
   std::optional<m::Checkpoint> trained = read_checkpoint(a, g, meta);
-  std::unique_ptr<infer::NetworkTarget> target;
-  const size_t served = peak_bytes_of([&] {
-    target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed, m::NetworkOptions{},
-                                                    trained ? &*trained : nullptr);
-  });
-  trained.reset();  // the target holds its own copy
+  const VgpuSetup vgpu = setup_vgpu(a.vgpu, where.device == "cuda" ? "cuda" : where.backend, a.timeout_s);
+  if (vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
   meta.update({{"model", a.model}, {"input", m::to_string(g.input_dims())}, {"backend", where.backend},
-               {"device", where.device}, {"backend_detail", target->describe()},
-               {"threads", m::compute_threads()}, {"allowed_batches", target->allowed_batches()},
-               {"build", build_info()}});
+               {"device", where.device}, {"threads", m::compute_threads()}, {"build", build_info()}});
   json doc = {{"meta", meta}};
-  doc["memory"] = memory_json(where.backend, g, a.max_batch, served);
+  std::unique_ptr<infer::NetworkTarget> target;
+  size_t served = 0;
+  try {
+    served = peak_bytes_of([&] {
+      target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed, m::NetworkOptions{},
+                                                      trained ? &*trained : nullptr);
+    });
+  } catch (const DeviceOutOfMemory& e) {
+    return does_not_fit(a, e, doc, vgpu);
+  }
+  trained.reset();  // the target holds its own copy
+  target->set_gate(vgpu.gate.get());
+  doc["meta"].update({{"backend_detail", target->describe()}, {"allowed_batches", target->allowed_batches()},
+                      {"vgpu", vgpu.to_json()}});
+  doc["memory"] = uncapped_memory_json(where.backend, g, a.max_batch, served);
+  doc["device"] = {{"memory_mib", double(served) / (1 << 20)},
+                   {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
   const json& mem = doc["memory"];
   std::printf("# ringbench infer: %s, input %s, backend %s on %s, %d threads, batches %s\n", a.model.c_str(),
               m::to_string(g.input_dims()).c_str(), where.backend.c_str(), where.device.c_str(), m::compute_threads(),
               doc["meta"]["allowed_batches"].dump().c_str());
   std::printf("# memory at batch %d: inference %.1f MiB (network, parameters, batch-norm state) = %.0f%% of "
-              "training's %.1f MiB (network, parameters, gradients, momentum, state); all served sizes %.1f MiB\n",
+              "training's %.1f MiB (network, parameters, gradients, momentum, state); all served sizes %.1f MiB%s\n",
               a.max_batch, mem["inference_mib"].get<double>(), 100 * mem["inference_over_training"].get<double>(),
-              mem["training_mib"].get<double>(), mem["served_sizes_mib"].get<double>());
+              mem["training_mib"].get<double>(), mem["served_sizes_mib"].get<double>(),
+              vgpu.framebuffer_mib ? (" of the " + std::to_string(vgpu.framebuffer_mib) + " MiB framebuffer of " +
+                                      vgpu.profile).c_str() : "");
   if (a.accuracy) {
     doc["accuracy"] = run_accuracy(a, *target);
     if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(1) + "\n");
@@ -235,10 +348,7 @@ int run_infer(const InferArgs& a) {
   // first (first-touch of buffers, oneDNN's and cuDNN's first executions), untimed.
   for (int b : target->allowed_batches())
     for (int i = 0; i < 2; ++i) target->run(b);
-  infer::SteadyClock clock;
-  if (wants(a, "offline")) doc["offline"] = run_offline_sweep(a, *target, clock);
-  if (wants(a, "single-stream")) doc["single_stream"] = run_single(a, *target, clock);
-  if (wants(a, "server")) doc["server"] = run_server(a, *target, clock);
+  run_scenarios(a, *target, vgpu, doc);
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(1) + "\n");
   return 0;
 }

@@ -1,13 +1,17 @@
 // `ringbench infer`: a model's forward pass served the way MLPerf Inference's LoadGen measures
 // a system (runner/infer/): Offline throughput against batch, SingleStream latency, and the
 // Server scenario's highest QPS whose p99 meets a latency bound, with inference's memory against
-// training's at the same batch.
+// training's at the same batch. Under a vGPU profile (--profile) the framebuffer caps the served
+// networks' memory, and with a scheduler (--vgpu-scheduler, from `ringbench vgpu share -- infer`)
+// every batch's forward pass runs in the time slices it grants.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runner/cli/vgpu_cmd.h"
 
 namespace ringbench {
 
@@ -27,6 +31,8 @@ struct InferArgs {
   std::string checkpoint;  // --checkpoint: trained parameters (train --save-checkpoint); "": seeded
   bool accuracy = false;   // --accuracy: the test set's accuracy instead of the scenarios
   std::string data, data_dir;  // --accuracy's dataset (fashion-mnist) and where it is
+  VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler (as train's)
+  double timeout_s = 60;  // --timeout: the longest wait for the vGPU scheduler
 };
 
 void add_infer_options(CLI::App& cmd, InferArgs& a);

@@ -35,7 +35,7 @@ void add_migrate_options(CLI::App& cmd, migrate::MigrateArgs& a) {
   cmd.add_option("--framebuffer", a.framebuffer, "The moving rank's vGPU framebuffer (emulated in host memory "
                  "without a GPU), e.g. 4G; default: --profile's, else the size of the rank's state");
   cmd.add_option("--migrate-fault", a.fault, "Tests: make the migration fail half way (target-unreachable, "
-                 "target-killed); the rank must resume on its node");
+                 "target-killed: the rank resumes on its node; source-killed: every rank fails naming it)");
 }
 
 void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {

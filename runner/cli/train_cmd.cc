@@ -292,24 +292,31 @@ json bucket_list(const m::BucketPlan& plan, const m::Graph& graph) {
   return buckets;
 }
 
-// Every rank's parameters and batch-norm state at the end, hashed (rank 0: in rank order, as
-// hex): synchronous SGD leaves them equal, so one that differs is a rank that diverged (a
-// migrated rank restored wrongly, a misrouted gradient).
+// Every rank's parameters and batch-norm statistics at the end, hashed (rank 0 gets every rank's,
+// as hex). Synchronous SGD leaves the parameters equal on every rank, so rank 0 fails the run
+// when one differs: a rank that diverged (a migrated rank restored wrongly, a misrouted
+// gradient) never passes silently. The statistics are each rank's own (its batches').
 json final_hashes(const RankJob& job, const m::Trainer& trainer) {
-  std::vector<float> all = trainer.host_params();
-  const std::vector<float> state = trainer.host_state();
-  all.insert(all.end(), state.begin(), state.end());
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)param_hash(all));
-  job.store->set("train/final_hash/" + std::to_string(job.rank), hex);
-  json out = json::array();
+  auto hex = [](const std::vector<float>& v) {
+    char h[17];
+    std::snprintf(h, sizeof h, "%016llx", (unsigned long long)param_hash(v));
+    return std::string(h);
+  };
+  job.store->set("train/final_hash/" + std::to_string(job.rank),
+                 json{hex(trainer.host_params()), hex(trainer.host_state())}.dump());
+  json params = json::array(), state = json::array();
   for (int r = 0; job.rank == 0 && r < job.n; ++r) {
-    const std::string h = get_from_rank(*job.store, "train/final_hash/" + std::to_string(r), r, 2 * job.timeout);
-    if (h.size() != 16 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
-      throw Error("rank " + std::to_string(r) + " published a final hash that is not 16 hex digits");
-    out.push_back(h);
+    const json h = get_rank_json(*job.store, "train/final_hash/" + std::to_string(r), r, 2 * job.timeout,
+                                 json::value_t::array);
+    if (h.size() != 2 || !h[0].is_string() || !h[1].is_string())
+      throw Error("rank " + std::to_string(r) + " published final hashes that are not two strings");
+    params.push_back(h[0]);
+    state.push_back(h[1]);
+    if (h[0] != params[0])
+      throw Error("rank " + std::to_string(r) + "'s parameters differ from rank 0's at the end (hash " +
+                  h[0].get<std::string>() + " vs " + params[0].get<std::string>() + "): the ranks diverged");
   }
-  return out;
+  return {{"params", params}, {"batchnorm_state", state}};
 }
 
 // What one rank's training is made of, for the metadata and the header.
@@ -563,14 +570,99 @@ void print_migration(const json& mj) {
     std::printf("# migration of rank %d FAILED, resumed on its node: %s\n", mj.value("rank", -1),
                 mj.value("error", std::string("?")).c_str());
   } else {
-    std::printf("# migration of rank %d (%s) to %s: framebuffer %.0f MiB, %zu pre-copy round(s) %.1f MiB in %.2f s; "
+    std::printf("# migration of rank %d (%s) to %s: framebuffer %.0f MiB, %d pre-copy round(s) %.1f MiB in %.2f s; "
                 "stun %.3f s (%.1f MiB copied stunned); total %.2f s; the ring stalled %.3f s\n",
                 mj["rank"].get<int>(), mj["method"].get<std::string>().c_str(), mj["to"].get<std::string>().c_str(),
-                mj["framebuffer_bytes"].get<double>() / mib, mj["rounds"].size() - 1,
+                mj["framebuffer_bytes"].get<double>() / mib, mj["precopy_rounds"].get<int>(),
                 mj["precopy_bytes"].get<double>() / mib, mj["precopy_s"].get<double>(), mj["stun_s"].get<double>(),
                 mj["stun_bytes"].get<double>() / mib, mj["total_s"].get<double>(), mj["ring_stall_s"].get<double>());
   }
   std::fflush(stdout);
+}
+
+}  // namespace
+
+namespace {
+
+// What every rank decided before its world existed.
+struct TrainPlan {
+  const TrainArgs& a;
+  const std::vector<std::string>& argv;
+  const m::Graph& graph;
+  const Backend& comm_backend;
+  const Placement& where;
+  Millis timeout;
+  bool is_target;  // a migrated rank's new process
+};
+
+// After the steps: every rank's records and hashes to rank 0, which reports and writes them.
+void finish_rank(RankJob& job, const TrainPlan& p, m::Trainer& trainer, TrainData& data, const Steps& st,
+                 const VgpuSetup& vgpu, m::Timeline* timeline, migrate::Migration* mig, json& doc) {
+  const TrainArgs& a = p.a;
+  const auto profile = profile_layers(trainer, *data.source, a, p.graph);
+  const std::vector<json> ranks = gather_steps(*job.store, job.rank, job.n, st.measured, a.batch, 2 * p.timeout);
+  const json hashes = final_hashes(job, trainer);
+  const json eval = data.test_set.labels.empty()
+                        ? json()
+                        : gather_eval(trainer, data.test_set, *job.store, job.rank, job.n, 2 * p.timeout);
+  const json moved = mig && job.rank == 0 ? mig->result(2 * p.timeout) : json();
+  if (timeline && !moved.is_null()) migrate::trace_migration(moved, *timeline);
+  if (timeline) write_file_atomic(timeline_path(a.timeline, job.rank, job.n), timeline->to_json());
+  if (job.rank != 0) return;
+  if (!a.save_checkpoint.empty()) doc["meta"]["checkpoint"] = save_checkpoint(a, p.graph, trainer);
+  report(doc, ranks, st, vgpu, job.n, p.where.device == "cuda", profile.get(), eval);
+  doc["summary"]["final_hashes"] = hashes;
+  if (!moved.is_null()) doc["migration"] = moved;
+  print_migration(moved);
+  job.write_json(doc);
+}
+
+// One rank's run: setup, the steps (a migration target's from where its source stopped), results.
+int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
+  const TrainArgs& a = p.a;
+  // Every rank must train the same thing; compare the options that shape it with rank 0's.
+  job.check_same_options(train_shape(a, p.graph, p.where), "train the same model the same way");
+  Compute c;
+  set_up_compute(c, vgpu, job, a, p.graph, p.where);
+  TrainData data;
+  load_data(data, a, p.graph, job.rank, job.n);
+  m::TrainOptions to = train_options(a, job, vgpu);
+  std::unique_ptr<m::Timeline> timeline;
+  if (!a.timeline.empty()) {
+    timeline = std::make_unique<m::Timeline>(job.rank);
+    to.timeline = timeline.get();
+  }
+  if (a.migrate.at_step != 0 && !is_ring(p.comm_backend))
+    throw Error("--migrate-at re-forms our ring: use --transport " + backend_names(is_ring));
+  // Made at setup; outlives the trainer's reducer. A migration target joins the ring later.
+  std::unique_ptr<Communicator> comm =
+      job.n > 1 && !p.is_target ? connect_ranks(job, a, p.comm_backend, "train") : nullptr;
+  const json path = path_json(comm.get());
+  auto reducers_of = [&](Communicator* cm) {
+    return reducers(cm, p.comm_backend.gpu_buffers, p.where.device == "cuda", a.stage_piece);
+  };
+  m::Trainer trainer(*c.net, to, comm ? reducers_of(comm.get()) : m::ReducerFactory{});
+  // The old ring's goodbyes (bounded waits for every peer's) run beside the new ring's setup.
+  std::future<void> retired;
+  migrate::RingHooks hooks{
+      [&] { retired = std::async(std::launch::async, [old = std::move(comm)]() mutable { old.reset(); }); },
+      [&](int epoch) {
+        comm = connect_ranks(job, a, p.comm_backend, "train/m" + std::to_string(epoch));
+        trainer.connect(reducers_of(comm.get()));
+      }};
+  const auto mig = plan_migration(a, job, p.graph, vgpu, data.total_steps, p.is_target, p.argv, hooks);
+  const json hosts = p.is_target ? json::array() : exchange_hosts(job, host_self(job, c, path), trainer.host_params());
+  const TrainSetup setup{a, p.graph, p.where, c, trainer, path, hosts};
+  doc["meta"] = train_meta(job, setup, p.argv, data.total_steps - a.warmup, vgpu);
+  if (job.rank == 0) print_header(job, setup, *data.source);
+
+  migrate::LoopState from;
+  if (p.is_target) from = mig->arrive(trainer, *data.source, data.total_steps, trainer.plan().buckets.size());
+  const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr, mig.get(),
+                               std::move(from));
+  if (st.left) return mig->wait_for_target();
+  finish_rank(job, p, trainer, data, st, vgpu, timeline.get(), mig.get(), doc);
+  return 0;
 }
 
 }  // namespace
@@ -581,10 +673,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   const m::Graph graph = build_graph(a);
   const Backend& comm_backend = backend_for("--transport", a.transport, any_backend);
   const Placement where = place(a, comm_backend);
-  const bool on_gpu = where.device == "cuda";
   // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
   // sweep's "does not fit" result rather than an error.
-  if (!on_gpu && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);
+  if (where.device != "cuda" && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);
   // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or a
   // descheduled worker stalls its team (and spinning starves the communication threads).
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) setenv("OMP_WAIT_POLICY", "passive", 0);
@@ -593,73 +684,18 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
                                 comm_backend.needs_mpirun},
                                argv);
   if (job.launched) return *job.launched;
-  const bool is_target = migrate::target_listen_fd() >= 0;  // a migrated rank's new process
-  if (is_target) job.tag = "[rank " + std::to_string(job.rank) + " on its new node] ";
+  const TrainPlan plan{a, argv, graph, comm_backend, where, timeout, migrate::target_listen_fd() >= 0};
+  if (plan.is_target) job.tag = "[rank " + std::to_string(job.rank) + " on its new node] ";
   json doc;
   VgpuSetup vgpu;
   try {
-    // Every rank must train the same thing; compare the options that shape it with rank 0's.
-    job.check_same_options(train_shape(a, graph, where), "train the same model the same way");
-    Compute c;
-    set_up_compute(c, vgpu, job, a, graph, where);
-    TrainData data;
-    load_data(data, a, graph, job.rank, job.n);
-    const int64_t measured_steps = data.total_steps - a.warmup;
-    m::TrainOptions to = train_options(a, job, vgpu);
-    std::unique_ptr<m::Timeline> timeline;
-    if (!a.timeline.empty()) {
-      timeline = std::make_unique<m::Timeline>(job.rank);
-      to.timeline = timeline.get();
-    }
-    if (a.migrate.at_step != 0 && !is_ring(comm_backend))
-      throw Error("--migrate-at re-forms our ring: use --transport " + backend_names(is_ring));
-    // Made at setup; outlives the trainer's reducer. A migration target joins the ring later.
-    std::unique_ptr<Communicator> comm =
-        job.n > 1 && !is_target ? connect_ranks(job, a, comm_backend, "train") : nullptr;
-    const json path = path_json(comm.get());
-    auto reducers_of = [&](Communicator* cm) { return reducers(cm, comm_backend.gpu_buffers, on_gpu, a.stage_piece); };
-    m::Trainer trainer(*c.net, to, comm ? reducers_of(comm.get()) : m::ReducerFactory{});
-    // The old ring's goodbyes (bounded waits for every peer's) run beside the new ring's setup.
-    std::future<void> retired;
-    migrate::RingHooks hooks{[&] { retired = std::async(std::launch::async, [c = std::move(comm)]() mutable { c.reset(); }); },
-                             [&](int epoch) {
-                               comm = connect_ranks(job, a, comm_backend, "train/m" + std::to_string(epoch));
-                               trainer.connect(reducers_of(comm.get()));
-                             }};
-    const auto mig = plan_migration(a, job, graph, vgpu, data.total_steps, is_target, argv, hooks);
-    const json hosts = is_target ? json::array() : exchange_hosts(job, host_self(job, c, path), trainer.host_params());
-
-    const TrainSetup setup{a, graph, where, c, trainer, path, hosts};
-    doc["meta"] = train_meta(job, setup, argv, measured_steps, vgpu);
-    if (job.rank == 0) print_header(job, setup, *data.source);
-
-    migrate::LoopState from;
-    if (is_target) from = mig->arrive(trainer, *data.source, data.total_steps, trainer.plan().buckets.size());
-    const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr, mig.get(),
-                                 std::move(from));
-    if (st.left) return mig->wait_for_target();
-    const auto profile = profile_layers(trainer, *data.source, a, graph);
-    const std::vector<json> ranks = gather_steps(*job.store, job.rank, job.n, st.measured, a.batch, 2 * timeout);
-    const json hashes = final_hashes(job, trainer);
-    const json eval = data.test_set.labels.empty()
-                          ? json()
-                          : gather_eval(trainer, data.test_set, *job.store, job.rank, job.n, 2 * timeout);
-    if (timeline) write_file_atomic(timeline_path(a.timeline, job.rank, job.n), timeline->to_json());
-    if (job.rank == 0) {
-      if (!a.save_checkpoint.empty()) doc["meta"]["checkpoint"] = save_checkpoint(a, graph, trainer);
-      report(doc, ranks, st, vgpu, job.n, on_gpu, profile.get(), eval);
-      doc["summary"]["final_hashes"] = hashes;
-      if (mig) doc["migration"] = mig->result(2 * timeout);
-      print_migration(doc.value("migration", json()));
-      job.write_json(doc);
-    }
+    return train_rank(job, plan, doc, vgpu);
   } catch (const DeviceOutOfMemory& e) {
     return does_not_fit(job, e, doc, a, argv, where.backend, vgpu);
   } catch (const std::exception& e) {
     const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
     return job.fail(e, doc, oom ? out_of_memory_text("use a smaller --batch or --image-size") : std::string(e.what()));
   }
-  return 0;
 }
 
 }  // namespace ringbench

@@ -96,6 +96,13 @@ VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double 
   return s;
 }
 
+json does_not_fit_json(const DeviceOutOfMemory& e, const std::string& profile) {
+  const double mib = 1 << 20;
+  return {{"profile", profile}, {"framebuffer_mib", double(e.cap) / mib}, {"requested_mib", double(e.requested) / mib},
+          {"in_use_mib", double(e.in_use) / mib}, {"needed_at_least_mib", double(e.in_use + e.requested) / mib},
+          {"allocation", e.what_for}, {"message", e.what()}};
+}
+
 namespace {
 
 int run_profiles(const vgpu::Catalog& cat) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device_memory.h"
 #include "models/device_gate.h"
 
 namespace ringbench {
@@ -38,6 +39,10 @@ struct VgpuSetup {
 };
 // Throws Error on an unknown profile, or a mismatch without allow_mismatch.
 VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double timeout_s);
+
+// A job's "does_not_fit" record: the framebuffer, what was asked for and what was in use (MiB),
+// the allocation and the message (`ringbench infer`'s JSON; train writes the same fields).
+nlohmann::json does_not_fit_json(const DeviceOutOfMemory& e, const std::string& profile);
 
 struct VgpuArgs {
   std::string action;  // profiles | detect | share

@@ -148,6 +148,10 @@ struct QpsSearchSettings {
   double start_qps = 1;
   double precision = 0.01;  // stop when upper - lower <= precision * lower
   int max_runs = 60;
+  // Halving stops before a rate below this one (0: only the 2^-30 limit): where queries arrive
+  // so far apart that they seldom queue, a lower rate cannot meet a bound this one missed, and
+  // each run would only take longer (its minimum query count at a lower rate).
+  double min_qps = 0;
 };
 
 struct QpsTry {

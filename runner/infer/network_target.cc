@@ -56,6 +56,7 @@ int NetworkTarget::padded(int batch) const {
 void NetworkTarget::run(int batch) {
   const int size = padded(batch);
   models::Network& net = **std::find_if(nets_.begin(), nets_.end(), [&](const auto& n) { return n->batch() == size; });
+  const models::HoldDevice hold(gate_);
   net.set_input(input_.data());
   net.forward({.training = false});
   net.get_output(0, logits_.data());
@@ -82,6 +83,11 @@ NetworkTarget::Accuracy NetworkTarget::accuracy(const models::Dataset& d) {
     a.total += int64_t(n);
   }
   return a;
+}
+
+void NetworkTarget::set_gate(models::DeviceGate* gate) {
+  gate_ = gate;
+  for (auto& n : nets_) n->set_gate(gate);
 }
 
 std::string NetworkTarget::describe() const { return nets_.back()->describe(); }

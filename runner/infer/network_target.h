@@ -38,12 +38,17 @@ class NetworkTarget final : public InferTarget {
   int padded(int batch) const;  // the allowed size a batch of `batch` runs on
   std::string describe() const;  // the largest network's backend description
 
+  // Emulated vGPU time slicing (`vgpu share`): each run() holds the device for its forward pass,
+  // whose layers give it up between them when the slice has ended. nullptr: no gate.
+  void set_gate(models::DeviceGate* gate);
+
  private:
   int max_batch_;
   std::vector<std::unique_ptr<models::Network>> nets_;  // by allowed size, ascending
   std::unique_ptr<models::ModelBuffers> buffers_;
   std::vector<float> input_, logits_;
   const models::Graph& g_;
+  models::DeviceGate* gate_ = nullptr;
 };
 
 }  // namespace ringbench::infer

@@ -1,4 +1,5 @@
 // The Server scenario's peak QPS: exponential bracketing, then bisection.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -21,14 +22,15 @@ struct Searcher {
     return out.tries.back().result.bound_met;
   }
   // [lower met, upper missed]: doubling up from a rate that met it, or halving down from one
-  // that missed it (down to 2^-30 of the start: then nothing meets it).
+  // that missed it (down to 2^-30 of the start, and not below min_qps: then nothing meets it).
   void bracket(double start) {
     double lower = 0, upper = 0;
     if (met(start)) {
       for (lower = start; can_run() && met(2 * lower);) lower *= 2;
       upper = out.tries.back().result.bound_met ? 0 : 2 * lower;  // 0: it never missed
     } else {
-      for (upper = start; can_run() && upper > start * 0x1p-30 && !met(upper / 2);) upper /= 2;
+      const double lowest = std::max(start * 0x1p-30, settings.min_qps);
+      for (upper = start; can_run() && upper / 2 >= lowest && !met(upper / 2);) upper /= 2;
       lower = out.tries.back().result.bound_met ? upper / 2 : 0;
     }
     out.peak_qps = lower;

@@ -31,9 +31,10 @@ Round Copier::send_round(int number, bool stunned, const std::function<void(uint
   auto last_progress = t0;
   for (size_t c = 0; c < fb_.chunks(); ++c) {
     if (!stunned && stop_) break;  // the stun sends the rest
-    const size_t n = fb_.take_if_dirty(c, buf_.data());
+    // Stunned, nothing writes: the chunk goes from its place; else from a copy taken under the lock.
+    const size_t n = stunned ? (fb_.dirty(c) ? fb_.chunk_bytes(c) : 0) : fb_.take_if_dirty(c, buf_.data());
     if (n == 0) continue;
-    send_chunk(fd_, uint32_t(c), buf_.data(), n, timeout_);
+    send_chunk(fd_, uint32_t(c), stunned ? fb_.chunk_data(c) : buf_.data(), n, timeout_);
     r.bytes += n;
     sent_ += n;
     if (progress && Clock::now() - last_progress > std::chrono::seconds(1)) {

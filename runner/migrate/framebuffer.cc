@@ -82,11 +82,10 @@ size_t Framebuffer::dirty_bytes() const {
   return n;
 }
 
-void Framebuffer::put_chunk(size_t c, const char* data, size_t len) {
-  if (c >= chunks() || len != chunk_bytes(c))
-    throw Error("chunk " + std::to_string(c) + " of " + std::to_string(len) + " bytes does not fit a framebuffer of " +
-                std::to_string(chunks()) + " chunks");
-  std::memcpy(data_ + c * kChunkBytes, data, len);
+char* Framebuffer::chunk_data(size_t c) {
+  if (c >= chunks()) throw Error("chunk " + std::to_string(c) + " is past the framebuffer's " + std::to_string(chunks()));
+  dirty_[c].store(false, std::memory_order_release);
+  return data_ + c * kChunkBytes;
 }
 
 }  // namespace ringbench::migrate

@@ -39,8 +39,10 @@ class Framebuffer {
   // size; else 0. A write racing with it marks the chunk dirty again, so it is sent again.
   size_t take_if_dirty(size_t c, char* out);
   size_t dirty_bytes() const;
-  // The target: stores a received chunk (len == chunk_bytes(c)).
-  void put_chunk(size_t c, const char* data, size_t len);
+  bool dirty(size_t c) const { return dirty_[c].load(std::memory_order_acquire); }
+  // Chunk c's bytes in place, for a copy with no writer running (the stunned source, the
+  // target); marks it clean. Throws Error for a chunk past the end.
+  char* chunk_data(size_t c);
 
  private:
   void mark(size_t offset, size_t len);

@@ -13,7 +13,7 @@ struct MigrateArgs {
   std::string method = "precopy";
   std::string netns;          // node B's network namespace ("": this host)
   std::string framebuffer;    // bytes ("": the vGPU profile's, else the state's size)
-  std::string fault;          // "", "target-unreachable", "target-killed" (tests)
+  std::string fault;          // "", "target-unreachable", "target-killed", "source-killed" (tests)
 };
 
 }  // namespace ringbench::migrate

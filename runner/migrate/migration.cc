@@ -1,5 +1,6 @@
 #include "runner/migrate/migration.h"
 
+#include <csignal>
 #include <thread>
 
 #include "base/bytes.h"
@@ -39,8 +40,8 @@ MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t t
                 " (rank 0 writes the job's results)");
   if (a.method != "precopy" && a.method != "stopcopy")
     throw Error("--migrate-method " + a.method + " is not known: use precopy or stopcopy");
-  if (!a.fault.empty() && a.fault != "target-unreachable" && a.fault != "target-killed")
-    throw Error("--migrate-fault " + a.fault + " is not known: use target-unreachable or target-killed");
+  if (!a.fault.empty() && a.fault != "target-unreachable" && a.fault != "target-killed" && a.fault != "source-killed")
+    throw Error("--migrate-fault " + a.fault + " is not known: use target-unreachable, target-killed or source-killed");
   p.at_step = a.at_step;
   p.total_steps = total_steps;
   p.policy.precopy = a.method == "precopy";
@@ -124,6 +125,7 @@ Migration::Next Migration::stun(const LoopState& loop) {
   std::string error;
   try {
     if (plan_.fault == "target-killed") kill_target(target_pid_);
+    if (plan_.fault == "source-killed") ::raise(SIGKILL);  // stunned, and never coming back
     uint64_t reported = 0;
     copier_->finish(encode(moving), [&](uint64_t sent) {
       side_.store.add(kProgressKey, int64_t(sent - reported));
@@ -150,7 +152,9 @@ Migration::Next Migration::stun(const LoopState& loop) {
 json Migration::source_report(const std::string& error) const {
   json rounds = json::array();
   uint64_t precopied = 0, stunned = 0;
+  int precopy_rounds = 0;
   for (const Round& r : copier_->rounds()) {
+    precopy_rounds += !r.stunned;
     rounds.push_back({{"round", r.round}, {"stunned", r.stunned}, {"bytes", r.bytes}, {"seconds", r.seconds},
                       {"dirty_after", r.dirty_after}});
     (r.stunned ? stunned : precopied) += r.bytes;
@@ -158,7 +162,7 @@ json Migration::source_report(const std::string& error) const {
   json j = {{"moved", error.empty()}, {"rank", plan_.rank}, {"method", plan_.method()}, {"to", target_addr_},
             {"netns", plan_.netns}, {"framebuffer_bytes", plan_.framebuffer_bytes}, {"state_bytes", layout_.end},
             {"activation_bytes", layout_.activation_bytes}, {"chunk_bytes", Framebuffer::kChunkBytes},
-            {"rounds", rounds}, {"precopy_bytes", precopied}, {"stun_bytes", stunned},
+            {"rounds", rounds}, {"precopy_rounds", precopy_rounds}, {"precopy_bytes", precopied}, {"stun_bytes", stunned},
             {"start_ns", start_ns_}, {"stun_ns", stun_ns_}, {"copy_end_ns", stored_ns_},
             {"precopy_s", seconds_between(start_ns_, stun_ns_)},
             {"stun_copy_s", stored_ns_ ? seconds_between(stun_ns_, stored_ns_) : 0.0}};
@@ -218,6 +222,26 @@ LoopState Migration::arrive(models::Trainer& t, models::BatchSource& data, int64
   wait_s_ = seconds_between(loop.stun_ns, resumed);
   side_.store.set(kDowntimeKey, json{{"downtime_s", wait_s_}, {"resumed_ns", resumed}}.dump());
   return loop;
+}
+
+void trace_migration(const json& r, models::Timeline& tl) {
+  constexpr int kTrack = 3;
+  auto at = [&](const char* key) { return Clock::time_point(std::chrono::nanoseconds(r.value(key, int64_t(0)))); };
+  const std::string who = "rank " + std::to_string(r.value("rank", -1));
+  tl.name_track(kTrack, "migration of " + who + " (" + r.value("method", std::string()) + ")");
+  const double mib = 1 << 20;
+  char text[160];
+  std::snprintf(text, sizeof text, "pre-copy: %d round(s), %.0f MiB", r.value("precopy_rounds", 0),
+                r.value("precopy_bytes", 0.0) / mib);
+  tl.add(kTrack, text, "migration", at("start_ns"), at("stun_ns"));
+  if (!r.value("moved", false)) {
+    tl.add(kTrack, "failed: " + r.value("error", std::string()) + "; resumed on its node", "migration", at("stun_ns"),
+           at("stun_ns") + std::chrono::milliseconds(1));
+    return;
+  }
+  std::snprintf(text, sizeof text, "stun: copy %.0f MiB", r.value("stun_bytes", 0.0) / mib);
+  tl.add(kTrack, text, "migration", at("stun_ns"), at("copy_end_ns"));
+  tl.add(kTrack, "resume on the new node: ring re-formed", "migration", at("copy_end_ns"), at("resumed_ns"));
 }
 
 int Migration::wait_for_target() { return wait_target(std::exchange(target_pid_, -1)); }

@@ -56,6 +56,9 @@ struct RankSide {
   std::vector<std::string> argv;  // the target's command line: this rank's
 };
 
+// Rank 0's Chrome trace: the migration's phases (pre-copy, stun copy, resume) on a track of their own.
+void trace_migration(const nlohmann::json& result, models::Timeline& tl);
+
 class Migration {
  public:
   enum class Role { other, source, target };

@@ -18,6 +18,7 @@ using Clock = std::chrono::steady_clock;
 constexpr char kMagic[8] = {'R', 'B', 'M', 'I', 'G', '0', '0', '1'};
 enum Record : uint8_t { kChunk = 1, kState = 2, kDone = 3 };
 constexpr uint8_t kStored = 'S';
+constexpr int kSocketBufferBytes = 8 << 20;  // a bulk stream: two chunks in flight
 
 struct Hello {
   char magic[8];
@@ -51,7 +52,7 @@ int connect_target(const std::string& host, int port, const std::string& secret,
   int fd = net::connect_tcp(host, port, Clock::now() + timeout);
   try {
     net::set_nonblocking(fd);
-    net::set_nodelay(fd);
+    net::set_socket_buffers(fd, kSocketBufferBytes);
     Hello h{};
     std::memcpy(h.magic, kMagic, sizeof kMagic);
     h.framebuffer_bytes = shape.framebuffer_bytes;
@@ -107,6 +108,7 @@ int accept_source(int listen_fd, const std::string& secret, const StreamShape& e
   check_errno(fd >= 0, "accept (migration target)");
   try {
     net::set_nonblocking(fd);
+    net::set_socket_buffers(fd, kSocketBufferBytes);
     const std::string who = "the migration source " + net::peer_address(fd);
     Hello h{};
     get(fd, &h, sizeof h, timeout, "hello");
@@ -133,7 +135,6 @@ int accept_source(int listen_fd, const std::string& secret, const StreamShape& e
 }
 
 std::string receive_stream(int fd, Framebuffer& fb, Millis timeout, uint64_t* bytes_received) {
-  std::vector<char> buf(Framebuffer::kChunkBytes);
   std::string state;
   bool have_state = false;
   for (;;) {
@@ -143,8 +144,7 @@ std::string receive_stream(int fd, Framebuffer& fb, Millis timeout, uint64_t* by
       if (r.index >= fb.chunks() || r.len != fb.chunk_bytes(r.index))
         throw Error("the migration source sent chunk " + std::to_string(r.index) + " of " + std::to_string(r.len) +
                     " bytes: the framebuffer has " + std::to_string(fb.chunks()) + " chunks");
-      get(fd, buf.data(), r.len, timeout, "chunk");
-      fb.put_chunk(r.index, buf.data(), r.len);
+      get(fd, fb.chunk_data(r.index), r.len, timeout, "chunk");  // checked above: in place
       *bytes_received += r.len;
     } else if (r.type == kState) {
       if (r.len > kMaxStateBytes || have_state)
