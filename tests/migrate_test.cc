@@ -1,7 +1,6 @@
 // Live migration of a training rank (runner/migrate/): the framebuffer's dirty tracking, the
-// authenticated, validated stream, the copier's rounds, the state record, and end to end a job
-// whose rank moves and ends bit-identical to one whose rank stayed, or resumes where it was when
-// the move fails half way.
+// authenticated, validated stream, the copier's rounds, the state record and the plan's checks.
+// End to end (a job whose rank moves): migrate_cli_test.cc.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -229,105 +228,6 @@ TEST(MigratePlan, ChecksItsOptions) {
   b = a;
   b.method = "teleport";
   EXPECT_NE(error_of(b, 3).find("precopy or stopcopy"), std::string::npos);
-}
-
-// ---- end to end: `ringbench train --ranks 3` with rank 2 moving to a new process -------------
-
-struct TrainRun {
-  int exit_code = 0;
-  std::string output;
-  json doc;
-};
-
-const std::string kLenet = "--model lenet --batch 8";
-
-TrainRun train(const std::string& extra, const std::string& timeout_s = "5", const std::string& model = kLenet) {
-  const std::string out = testing::temp_path("migrate") + ".json";
-  const std::string cmd = std::string(RINGBENCH_BIN) + " train --ranks 3 " + model +
-                          " --warmup 2 --steps 40 --log-every 0 "
-                          "--threads 1 --timeout " + timeout_s + " --json " + out + " " + extra;
-  TrainRun r;
-  const auto res = testing::run_command(cmd);
-  r.exit_code = res.exit_code;
-  r.output = res.output;
-  std::ifstream in(out);
-  if (in) r.doc = json::parse(in, nullptr, false);
-  return r;
-}
-
-// Every rank's parameters and batch-norm statistics, and the loss, equal the unmigrated run's.
-void expect_same_as(const TrainRun& r, const TrainRun& base) {
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  ASSERT_EQ(base.exit_code, 0) << base.output;
-  const json& hashes = r.doc["summary"]["final_hashes"];
-  ASSERT_EQ(hashes["params"].size(), 3u);
-  EXPECT_EQ(hashes, base.doc["summary"]["final_hashes"]) << r.output;
-  EXPECT_EQ(r.doc["summary"]["final_loss"], base.doc["summary"]["final_loss"]);
-}
-
-class EndToEnd : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { baseline_ = new TrainRun(train("")); }
-  static void TearDownTestSuite() { delete baseline_; }
-  static const TrainRun& baseline() { return *baseline_; }
-  static void expect_same_result(const TrainRun& r) { expect_same_as(r, baseline()); }
-
- private:
-  static inline TrainRun* baseline_ = nullptr;
-};
-
-TEST_F(EndToEnd, PreCopyMovesTheRankAndTheResultIsBitIdentical) {
-  const TrainRun r = train("--migrate-at 4 --migrate-method precopy --framebuffer 32M");
-  expect_same_result(r);
-  const json& m = r.doc["migration"];
-  EXPECT_EQ(m["moved"], true) << r.output;
-  EXPECT_EQ(m["method"], "precopy");
-  EXPECT_GE(m["precopy_bytes"].get<double>(), 32.0 * (1 << 20));  // round 1 moved it all
-  EXPECT_LT(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
-  EXPECT_GT(m["stun_s"].get<double>(), 0);
-  EXPECT_TRUE(testing::has_all(r.output, {"# migration of rank 2 (precopy)"}));
-}
-
-TEST_F(EndToEnd, StopAndCopyMovesTheRankAndTheResultIsBitIdentical) {
-  const TrainRun r = train("--migrate-at 4 --migrate-method stopcopy --framebuffer 32M");
-  expect_same_result(r);
-  const json& m = r.doc["migration"];
-  EXPECT_EQ(m["moved"], true) << r.output;
-  EXPECT_EQ(m["precopy_bytes"], 0);
-  EXPECT_EQ(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
-}
-
-TEST_F(EndToEnd, AnUnreachableTargetResumesTheRankOnItsNode) {
-  const TrainRun r = train("--migrate-at 4 --migrate-fault target-unreachable", "2");
-  expect_same_result(r);
-  EXPECT_EQ(r.doc["migration"]["moved"], false);
-  EXPECT_TRUE(testing::has_all(r.output, {"the migration to", "failed", "resuming on this node",
-                                          "# migration of rank 2 FAILED, resumed on its node"}));
-}
-
-TEST_F(EndToEnd, AKilledTargetResumesTheRankOnItsNode) {
-  const TrainRun r = train("--migrate-at 4 --migrate-fault target-killed");
-  expect_same_result(r);
-  EXPECT_EQ(r.doc["migration"]["moved"], false);
-  EXPECT_TRUE(testing::has_all(r.output, {"resuming on this node"}));
-}
-
-TEST_F(EndToEnd, ASourceThatDiesWhileStunnedFailsEveryRankNamingIt) {
-  const TrainRun r = train("--migrate-at 4 --migrate-fault source-killed", "2");
-  EXPECT_NE(r.exit_code, 0);
-  for (const std::string rank : {"[rank 0]", "[rank 1]"})
-    EXPECT_TRUE(testing::has_all(r.output, {rank + " ringbench train: error: rank 2 stopped for its migration and made no progress"}));
-}
-
-// Batch-norm statistics are each rank's own: the migrated rank's must come back exactly.
-TEST(EndToEndBatchNorm, MobileNetsStatisticsMoveWithTheRank) {
-  const std::string model = "--model mobilenet_v1 --image-size 32 --batch 2 --classes 10";
-  const TrainRun base = train("", "10", model);
-  const TrainRun r = train("--migrate-at 4 --migrate-method stopcopy", "10", model);
-  expect_same_as(r, base);
-  EXPECT_EQ(r.doc["migration"]["moved"], true) << r.output;
-  const json& state = r.doc["summary"]["final_hashes"]["batchnorm_state"];
-  EXPECT_NE(state[0], state[2]);  // each rank's own statistics: the test could tell a swap
 }
 
 }  // namespace
