@@ -30,4 +30,25 @@ class DeviceGate {
   virtual bool others_measuring() { return false; }
 };
 
+// Holds the device for a scope (one inference batch's forward pass): enter() when made, leave()
+// however the scope ends, so that an error while holding it cannot starve the other VMs. A null
+// gate does nothing.
+class HoldDevice {
+ public:
+  explicit HoldDevice(DeviceGate* g) : g_(g) {
+    if (g_) g_->enter();
+  }
+  ~HoldDevice() {
+    try {
+      if (g_) g_->leave();
+    } catch (...) {  // a closed gate: the next enter() says why
+    }
+  }
+  HoldDevice(const HoldDevice&) = delete;
+  HoldDevice& operator=(const HoldDevice&) = delete;
+
+ private:
+  DeviceGate* g_;
+};
+
 }  // namespace ringbench::models

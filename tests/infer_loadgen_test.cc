@@ -509,6 +509,20 @@ TEST(QpsSearch, BracketsDownFromATooHighStart) {
   EXPECT_GE(s.peak_qps, 123.456 / 1.01);
 }
 
+TEST(QpsSearch, HalvesNoLowerThanTheLowestRate) {
+  // 10, 5, 2.5, 1.25 miss; 0.625 would be below min_qps: stop, nothing found.
+  const QpsSearch none = find_peak_qps([&](double q) { return met_below(q, 0.1); },
+                                       {.start_qps = 10, .min_qps = 1});
+  EXPECT_FALSE(none.found);
+  ASSERT_EQ(none.tries.size(), 4u);
+  EXPECT_EQ(none.tries.back().qps, 1.25);
+  // A rate at min_qps itself is still tried, and may meet the bound.
+  const QpsSearch at = find_peak_qps([&](double q) { return met_below(q, 1); }, {.start_qps = 8, .min_qps = 1});
+  ASSERT_TRUE(at.found);
+  EXPECT_EQ(at.tries[3].qps, 1);
+  EXPECT_EQ(at.peak_qps, 1);
+}
+
 TEST(QpsSearch, NothingMeetsOrNothingMisses) {
   const QpsSearch none = find_peak_qps([&](double q) { return met_below(q, 0); }, {.start_qps = 1});
   EXPECT_FALSE(none.found);

@@ -19,6 +19,7 @@
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
 #include "vgpu/scheduler.h"
+#include "runner/cli/share_infer.h"
 
 namespace ringbench {
 namespace {
@@ -96,6 +97,30 @@ VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double 
   return s;
 }
 
+DeviceWindow device_window(const std::vector<std::array<int64_t, 2>>& windows, const vgpu::SliceScheduler& s) {
+  int64_t from_ns = INT64_MAX, to_ns = 0;
+  for (const auto& [b, e] : windows) {
+    from_ns = std::min(from_ns, b);
+    to_ns = std::max(to_ns, e);
+  }
+  DeviceWindow w;
+  if (to_ns > from_ns) {
+    const vgpu::Clock::time_point from{std::chrono::nanoseconds(from_ns)}, to{std::chrono::nanoseconds(to_ns)};
+    w.seconds = double(to_ns - from_ns) / 1e9;
+    w.utilization = s.busy_seconds(from, to) / w.seconds;
+  }
+  return w;
+}
+
+std::string DeviceWindow::text() const {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f", seconds);
+  return "device utilization " +
+         (utilization.is_null() ? std::string("unknown")
+                                : std::to_string(int(std::lround(100 * utilization.get<double>()))) + "%") +
+         " over the " + s + " s the VMs ran together";
+}
+
 json does_not_fit_json(const DeviceOutOfMemory& e, const std::string& profile) {
   const double mib = 1 << 20;
   return {{"profile", profile}, {"framebuffer_mib", double(e.cap) / mib}, {"requested_mib", double(e.requested) / mib},
@@ -143,8 +168,20 @@ struct ShareDir {
 
 std::string vm_json_path(const std::string& tmp, int i) { return tmp + "/vm" + std::to_string(i) + ".json"; }
 
+// What every VM runs: `infer` and its options when the arguments after -- start with `infer`,
+// else `train`'s options (after an optional `train`).
+struct VmCommand {
+  std::string name = "train";
+  std::vector<std::string> args;
+};
+
+VmCommand vm_command(const std::vector<std::string>& after) {
+  if (!after.empty() && (after[0] == "infer" || after[0] == "train")) return {after[0], {after.begin() + 1, after.end()}};
+  return {"train", after};
+}
+
 // `vgpu share`'s own options and the profile they name; the policy parsed.
-vgpu::Policy check_share_args(const VgpuArgs& a, const vgpu::Profile& p) {
+vgpu::Policy check_share_args(const VgpuArgs& a, const VmCommand& cmd, const vgpu::Profile& p) {
   vgpu::Policy policy;
   try {
     policy = vgpu::parse_policy(a.policy);
@@ -159,10 +196,10 @@ vgpu::Policy check_share_args(const VgpuArgs& a, const vgpu::Profile& p) {
   if (!(a.slice_ms >= 0.1 && a.slice_ms <= 1000)) throw Error("--slice-ms must be in [0.1, 1000]");
   if (!(a.timeout_s > 0)) throw Error("--timeout must be > 0");
   check_output_path(a.json, "--json");
-  for (const auto& x : a.train_args)
+  for (const auto& x : cmd.args)
     for (const char* owned : {"--json", "--profile", "--vgpu-scheduler", "--ranks", "--timeline", "--vgpu-catalog"})
       if (x == owned || x.rfind(std::string(owned) + "=", 0) == 0)
-        throw Error(std::string("the train options after -- may not set ") + owned +
+        throw Error("the " + cmd.name + " options after -- may not set " + owned +
                     ": `ringbench vgpu share` sets it for every VM");
   return policy;
 }
@@ -176,8 +213,8 @@ void stop_vms_on_signals() {
 }
 
 // Each VM is a job of its own: it must not join a world this process may be part of.
-std::vector<RankLaunch> vm_launches(const VgpuArgs& a, const vgpu::Profile& p, const std::string& scheduler,
-                                    const std::string& tmp, const std::string& log_dir) {
+std::vector<RankLaunch> vm_launches(const VgpuArgs& a, const VmCommand& cmd, const vgpu::Profile& p,
+                                    const std::string& scheduler, const std::string& tmp, const std::string& log_dir) {
   for (const char* v : {"RINGBENCH_RANK", "RINGBENCH_WORLD_SIZE", "RINGBENCH_STORE", "RINGBENCH_JOB_ID",
                         "RINGBENCH_LAUNCHER", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                         "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_RANK"})
@@ -185,8 +222,8 @@ std::vector<RankLaunch> vm_launches(const VgpuArgs& a, const vgpu::Profile& p, c
   std::vector<RankLaunch> vms;
   for (int i = 0; i < a.vms; ++i) {
     RankLaunch r;
-    r.argv = {self_exe(), "train"};
-    r.argv.insert(r.argv.end(), a.train_args.begin(), a.train_args.end());
+    r.argv = {self_exe(), cmd.name};
+    r.argv.insert(r.argv.end(), cmd.args.begin(), cmd.args.end());
     r.argv.insert(r.argv.end(), {"--profile", p.name, "--vgpu-scheduler", scheduler, "--json", vm_json_path(tmp, i)});
     if (!a.catalog.empty()) r.argv.insert(r.argv.end(), {"--vgpu-catalog", a.catalog});
     r.env = {"OMP_WAIT_POLICY=passive"};
@@ -208,28 +245,31 @@ std::vector<VmResult> vm_results(const LaunchOutcome& o, const std::vector<RankL
   return res;
 }
 
-// The run's meta: this command's settings, and the training's from the first VM's document.
-json share_meta(const VgpuArgs& a, const std::vector<std::string>& argv, const vgpu::Profile& p,
-                vgpu::Policy policy, const VmResult& first) {
+// The run's meta: this command's settings, and the VMs' (training's or inference's) from the
+// first VM's document.
+json share_meta(const VgpuArgs& a, const VmCommand& cmd, const std::vector<std::string>& argv,
+                const vgpu::Profile& p, vgpu::Policy policy, const VmResult& first) {
   json meta = {{"command", argv}, {"profile", p.name}, {"gpu", p.gpu},
                {"framebuffer_mib", p.framebuffer_mib ? json(p.framebuffer_mib) : json(nullptr)},
                {"max_instances", p.max_instances}, {"policy", vgpu::policy_name(policy)},
-               {"slice_ms", a.slice_ms}, {"vms", a.vms}, {"train_args", a.train_args}};
+               {"slice_ms", a.slice_ms}, {"vms", a.vms}, {"vm_command", cmd.name}, {cmd.name + "_args", cmd.args}};
   if (first.doc.is_object() && first.doc.contains("meta")) {
     const json& m0 = first.doc["meta"];
     for (const char* k : {"model", "batch_per_rank", "backend", "threads_per_rank", "input", "params", "steps",
-                          "warmup", "build", "vgpu"})
+                          "warmup", "build", "vgpu", "device", "threads", "allowed_batches"})
       if (m0.contains(k)) meta[k] = m0[k];
   }
   return meta;
 }
 
-// What went wrong with the VMs, "" when every one of them has a summary.
-std::string share_errors(const VgpuArgs& a, const std::vector<VmResult>& res, const LaunchOutcome& o) {
+// What went wrong with the VMs, "" when every one of them has its results.
+std::string share_errors(const VgpuArgs& a, const VmCommand& cmd, const std::vector<VmResult>& res,
+                         const LaunchOutcome& o) {
   std::string errors;
   for (int i = 0; i < a.vms; ++i) {
     const VmResult& v = res[size_t(i)];
-    if (v.exit_code == 0 && v.doc.is_object() && v.doc.contains("summary")) continue;
+    const bool results = v.doc.is_object() && (cmd.name == "infer" ? infer_vm_has_results(v.doc) : v.doc.contains("summary"));
+    if (v.exit_code == 0 && results) continue;
     errors += (errors.empty() ? "" : "; ") + std::string("VM ") + std::to_string(i) + " exited " +
               std::to_string(v.exit_code) + ": " + error_lines(v.log, 2);
   }
@@ -239,9 +279,8 @@ std::string share_errors(const VgpuArgs& a, const std::vector<VmResult>& res, co
 }
 
 struct ShareTotals {
-  double img_s = 0;           // over all VMs
-  json device_util = nullptr;  // over the common window; null when unknown
-  double window_s = 0;
+  double img_s = 0;  // over all VMs
+  DeviceWindow device;
 };
 
 // Per VM, and the device over the window where every VM was running. The VMs leave their
@@ -252,7 +291,7 @@ ShareTotals summarize_share(const VgpuArgs& a, const std::vector<VmResult>& res,
                             json& doc) {
   json per_vm = json::array();
   double total = 0, total_var = 0, util_sum = 0, step_sum = 0;
-  int64_t from_ns = INT64_MAX, to_ns = 0;
+  std::vector<std::array<int64_t, 2>> windows;
   std::vector<double> img;
   for (int i = 0; i < a.vms; ++i) {
     const json& s = res[size_t(i)].doc.at("summary");
@@ -270,25 +309,17 @@ ShareTotals summarize_share(const VgpuArgs& a, const std::vector<VmResult>& res,
     util_sum += util;
     step_sum += s.at("step_s").at("mean_over_ranks").get<double>();
     img.push_back(m);
-    if (dev.contains("window_ns")) {
-      const int64_t b = dev["window_ns"][0].get<int64_t>(), e = dev["window_ns"][1].get<int64_t>();
-      from_ns = std::min(from_ns, b);
-      to_ns = std::max(to_ns, e);
-    }
+    if (dev.contains("window_ns")) windows.push_back({dev["window_ns"][0].get<int64_t>(), dev["window_ns"][1].get<int64_t>()});
   }
   ShareTotals t;
   t.img_s = total;
-  if (to_ns > from_ns) {
-    const vgpu::Clock::time_point from{std::chrono::nanoseconds(from_ns)}, to{std::chrono::nanoseconds(to_ns)};
-    t.window_s = double(to_ns - from_ns) / 1e9;
-    t.device_util = server.scheduler().busy_seconds(from, to) / t.window_s;
-  }
+  t.device = device_window(windows, server.scheduler());
   doc["vms"] = per_vm;
   doc["summary"] = {{"total_img_s", {{"mean", total}, {"ci95", std::sqrt(total_var)}}},
                     {"img_s_per_vm", {{"mean", total / a.vms}, {"min", *std::min_element(img.begin(), img.end())},
                                       {"max", *std::max_element(img.begin(), img.end())}}},
                     {"step_s", step_sum / a.vms}, {"device_util_per_vm", util_sum / a.vms},
-                    {"device_util_total", t.device_util}, {"common_window_s", t.window_s}};
+                    {"device_util_total", t.device.utilization}, {"common_window_s", t.device.seconds}};
   return t;
 }
 
@@ -297,17 +328,15 @@ void print_share(const VgpuArgs& a, const json& per_vm, const ShareTotals& t) {
   for (const auto& v : per_vm)
     std::printf("   %2d %8.2f +-%-5.2f %8.4f  %10.1f%%\n", v["vm"].get<int>(), v["img_s"]["mean"].get<double>(),
                 v["img_s"]["ci95"].get<double>(), v["step_s"].get<double>(), 100 * v["device_util"].get<double>());
-  std::printf("Total img/sec over %d VM(s): %.2f; device utilization %s over the %.2f s the VMs ran together\n",
-              a.vms, t.img_s,
-              t.device_util.is_null() ? "unknown" : (std::to_string(int(std::lround(100 * t.device_util.get<double>()))) + "%").c_str(),
-              t.window_s);
+  std::printf("Total img/sec over %d VM(s): %.2f; %s\n", a.vms, t.img_s, t.device.text().c_str());
 }
 
 int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   const vgpu::Catalog& cat = catalog(a.catalog);
   const vgpu::Profile* p = cat.find(a.profile);
   if (!p) throw Error("--profile: " + cat.unknown_profile_message(a.profile));
-  const vgpu::Policy policy = check_share_args(a, *p);
+  const VmCommand cmd = vm_command(a.train_args);
+  const vgpu::Policy policy = check_share_args(a, cmd, *p);
 
   stop_vms_on_signals();
   ShareDir tmpdir;
@@ -325,9 +354,9 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
   so.slice = std::chrono::microseconds(static_cast<long>(a.slice_ms * 1000));
   vgpu::SchedulerServer server(tmp + "/scheduler.sock", so, a.vms);  // the VMs measure together
 
-  const std::vector<RankLaunch> vms = vm_launches(a, *p, server.path(), tmp, log_dir);
-  std::printf("# ringbench vgpu share: %d VM(s) of %s (%s MiB, %d per GPU) on one device, policy %s, "
-              "slice %g ms\n", a.vms, p->name.c_str(),
+  const std::vector<RankLaunch> vms = vm_launches(a, cmd, *p, server.path(), tmp, log_dir);
+  std::printf("# ringbench vgpu share: %d %s VM(s) of %s (%s MiB, %d per GPU) on one device, policy %s, "
+              "slice %g ms\n", a.vms, cmd.name == "infer" ? "serving" : "training", p->name.c_str(),
               p->framebuffer_mib ? std::to_string(p->framebuffer_mib).c_str() : "whole", p->max_instances,
               vgpu::policy_name(policy), a.slice_ms);
   std::fflush(stdout);
@@ -335,7 +364,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
 
   const std::vector<VmResult> res = vm_results(o, vms, tmp);
   json doc;
-  doc["meta"] = share_meta(a, argv, *p, policy, res[0]);
+  doc["meta"] = share_meta(a, cmd, argv, *p, policy, res[0]);
   auto write = [&] {
     if (!a.json.empty()) write_file_atomic(a.json, doc.dump(2) + "\n");
   };
@@ -348,7 +377,7 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
       std::printf("does not fit: %s\n", v.doc["does_not_fit"].value("message", "").c_str());
       return kDoesNotFitExit;
     }
-  const std::string errors = share_errors(a, res, o);
+  const std::string errors = share_errors(a, cmd, res, o);
   if (!errors.empty()) {
     doc["error"] = errors;
     tmpdir.keep = a.log_dir.empty();  // the VMs' logs are there
@@ -357,6 +386,14 @@ int run_share(const VgpuArgs& a, const std::vector<std::string>& argv) {
     return 1;
   }
 
+  if (cmd.name == "infer") {
+    std::vector<json> docs;
+    for (const auto& v : res) docs.push_back(v.doc);
+    const DeviceWindow device = summarize_infer_share(docs, server.scheduler(), doc);
+    write();
+    print_infer_share(doc, device);
+    return 0;
+  }
   const ShareTotals totals = summarize_share(a, res, server, doc);
   write();
   print_share(a, doc["vms"], totals);

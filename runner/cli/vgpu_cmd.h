@@ -1,9 +1,11 @@
 // vGPU profiles in ringbench: a training job's profile (checked against the machine, its
 // framebuffer enforced as a cap on the backend's memory when emulated), and the `ringbench vgpu`
 // commands: `profiles` (the catalog), `detect` (this machine's GPU) and `share` (k emulated VMs
-// time-sliced on one device by a policy, each an independent training job).
+// time-sliced on one device by a policy, each an independent training or inference job).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +15,10 @@
 #include "models/device_gate.h"
 
 namespace ringbench {
+
+namespace vgpu {
+class SliceScheduler;
+}
 
 // Exit status of a `ringbench train` whose model and batch do not fit the profile's framebuffer.
 inline constexpr int kDoesNotFitExit = 3;
@@ -44,6 +50,16 @@ VgpuSetup setup_vgpu(const VgpuTrainArgs& a, const std::string& backend, double 
 // the allocation and the message (`ringbench infer`'s JSON; train writes the same fields).
 nlohmann::json does_not_fit_json(const DeviceOutOfMemory& e, const std::string& profile);
 
+// The device over the window in which VMs sharing it measured, from the earliest start to the
+// latest end of their measured windows (CLOCK_MONOTONIC nanoseconds, as the scheduler records
+// its grants): the fraction of it in which any VM held the device (null: no window known).
+struct DeviceWindow {
+  nlohmann::json utilization = nullptr;
+  double seconds = 0;
+  std::string text() const;  // "device utilization 97% over the 12.30 s the VMs ran together"
+};
+DeviceWindow device_window(const std::vector<std::array<int64_t, 2>>& windows, const vgpu::SliceScheduler& s);
+
 struct VgpuArgs {
   std::string action;  // profiles | detect | share
   std::string catalog;
@@ -53,7 +69,9 @@ struct VgpuArgs {
   double slice_ms = 10;
   double timeout_s = 600;
   std::string json, log_dir;
-  std::vector<std::string> train_args;  // after --
+  // After --: `infer` and its options (the VMs serve), or `train`'s options, optionally after
+  // `train` (the VMs train).
+  std::vector<std::string> train_args;
 };
 int run_vgpu(const VgpuArgs& a, const std::vector<std::string>& argv);
 
