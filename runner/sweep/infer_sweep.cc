@@ -5,7 +5,9 @@
 
 #include "models/zoo.h"
 #include "runner/sweep/model_entry.h"
+#include "runner/sweep/sweep_config.h"
 #include "runner/sweep/yaml_reader.h"
+#include "vgpu/catalog.h"
 
 namespace ringbench {
 namespace {
@@ -90,10 +92,10 @@ bool wants(const InferSweep& s, const std::string& scenario) {
 
 }  // namespace
 
-InferSweep parse_infer(const YamlReader& r) {
+InferSweep parse_infer(const YamlReader& r, const vgpu::Catalog& catalog) {
   InferSweep s;
   r.only({"models", "scenarios", "batches", "latency_bound_ms", "batch_timeout_ms", "server_qps", "min_duration",
-          "min_queries", "max_duration", "backend"});
+          "min_queries", "max_duration", "backend", "profiles", "sharing"});
   s.models = parse_models(r);
   parse_scenarios(r, s);
   parse_batches(r, s);
@@ -103,7 +105,36 @@ InferSweep parse_infer(const YamlReader& r) {
   r.get_double("server_qps", s.server_qps, 0);
   parse_rules(r, s);
   r.get_choice("backend", s.backend, {"auto", "onednn", "reference", "cudnn"});
+  if (r.has("profiles")) s.profiles = parse_profiles(r, catalog);
+  if (r.has("sharing")) {
+    s.has_sharing = true;
+    s.sharing = parse_sharing(YamlReader(r.at("sharing"), r.key("sharing"), r.origin()));
+    if (!has_time_sliced(s.profiles, catalog))
+      r.fail(r.key("sharing"), "needs a time-sliced vGPU profile under " + r.key("profiles") +
+                                   " (e.g. T4-4C; see `ringbench vgpu profiles`)");
+  }
   return s;
+}
+
+void for_each_infer_point(const InferSweep& s, const vgpu::Catalog& catalog, int repeat,
+                          const std::function<void(const SweepPoint&)>& visit) {
+  const auto base = [](const InferModel& m) {
+    return "infer/" + m.model + "/b" + std::to_string(m.max_batch) + size_suffix(m.image_size);
+  };
+  for (const auto& profile : s.profiles) {
+    for (const auto& m : s.models) {
+      SweepPoint p = model_point(PointKind::infer, m.model, m.max_batch, m.image_size, 1, "none", profile, repeat);
+      p.id = base(m) + "/" + profile;
+      visit(p);
+    }
+    const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);
+    if (!s.has_sharing || !vp || !vp->time_sliced) continue;
+    for (const auto& m : s.models)
+      for (const auto& policy : s.sharing.policies)
+        for (int vms : shared_vm_counts(s.sharing))
+          visit(shared_point(model_point(PointKind::infer, m.model, m.max_batch, m.image_size, 1, "none", vp->name,
+                                         repeat), base(m), *vp, policy, vms));
+  }
 }
 
 nlohmann::json to_json(const InferSweep& s) {
@@ -115,6 +146,8 @@ nlohmann::json to_json(const InferSweep& s) {
                       {"min_duration", s.min_duration_s}, {"min_queries", s.min_queries},
                       {"max_duration", s.max_duration_s}, {"backend", s.backend}};
   if (!s.batches.empty()) j["batches"] = s.batches;
+  j["profiles"] = s.profiles;
+  if (s.has_sharing) j["sharing"] = to_json(s.sharing);
   return j;
 }
 

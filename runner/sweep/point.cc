@@ -25,7 +25,7 @@ const char* kind_name(PointKind k) { return name_of(kKindNames, k, "?"); }
 void PointCoords::write(json& r) const {
   r.update({{"kind", kind_name(kind)}, {"nodes", nodes}, {"transport", transport}, {"profile", profile}});
   if (has_model()) r.update({{"model", model}, {"batch", batch}, {"image_size", image_size}});
-  if (kind == PointKind::share) r.update({{"policy", policy}, {"vms", vms}});
+  if (shared()) r.update({{"policy", policy}, {"vms", vms}});
 }
 
 PointCoords PointCoords::read(const json& r, const std::string& where) {
@@ -37,7 +37,7 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
     c.batch = required_int(r, "batch", where);
     c.image_size = int_or(r, "image_size", 0);
   }
-  if (c.kind == PointKind::share) {
+  if (c.kind == PointKind::share || c.kind == PointKind::infer) {  // infer: only a shared point has them
     c.policy = str_or(r, "policy", "");
     c.vms = int_or(r, "vms", 0);
   }

@@ -20,10 +20,12 @@ struct PointCoords {
   int nodes = 1;
   std::string transport;  // a backend's name; "none" for one node: nothing to communicate
   std::string profile;    // a vGPU profile, or "none"
-  std::string policy;     // share: the scheduler policy
-  int vms = 0;            // share: VMs on the device
+  std::string policy;     // share, and infer with vms > 0: the scheduler policy
+  int vms = 0;            // share, and infer with vms > 0: VMs on the device (infer: 0 without a scheduler)
 
   bool has_model() const { return kind != PointKind::collectives; }
+  // k VMs time-sliced on one device by a scheduler: a share point, or an infer point with VMs.
+  bool shared() const { return kind == PointKind::share || (kind == PointKind::infer && vms > 0); }
   // The coordinates as raw.jsonl records them (a model only where the kind has one).
   void write(nlohmann::json& record) const;
   // Back from a record; a missing or mistyped field is an Error naming `where`.

@@ -28,6 +28,28 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
   return a;
 }
 
+// An infer point's catalog and mismatch options (a train point's are in train_args and below).
+std::vector<std::string> vgpu_args(const SweepConfig& c) {
+  std::vector<std::string> a;
+  if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+  if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
+  return a;
+}
+
+// `ringbench vgpu share` for a shared point (train's or infer's), up to and with the --.
+std::vector<std::string> share_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path,
+                                    const std::string& log_base) {
+  // Ahead of the point's own deadline, so the VMs' timeout is what gets recorded.
+  const double share_timeout = std::max(0.5 * c.timeout_s, c.timeout_s - 10);
+  const SharingConfig& sharing = p.kind == PointKind::share ? c.sharing : c.infer.sharing;
+  std::vector<std::string> a = {"vgpu"};
+  if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+  a.insert(a.end(), {"share", "--profile", p.profile, "--vms", std::to_string(p.vms), "--policy", p.policy,
+                     "--slice-ms", num(sharing.slice_ms), "--timeout", num(share_timeout), "--json", json_path,
+                     "--log-dir", log_base + ".vms", "--"});
+  return a;
+}
+
 }  // namespace
 
 std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path,
@@ -40,20 +62,21 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     a.insert(a.end(), {"--json", json_path});
     return a;
   }
-  if (p.kind == PointKind::infer) {  // one local process; rank_args() append its --threads
+  if (p.kind == PointKind::infer && p.vms == 0) {  // one local process; rank_args() append its --threads
     std::vector<std::string> a = infer_args(c.infer, p.model, p.image_size, p.batch, c.seed);
+    if (p.profile != "none") a.insert(a.end(), {"--profile", p.profile});
+    for (auto& x : vgpu_args(c)) a.push_back(x);
     a.insert(a.end(), {"--json", json_path});
     return a;
   }
-  if (p.kind == PointKind::share) {  // the VMs' train options last, after --, where rank_args() append
-    // Ahead of the point's own deadline, so the VMs' timeout is what gets recorded.
-    const double share_timeout = std::max(0.5 * c.timeout_s, c.timeout_s - 10);
-    std::vector<std::string> a = {"vgpu"};
-    if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
-    a.insert(a.end(), {"share", "--profile", p.profile, "--vms", std::to_string(p.vms), "--policy", p.policy,
-                       "--slice-ms", num(c.sharing.slice_ms), "--timeout", num(share_timeout), "--json", json_path,
-                       "--log-dir", log_base + ".vms", "--"});
-    for (auto& x : train_args(c, p)) a.push_back(x);
+  if (p.shared()) {  // the VMs' options last, after --, where rank_args() append
+    std::vector<std::string> a = share_args(c, p, json_path, log_base);
+    if (p.kind == PointKind::share) {
+      for (auto& x : train_args(c, p)) a.push_back(x);
+      return a;
+    }
+    for (auto& x : infer_args(c.infer, p.model, p.image_size, p.batch, c.seed)) a.push_back(x);  // "infer", ...
+    if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
     return a;
   }
   const CollectivesSweep& k = c.collectives;

@@ -110,13 +110,17 @@ json result_subset(const SweepPoint& p, const json& doc) {
                       {"gpu", meta.value("gpu", "")}, {"framebuffer_mib", meta.value("framebuffer_mib", json(nullptr))},
                       {"max_instances", meta.value("max_instances", 1)}, {"slice_ms", meta.value("slice_ms", 0.0)},
                       {"vgpu", vgpu_subset(meta)}}}};
-  if (p.kind == PointKind::infer) {  // the scenarios as run, the memory, and what ran them
+  if (p.kind == PointKind::infer) {  // the scenarios as run (per VM when shared), the memory, and what ran them
     json out = {{"memory", doc.value("memory", json(nullptr))},
                 {"meta", {{"input", meta.value("input", "")}, {"backend", meta.value("backend", "")},
                           {"device", meta.value("device", "")}, {"threads", meta.value("threads", 0)},
                           {"allowed_batches", meta.value("allowed_batches", json::array())}}}};
-    for (const char* k : {"offline", "single_stream", "server"})
+    for (const char* k : {"offline", "single_stream", "server", "device", "vms", "summary"})
       if (doc.contains(k)) out[k] = doc[k];
+    if (meta.contains("vgpu")) out["meta"]["vgpu"] = vgpu_subset(meta);
+    if (p.shared())
+      out["meta"].update({{"gpu", meta.value("gpu", "")}, {"framebuffer_mib", meta.value("framebuffer_mib", json(nullptr))},
+                          {"max_instances", meta.value("max_instances", 1)}, {"slice_ms", meta.value("slice_ms", 0.0)}});
     return out;
   }
   if (p.kind == PointKind::train)
@@ -130,6 +134,13 @@ json result_subset(const SweepPoint& p, const json& doc) {
   return {{"rows", doc.value("rows", json::array())},
           {"meta", {{"impl", meta.value("impl", "")}, {"options", meta.value("options", json::object())},
                     {"hosts", hosts_subset(meta)}}}};
+}
+
+// "123.4 QPS at the p99 bound" in total, or that some VM met it at no rate.
+std::string qps_total_text(const json& qps_at_bound) {
+  const json& t = qps_at_bound.value("total", json());
+  return t.is_number() ? num(std::round(t.get<double>() * 10) / 10) + " QPS at the p99 bound"
+                       : "no QPS met the p99 bound on every VM";
 }
 
 // Why a point failed, in one line: the timeout, the JSON's error, or the ranks' logs.
@@ -252,6 +263,7 @@ json point_record(const Run& run, const SweepPoint& p, size_t i, size_t total, c
               {"started_at", utc_now("%Y-%m-%dT%H:%M:%SZ")}};
   p.write(rec);
   if (p.kind == PointKind::share) rec["slice_ms"] = run.config.sharing.slice_ms;
+  if (p.kind == PointKind::infer && p.shared()) rec["slice_ms"] = run.config.infer.sharing.slice_ms;
   return rec;
 }
 
@@ -281,8 +293,8 @@ struct PointVerdict {
 // A point's status and error into rec, from how its command ended and the JSON it wrote (doc).
 PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o, const json& doc,
                          const std::string& log_base, double timeout_s) {
-  const bool infer_results =
-      p.kind == PointKind::infer && (doc.contains("offline") || doc.contains("single_stream") || doc.contains("server"));
+  const bool infer_results = p.kind == PointKind::infer && (doc.contains("offline") || doc.contains("single_stream") ||
+                                                            doc.contains("server") || doc.contains("vms"));
   bool have = doc.is_object() && doc.contains("meta") && doc["meta"].is_object() &&
               (doc.contains("summary") || doc.contains("rows") || infer_results) && !doc.contains("does_not_fit");
   std::string bad_json;
@@ -311,6 +323,8 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
                   " img/s over " + std::to_string(p.vms) + " VM(s)";
     else if (p.kind == PointKind::train)
       v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
+    else if (p.kind == PointKind::infer && p.shared() && doc["summary"].contains("qps_at_bound"))
+      v.summary = "ok " + qps_total_text(doc["summary"]["qps_at_bound"]) + " over " + std::to_string(p.vms) + " VM(s)";
     else
       v.summary = "ok";
   } else {

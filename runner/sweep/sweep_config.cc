@@ -114,33 +114,6 @@ CollectivesSweep parse_collectives(const YamlReader& r) {
   return c;
 }
 
-SharingConfig parse_sharing(const YamlReader& r) {
-  SharingConfig s;
-  r.only({"vms_per_gpu", "policy", "slice_ms"});
-  r.get_int("vms_per_gpu", s.vms_per_gpu, 1);
-  if (r.has("policy")) {
-    if (r.at("policy").IsScalar()) {
-      std::string one;
-      r.get("policy", one, "a policy name");
-      s.policies = {one};
-    } else {
-      s.policies = r.list<std::string>("policy", "policy names");
-    }
-  }
-  std::set<std::string> seen;
-  for (const auto& p : s.policies) {
-    try {
-      vgpu::parse_policy(p);
-    } catch (const std::exception& e) {
-      r.fail(r.key("policy"), e.what());
-    }
-    if (!seen.insert(p).second) r.fail(r.key("policy"), p + " is listed twice");
-  }
-  r.get_double("slice_ms", s.slice_ms, 0.1);
-  if (s.slice_ms > 1000) r.fail(r.key("slice_ms"), "must be <= 1000");
-  return s;
-}
-
 ClusterConfig parse_cluster(const YamlReader& r) {
   ClusterConfig c;
   r.only({"type", "link", "cpus_per_node", "hosts"});
@@ -178,7 +151,6 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   if (r.has("transports")) c.transports = r.list<std::string>("transports", "transport names");
   for (const auto& t : c.transports)
     if (!find_backend(t)) r.fail("transports", "'" + t + "' is not one of: " + backend_names(any_backend, ", "));
-  if (r.has("profiles")) c.profiles = r.list<std::string>("profiles", "profile names");
   r.get("allow_profile_mismatch", c.allow_profile_mismatch, "true or false");
   r.get("vgpu_catalog", c.vgpu_catalog, "a file name");
   std::unique_ptr<vgpu::Catalog> own;
@@ -190,15 +162,7 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     }
   }
   const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
-  std::set<std::string> seen_profiles;
-  for (auto& p : c.profiles) {
-    if (p != "none") {
-      const vgpu::Profile* known = catalog.find(p);
-      if (!known) r.fail("profiles", catalog.unknown_profile_message(p));
-      p = known->name;  // the catalog's spelling
-    }
-    if (!seen_profiles.insert(p).second) r.fail("profiles", p + " is listed twice");
-  }
+  if (r.has("profiles")) c.profiles = parse_profiles(r, catalog);
   r.get_int("repeats", c.repeats, 1);
   r.get("seed", c.seed, "a non-negative integer");
   r.get_double("timeout", c.timeout_s, 1);
@@ -214,16 +178,13 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   }
   if (r.has("infer")) {
     c.has_infer = true;
-    c.infer = parse_infer(YamlReader(r.at("infer"), "infer", origin));
+    c.infer = parse_infer(YamlReader(r.at("infer"), "infer", origin), catalog);
   }
   if (r.has("sharing")) {
     c.has_sharing = true;
     c.sharing = parse_sharing(YamlReader(r.at("sharing"), "sharing", origin));
     if (!c.has_train) r.fail("sharing", "needs a train section: its models are what the VMs train");
-    bool sliced = false;
-    for (const auto& p : c.profiles)
-      if (p != "none" && catalog.find(p)->time_sliced) sliced = true;
-    if (!sliced)
+    if (!has_time_sliced(c.profiles, catalog))
       r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
   }
   if (!c.has_train && !c.has_collectives && !c.has_infer)
@@ -261,9 +222,7 @@ nlohmann::json to_json(const SweepConfig& c) {
                       {"timeout", c.timeout_s}};
   if (c.allow_profile_mismatch) j["allow_profile_mismatch"] = true;
   if (!c.vgpu_catalog.empty()) j["vgpu_catalog"] = c.vgpu_catalog;
-  if (c.has_sharing)
-    j["sharing"] = {{"vms_per_gpu", c.sharing.vms_per_gpu}, {"policy", c.sharing.policies},
-                    {"slice_ms", c.sharing.slice_ms}};
+  if (c.has_sharing) j["sharing"] = to_json(c.sharing);
   j["cluster"] = {{"type", c.cluster.type}, {"cpus_per_node", c.cluster.cpus_per_node}};
   if (c.cluster.type == "emulated") j["cluster"]["link"] = c.cluster.link;
   if (!c.cluster.hosts.empty()) j["cluster"]["hosts"] = c.cluster.hosts;
@@ -294,8 +253,6 @@ std::string to_yaml(const SweepConfig& c) {
          out.c_str() + "\n";
 }
 
-namespace {
-
 // A point with a model's coordinates (train, infer and share points).
 SweepPoint model_point(PointKind kind, const std::string& model, int batch, int image_size, int nodes,
                        const std::string& transport, const std::string& profile, int repeat) {
@@ -314,11 +271,18 @@ SweepPoint model_point(PointKind kind, const std::string& model, int batch, int 
 // "/s96" in a point's id when an image size is set.
 std::string size_suffix(int image_size) { return image_size ? "/s" + std::to_string(image_size) : ""; }
 
-}  // namespace
+SweepPoint shared_point(SweepPoint p, const std::string& id_base, const vgpu::Profile& vp, const std::string& policy,
+                        int vms) {
+  p.policy = policy;
+  p.vms = vms;
+  p.id = id_base + "/" + vp.name + "/" + policy + "/vms" + std::to_string(vms);
+  if (vms > vp.max_instances) p.skip = vp.name + " hosts at most " + std::to_string(vp.max_instances) + " vGPU(s) per GPU";
+  return p;
+}
 
 void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit) {
   std::unique_ptr<vgpu::Catalog> own;
-  if (c.has_sharing && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
+  if ((c.has_sharing || (c.has_infer && c.infer.has_sharing)) && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
   const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
   for (int rep = 1; rep <= c.repeats; ++rep) {
     for (const auto& profile : c.profiles) {
@@ -350,29 +314,15 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
           }
         }
       }
-      if (c.has_infer && profile == c.profiles.front()) {
-        for (const auto& m : c.infer.models) {
-          SweepPoint p = model_point(PointKind::infer, m.model, m.max_batch, m.image_size, 1, "none", "none", rep);
-          p.id = "infer/" + m.model + "/b" + std::to_string(m.max_batch) + size_suffix(m.image_size) + "/none";
-          visit(p);
-        }
-      }
+      if (c.has_infer && profile == c.profiles.front()) for_each_infer_point(c.infer, catalog, rep, visit);
       const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);
       if (c.has_sharing && vp && vp->time_sliced) {
-        const int k = c.sharing.vms_per_gpu;
         for (const auto& m : c.train.models) {
           for (const auto& policy : c.sharing.policies) {
-            for (int vms : k == 1 ? std::vector<int>{1} : std::vector<int>{1, k}) {
-              SweepPoint p = model_point(PointKind::share, m.model, m.batch, m.image_size, 1, "none", vp->name, rep);
-              p.policy = policy;
-              p.vms = vms;
-              p.id = "share/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) + "/" + vp->name +
-                     "/" + policy +
-                     "/vms" + std::to_string(vms);
-              if (vms > vp->max_instances)
-                p.skip = vp->name + " hosts at most " + std::to_string(vp->max_instances) + " vGPU(s) per GPU";
-              visit(p);
-            }
+            for (int vms : shared_vm_counts(c.sharing))
+              visit(shared_point(model_point(PointKind::share, m.model, m.batch, m.image_size, 1, "none", vp->name, rep),
+                                 "share/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size), *vp,
+                                 policy, vms));
           }
         }
       }

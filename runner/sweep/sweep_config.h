@@ -11,8 +11,13 @@
 #include "runner/backends/backend.h"
 #include "runner/sweep/infer_sweep.h"
 #include "runner/sweep/point.h"
+#include "runner/sweep/vgpu_keys.h"
 
 namespace ringbench {
+
+namespace vgpu {
+struct Profile;
+}
 
 struct SweepModel {
   std::string model;
@@ -34,14 +39,6 @@ struct CollectivesSweep {
   int iters = 20, warmup_iters = 5;
   std::string dtype = "float";
   bool check = true;
-};
-
-// k emulated VMs of one vGPU profile time-sliced on one device (`ringbench vgpu share`): for
-// every time-sliced profile, model and policy, points with 1 VM and with k VMs.
-struct SharingConfig {
-  int vms_per_gpu = 2;
-  std::vector<std::string> policies{"best_effort", "equal_share", "fixed_share"};
-  double slice_ms = 10;
 };
 
 struct ClusterConfig {
@@ -87,10 +84,22 @@ nlohmann::json to_json(const SweepConfig& c);
 // One measurement: a training run or an allreduce size sweep on `nodes` ranks.
 struct SweepPoint : PointCoords {
   std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
-                          // "share/lenet/b32/T4-4C/fixed_share/vms4", "infer/lenet/b8/s28/none"
+                          // "share/lenet/b32/T4-4C/fixed_share/vms4", "infer/lenet/b8/s28/none",
+                          // "infer/lenet/b8/T4-4C/best_effort/vms2"
   int repeat = 1;         // 1-based
   std::string skip;       // why the config itself rules this point out ("" when it can run)
 };
+
+// A point with a model's coordinates (train, infer and share points).
+SweepPoint model_point(PointKind kind, const std::string& model, int batch, int image_size, int nodes,
+                       const std::string& transport, const std::string& profile, int repeat);
+// "/s96" in a point's id when an image size is set.
+std::string size_suffix(int image_size);
+// Point p (a share or infer point's model coordinates) as one of k VMs sharing a device of
+// profile vp under `policy`: its id is id_base + "/<profile>/<policy>/vms<k>", and it is skipped
+// where the profile hosts fewer than k vGPUs per GPU.
+SweepPoint shared_point(SweepPoint p, const std::string& id_base, const vgpu::Profile& vp, const std::string& policy,
+                        int vms);
 
 // Every point in the order run: repeats outermost, so each pass covers every configuration
 // and slow drift of a shared machine spreads over all of them; N = 1 runs once per model and
