@@ -80,8 +80,9 @@ TEST(InferReport, OfflineSingleStreamAndServerTablesWithLoadGenValidity) {
                            "INVALID (min duration 600 s, min queries 1024)",
                            "within 50.0 ms", "| peak QPS | p99 ms at the peak | missed at QPS | runs |",
                            "| 80.0 | 40.00 | 84.0 | 6 | INVALID (min duration 600 s, min queries 270336) |",
-                           "### inception_v3 128px, batches up to 4", "| 1 | 40.0 |",
-                           "no vGPU option yet"}));
+                           "### inception_v3 128px, batches up to 4", "| 1 | 40.0 |"}));
+  // No profile and no shared device: no vGPU table.
+  EXPECT_EQ(md.find("QPS at the p99 bound per profile and policy"), std::string::npos);
   // Inception's section comes before MobileNet's (models in name order), both before the ratio.
   EXPECT_LT(md.find("### inception_v3"), md.find("### mobilenet_v1"));
   EXPECT_LT(md.find("### mobilenet_v1"), md.find("### MobileNet v1 against Inception v3"));

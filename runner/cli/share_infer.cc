@@ -18,15 +18,6 @@ json spread(const std::vector<double>& v) {
           {"min", *std::min_element(v.begin(), v.end())}, {"max", *std::max_element(v.begin(), v.end())}};
 }
 
-// The Offline run at the largest batch of an infer document (null without Offline runs).
-const json* largest_offline(const json& doc) {
-  const json* best = nullptr;
-  if (doc.contains("offline") && doc["offline"].is_array())
-    for (const auto& row : doc["offline"])
-      if (!best || row.value("batch", 0) >= best->value("batch", 0)) best = &row;
-  return best;
-}
-
 // Per VM, what the report reads: its scenarios as `ringbench infer` wrote them, and its device.
 json vm_entry(const json& d, int i) {
   json v = {{"vm", i}};
@@ -55,7 +46,7 @@ DeviceWindow summarize_infer_share(const std::vector<json>& vm_docs, const vgpu:
       every_vm_met = every_vm_met && q.has_value();
       if (q) qps.push_back(*q);
     }
-    if (const json* o = largest_offline(d)) {
+    if (const json* o = infer::largest_offline_run(d)) {
       offline.push_back(o->value("samples_per_s", 0.0));
       offline_batch = o->value("batch", 0);
     }
@@ -90,7 +81,7 @@ void print_infer_share(const json& doc, const DeviceWindow& device) {
   for (const auto& v : doc["vms"]) {
     const json server = v.value("server", json());
     const json* run = infer::server_headline_run(server);
-    const json* o = largest_offline(v);
+    const json* o = infer::largest_offline_run(v);
     const json dev = v.value("device", json::object());
     std::printf("   %2d  %16s %8s %18s %11s\n", v["vm"].get<int>(), cell(infer::qps_at_bound(server), 1).c_str(),
                 cell(run ? run->value("tail_latency_s", 0.0) : std::optional<double>(), 1e3).c_str(),

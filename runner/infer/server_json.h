@@ -1,6 +1,6 @@
-// The Server scenario read back from `ringbench infer`'s JSON ("server": a peak search's
-// {found, peak_qps, upper_qps, tries: [{qps, result}]}, or {runs: [result]} at one rate), for
-// `vgpu share -- infer` and the report.
+// The scenarios read back from `ringbench infer`'s JSON, for `vgpu share -- infer` and the report:
+// "server" (a peak search's {found, peak_qps, upper_qps, tries: [{qps, result}]}, or {runs:
+// [result]} at one rate) and "offline" ([{batch, samples_per_s, ...}]).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +32,15 @@ inline std::optional<double> qps_at_bound(const nlohmann::json& server) {
   if (server.contains("tries")) return server["peak_qps"].get<double>();
   if (!run->value("bound_met", false)) return std::nullopt;
   return run->value("completed_qps", 0.0);
+}
+
+// The Offline run at the largest batch of an infer document (or of one VM of it), or null.
+inline const nlohmann::json* largest_offline_run(const nlohmann::json& doc) {
+  const nlohmann::json* best = nullptr;
+  if (doc.is_object() && doc.contains("offline") && doc["offline"].is_array())
+    for (const auto& row : doc["offline"])
+      if (row.is_object() && (!best || row.value("batch", 0) >= best->value("batch", 0))) best = &row;
+  return best;
 }
 
 }  // namespace ringbench::infer

@@ -8,6 +8,7 @@
 #include "models/layer_profile.h"
 #include "models/zoo.h"
 #include "runner/report/format.h"
+#include "runner/report/infer_views.h"
 #include "runner/report/md_groups.h"
 #include "runner/report/sections.h"
 #include "runner/sweep/json_fields.h"
@@ -15,26 +16,14 @@
 namespace ringbench::report {
 namespace {
 
-// LoadGen's verdict over the repeats: valid only if every run was; the reasons of all, in order.
-struct Validity {
-  bool valid = true;
-  std::vector<std::string> reasons;
-
-  void add(const json& result) {
-    const json* v = find_at(result, "/validity");
-    if (!v || !v->is_object()) return;
-    valid = valid && bool_or(*v, "valid", false);
-    if (const json* rs = find_at(*v, "/reasons"); rs && rs->is_array())
-      for (const auto& r : *rs)
-        if (r.is_string() && std::find(reasons.begin(), reasons.end(), r.get<std::string>()) == reasons.end())
-          reasons.push_back(r.get<std::string>());
-  }
-  std::string text() const {
-    std::string s;
-    for (const auto& r : reasons) s += (s.empty() ? "" : ", ") + r;
-    return valid ? "VALID" : "INVALID (" + s + ")";
-  }
-};
+// The infer points of processes serving alone (no scheduler), under any profile; those with VMs
+// are md_infer_vgpu's.
+std::vector<const Point*> alone_points(const Run& run) {
+  std::vector<const Point*> out;
+  for (const Point* p : points_of(run, PointKind::infer))
+    if (!p->shared()) out.push_back(p);
+  return out;
+}
 
 std::string ms(const std::vector<double>& seconds) { return seconds.empty() ? "-" : fixed(median(seconds) * 1e3, 2); }
 std::string rate(const std::vector<double>& v) { return v.empty() ? "-" : fixed(median(v), 1); }
@@ -145,7 +134,7 @@ std::string server_table(const Point& p) {
 
 std::string point_title(const Point& p) {
   return p.model + (p.image_size ? " " + std::to_string(p.image_size) + "px" : "") + ", batches up to " +
-         std::to_string(p.batch);
+         std::to_string(p.batch) + (p.profile != "none" ? ", " + p.profile : "");
 }
 
 std::string point_text(const Point& p) {
@@ -207,13 +196,14 @@ std::optional<double> mac_ratio(const Point& mobilenet, const Point& inception) 
 void add_pair(Ratios& out, const Point& m, const Point& i) {
   const auto mo = offline_rows(m);
   const auto macs = mac_ratio(m, i);
-  const std::string title = "MobileNet v1 " + size_text(m) + " / Inception v3 " + size_text(i);
+  const std::string profile = m.profile != "none" ? ", " + m.profile : "";
+  const std::string title = "MobileNet v1 " + size_text(m) + " / Inception v3 " + size_text(i) + profile;
   Series ratio{title, {}}, flat{"MAC ratio, " + size_text(i) + " / " + size_text(m), {}};
   for (const auto& [batch, io] : offline_rows(i)) {
     const auto it = mo.find(batch);
     if (it == mo.end() || median(io.samples_per_s) <= 0) continue;
     const double mr = median(it->second.samples_per_s), ir = median(io.samples_per_s);
-    out.rows.push_back({std::to_string(batch), size_text(m), fixed(mr, 1), size_text(i), fixed(ir, 1),
+    out.rows.push_back({std::to_string(batch) + profile, size_text(m), fixed(mr, 1), size_text(i), fixed(ir, 1),
                         fixed(mr / ir, 2) + "×", macs ? fixed(*macs, 2) + "×" : "-"});
     ratio.rows.push_back({double(batch), mr / ir, 0});
     if (macs) flat.rows.push_back({double(batch), *macs, 0});
@@ -236,9 +226,9 @@ std::string ratio_plot(const Ratios& r, Plotter& plotter) {
 
 std::string ratio_text(const Run& run, Plotter& plotter) {
   Ratios r;
-  for (const Point* m : points_of(run, PointKind::infer))
-    for (const Point* i : points_of(run, PointKind::infer))
-      if (m->model == "mobilenet_v1" && i->model == "inception_v3") add_pair(r, *m, *i);
+  for (const Point* m : alone_points(run))
+    for (const Point* i : alone_points(run))
+      if (m->model == "mobilenet_v1" && i->model == "inception_v3" && m->profile == i->profile) add_pair(r, *m, *i);
   if (r.rows.empty()) return "";
   const double inception = graph_macs("inception_v3", 0), mobilenet = graph_macs("mobilenet_v1", 0);
   return "### MobileNet v1 against Inception v3\n\n"
@@ -257,21 +247,20 @@ std::string ratio_text(const Run& run, Plotter& plotter) {
 }  // namespace
 
 std::string md_infer(const Run& run, Plotter& plotter) {
-  const auto pts = points_of(run, PointKind::infer);
-  if (pts.empty()) return "";
+  const auto pts = alone_points(run);
+  if (points_of(run, PointKind::infer).empty()) return "";
   std::string md =
       "## Inference\n\n`ringbench infer` runs, as MLPerf Inference's LoadGen measures a system: Offline "
       "samples/s against batch, SingleStream latency percentiles, and the Server scenario's highest QPS "
       "whose p99 latency meets the bound. Medians over the ok repeats. LoadGen's verdict is given for every "
       "scenario: its rules ask for runs of at least 600 s and a minimum number of queries, so a sweep's "
       "short runs are INVALID under them (a measurement, not a result LoadGen would accept), with what fell "
-      "short. Not measured yet: vGPU profiles and k VMs serving at once under a scheduler policy "
-      "(`ringbench infer` has no vGPU option yet).\n\n";
+      "short.\n\n";
   for (const auto& model : by_model(pts)) {
     for (const Point* p : model) md += point_text(*p);
     md += throughput_plot(model, plotter);
   }
-  return md + ratio_text(run, plotter);
+  return md + ratio_text(run, plotter) + md_infer_vgpu(run, plotter);
 }
 
 }  // namespace ringbench::report

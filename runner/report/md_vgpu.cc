@@ -77,6 +77,14 @@ std::string how_ran(const ProfileInfo& info) {
   return s;
 }
 
+// What the VMs of the run's shared points are: training jobs, and inference jobs where infer
+// points shared a device.
+std::string jobs_text(const Run& run) {
+  for (const Point* p : points_of(run, PointKind::infer))
+    if (p->shared()) return has_share(run) ? "training or inference job" : "inference job";
+  return "training job";
+}
+
 std::string md_profiles(const Run& run) {
   std::vector<std::vector<std::string>> rows;
   std::map<std::string, std::string> by_mode;  // mode -> "T4-4C, P40-1Q"
@@ -97,7 +105,7 @@ std::string md_profiles(const Run& run) {
                rows) +
       "Real vGPU: " + names("real") + ". Emulated: " + names("emulated") +
       " (the framebuffer is a hard cap on the backend's memory, and k VMs are time-sliced by "
-      "ringbench's own scheduler, each an independent training job: these numbers show what the "
+      "ringbench's own scheduler, each an independent " + jobs_text(run) + ": these numbers show what the "
       "profile's limits do on this machine, not a real vGPU's speed).";
   if (by_mode.count("mismatch"))
     md += " Mismatch (the profile is not this machine's vGPU, run anyway): " + names("mismatch") +

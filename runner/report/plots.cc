@@ -131,15 +131,8 @@ ShareChart share_chart(const std::vector<const Point*>& pts) {
   return c;
 }
 
-// One series per (policy, want, config): `value` gives a point's [y, error] or nothing.
-using ShareValue = std::function<Pair(const Point&)>;
-struct Want {
-  bool alone;        // the 1 VM points, else those with k VMs
-  std::string what;  // added to the series' title
-  ShareValue value;
-};
-
-std::vector<Series> share_series(const ShareChart& c, const std::vector<Want>& wants) {
+// One series per (policy, want, config).
+std::vector<Series> share_series(const ShareChart& c, const std::vector<ShareBar>& wants) {
   std::vector<Series> series;
   for (const auto& policy : c.policies)
     for (const auto& want : wants) {
@@ -300,26 +293,32 @@ bool time_breakdown_plot(const Run& run, Plotter& plotter) {
   return any;
 }
 
+std::string share_bar_chart(const std::vector<const Point*>& pts, const std::string& kind, const std::string& title,
+                            const std::string& ylabel, const std::vector<ShareBar>& bars, const std::string& yrange,
+                            Plotter& plotter) {
+  const ShareChart chart = share_chart(pts);
+  std::vector<Series> series = share_series(chart, bars);
+  if (series.empty()) return "";
+  const double width = 0.8 / double(series.size());
+  for (size_t i = 0; i < series.size(); ++i)
+    for (auto& r : series[i].rows) r[0] += (double(i) - double(series.size() - 1) / 2) * width;
+  Plot p{chart.base + "-" + kind, title, "vGPU profile", ylabel,
+         chart.axis +
+             "set key below noenhanced\nset style fill solid 0.8 border -1\nset boxwidth " +
+             num6(width) + " absolute\nset yrange " + yrange + "\n",
+         "", ""};
+  add_series(p, series, "boxerrorbars");
+  plotter.render(p);
+  return p.name;
+}
+
 std::vector<std::string> share_plots(const std::vector<const Point*>& pts, Plotter& plotter) {
   const std::string model = pts.front()->model;
-  const ShareChart chart = share_chart(pts);
   std::vector<std::string> drawn;
-  const auto draw = [&](const std::string& kind, const std::string& title,
-                        const std::string& ylabel, const std::vector<Want>& wants,
-                        const std::string& yrange) {
-    std::vector<Series> series = share_series(chart, wants);
-    if (series.empty()) return;
-    const double width = 0.8 / double(series.size());
-    for (size_t i = 0; i < series.size(); ++i)
-      for (auto& r : series[i].rows) r[0] += (double(i) - double(series.size() - 1) / 2) * width;
-    Plot p{chart.base + "-" + kind, title, "vGPU profile", ylabel,
-           chart.axis +
-               "set key below noenhanced\nset style fill solid 0.8 border -1\nset boxwidth " +
-               num6(width) + " absolute\nset yrange " + yrange + "\n",
-           "", ""};
-    add_series(p, series, "boxerrorbars");
-    plotter.render(p);
-    drawn.push_back(p.name);
+  const auto draw = [&](const std::string& kind, const std::string& title, const std::string& ylabel,
+                        const std::vector<ShareBar>& bars, const std::string& yrange) {
+    const std::string name = share_bar_chart(pts, kind, title, ylabel, bars, yrange, plotter);
+    if (!name.empty()) drawn.push_back(name);
   };
   const ShareValue per_vm = share_per_vm;
   draw("share-step-time", model + ": step time, 1 VM alone and k VMs on one device (mean, 95% CI)",

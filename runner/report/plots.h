@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,5 +63,20 @@ bool time_breakdown_plot(const Run& run, Plotter& plotter);
 // The sharing plots of one model: categories (the x axis) are the profiles in the sweep's
 // order, one bar per series side by side in each.
 std::vector<std::string> share_plots(const std::vector<const Point*>& pts, Plotter& plotter);
+
+// A point's [y, error] in a sharing chart, or nothing (no bar).
+using ShareValue = std::function<Pair(const Point&)>;
+struct ShareBar {
+  bool alone;        // the 1 VM points, else those with k VMs
+  std::string what;  // added to the series' title
+  ShareValue value;
+};
+
+// One bar chart of one model's sharing points (train's share points, or infer points with VMs)
+// by profile: per policy and bar, the points' values side by side, in plots/<model>-<kind>.svg.
+// Returns the plot's name ("" when no point has a value).
+std::string share_bar_chart(const std::vector<const Point*>& pts, const std::string& kind, const std::string& title,
+                            const std::string& ylabel, const std::vector<ShareBar>& bars, const std::string& yrange,
+                            Plotter& plotter);
 
 }  // namespace ringbench::report

@@ -73,9 +73,22 @@ void share_stats(Point& p) {
   p.util_total = mean_over(ok, "/share/summary/device_util_total");  // null: not measured
 }
 
-// Offline samples/s at the largest batch each ok repeat ran (md_infer.cc reads the rest).
+// Offline samples/s at the largest batch each ok repeat ran (md_infer.cc reads the rest); with
+// VMs, summed over them (per_vm: their mean), and the device's utilization.
 void infer_stats(Point& p) {
+  if (p.shared()) {
+    for (const Record* r : p.ok()) {
+      if (auto x = number_at(r->j, "/infer/summary/offline/total_samples_per_s")) p.total[r->repeat] = *x;
+      if (auto x = number_at(r->j, "/infer/summary/offline/per_vm/mean")) p.per_vm[r->repeat] = *x;
+      if (const json* vms = find_at(r->j, "/infer/vms"); vms && vms->is_array())
+        for (const auto& vm : *vms) p.memory_peak_mib = larger(p.memory_peak_mib, number_at(vm, "/device/memory_mib"));
+    }
+    p.util_per_vm = mean_over(p.ok(), "/infer/summary/device_util_per_vm");
+    p.util_total = mean_over(p.ok(), "/infer/summary/device_util_total");
+    return;
+  }
   for (const Record* r : p.ok()) {
+    p.memory_peak_mib = larger(p.memory_peak_mib, number_at(r->j, "/infer/device/memory_mib"));
     const json* offline = find_at(r->j, "/infer/offline");
     if (!offline || !offline->is_array()) continue;
     int largest = 0;
@@ -298,7 +311,8 @@ std::optional<double> framebuffer_of(const Record& r) {
   for (const char* at : {"/share/meta/framebuffer_mib", "/train/summary/device_memory/cap_mib",
                          "/does_not_fit/framebuffer_mib", "/vgpu/framebuffer_mib",
                          "/train/meta/vgpu/framebuffer_mib", "/train/meta/vgpu/profile_framebuffer_mib",
-                         "/vgpu/profile_framebuffer_mib"})
+                         "/vgpu/profile_framebuffer_mib", "/infer/meta/framebuffer_mib",
+                         "/infer/meta/vgpu/framebuffer_mib", "/infer/meta/vgpu/profile_framebuffer_mib"})
     if (auto v = number_at(r.j, at)) return v;
   return std::nullopt;
 }

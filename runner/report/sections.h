@@ -35,6 +35,10 @@ std::string md_vgpu(const Run& run, Plotter& plotter);
 // against Inception v3 (md_infer.cc).
 std::string md_infer(const Run& run, Plotter& plotter);
 
+// Its vGPU part (md_infer_vgpu.cc), where infer points ran under profiles or shared a device: the
+// QPS at the p99 bound per profile and policy, per VM and in total; "" for other runs.
+std::string md_infer_vgpu(const Run& run, Plotter& plotter);
+
 std::string md_collectives(const Run& run, Plotter& plotter);
 
 // Rank 0's transport path of each point.

@@ -72,7 +72,7 @@ std::vector<std::string> vgpu_columns() {
 
 std::vector<std::string> vgpu_cells(const Point& p) {
   if (p.kind == PointKind::collectives) return std::vector<std::string>(vgpu_columns().size(), "");
-  const bool share = p.kind == PointKind::share;
+  const bool share = p.shared();
   const auto fb = framebuffer_of(p);
   const json* v = vgpu_of(p);
   return {p.policy,
