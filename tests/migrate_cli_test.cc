@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -59,7 +60,8 @@ class EndToEnd : public ::testing::Test {
 };
 
 TEST_F(EndToEnd, PreCopyMovesTheRankAndTheResultIsBitIdentical) {
-  const TrainRun r = train("--migrate-at 4 --migrate-method precopy --framebuffer 32M");
+  const std::string trace = testing::temp_path("trace") + ".json";
+  const TrainRun r = train("--migrate-at 4 --migrate-method precopy --framebuffer 32M --timeline " + trace);
   expect_same_result(r);
   const json& m = r.doc["migration"];
   EXPECT_EQ(m["moved"], true) << r.output;
@@ -68,6 +70,14 @@ TEST_F(EndToEnd, PreCopyMovesTheRankAndTheResultIsBitIdentical) {
   EXPECT_LT(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
   EXPECT_GT(m["stun_s"].get<double>(), 0);
   EXPECT_TRUE(testing::has_all(r.output, {"# migration of rank 2 (precopy)"}));
+  // Rank 0's trace shows the phases on a track of their own.
+  const std::string rank0 = trace.substr(0, trace.size() - 5) + ".rank0.json";
+  std::ifstream t(rank0);
+  std::stringstream text;
+  text << t.rdbuf();
+  EXPECT_TRUE(testing::has_all(text.str(), {"migration of rank 2 (precopy)", "pre-copy:", "stun: copy",
+                                            "resume on the new node"}))
+      << rank0;
 }
 
 TEST_F(EndToEnd, StopAndCopyMovesTheRankAndTheResultIsBitIdentical) {
