@@ -169,7 +169,7 @@ const char* kIntro =
     "profile's framebuffer caps its memory), and as 1 VM or k VMs of the profile time-sliced on one "
     "device by ringbench's scheduler under each policy (`ringbench vgpu share -- infer`: every batch's "
     "forward pass holds the device, and the VMs start measuring together). Each VM runs the scenarios "
-    "itself; the Server search finds each VM's highest QPS whose p99 meets the bound while the other "
+    "itself (Offline at its largest batch only); the Server search finds each VM's highest QPS whose p99 meets the bound while the other "
     "VMs search theirs, and a VM that is done keeps serving at its peak until all are. **QPS at the "
     "bound per VM**: the VMs' mean (median over repeats); **each VM**: each one's median; **total**: "
     "their sum (a repeat in which some VM met the bound at no rate has none); **p99 ms**: at the QPS "

@@ -56,12 +56,28 @@ std::vector<InferModel> parse_models(const YamlReader& r) {
   return out;
 }
 
-void parse_scenarios(const YamlReader& r, InferSweep& s) {
-  if (!r.has("scenarios")) return;
-  s.scenarios = r.list<std::string>("scenarios", "scenario names");
-  for (const auto& sc : s.scenarios)
+// r's `scenarios`, each one of kScenarios.
+std::vector<std::string> parse_scenarios(const YamlReader& r) {
+  std::vector<std::string> out = r.list<std::string>("scenarios", "scenario names");
+  for (const auto& sc : out)
     if (std::find(kScenarios.begin(), kScenarios.end(), sc) == kScenarios.end())
       r.fail(r.key("scenarios"), "'" + sc + "' is not one of: " + join_names(kScenarios));
+  return out;
+}
+
+// The `sharing` mapping of the section: the top level's keys, and what the VMs run.
+void parse_infer_sharing(const YamlReader& r, const vgpu::Catalog& catalog, InferSweep& s) {
+  const YamlReader sr(r.at("sharing"), r.key("sharing"), r.origin());
+  s.has_sharing = true;
+  s.sharing = parse_sharing(sr, {"scenarios", "models"});
+  if (!has_time_sliced(s.profiles, catalog))
+    r.fail(r.key("sharing"), "needs a time-sliced vGPU profile under " + r.key("profiles") +
+                                 " (e.g. T4-4C; see `ringbench vgpu profiles`)");
+  if (sr.has("scenarios")) s.sharing_scenarios = parse_scenarios(sr);
+  if (sr.has("models")) s.sharing_models = sr.list<std::string>("models", "model names");
+  for (const auto& m : s.sharing_models)
+    if (std::none_of(s.models.begin(), s.models.end(), [&](const InferModel& x) { return x.model == m; }))
+      sr.fail(sr.key("models"), "'" + m + "' is not one of the models of " + r.key("models"));
 }
 
 void parse_batches(const YamlReader& r, InferSweep& s) {
@@ -86,10 +102,6 @@ void parse_rules(const YamlReader& r, InferSweep& s) {
   if (s.min_duration_s > s.max_duration_s) r.fail(r.key("min_duration"), "must be <= max_duration");
 }
 
-bool wants(const InferSweep& s, const std::string& scenario) {
-  return std::find(s.scenarios.begin(), s.scenarios.end(), scenario) != s.scenarios.end();
-}
-
 }  // namespace
 
 InferSweep parse_infer(const YamlReader& r, const vgpu::Catalog& catalog) {
@@ -97,7 +109,7 @@ InferSweep parse_infer(const YamlReader& r, const vgpu::Catalog& catalog) {
   r.only({"models", "scenarios", "batches", "latency_bound_ms", "batch_timeout_ms", "server_qps", "min_duration",
           "min_queries", "max_duration", "backend", "profiles", "sharing"});
   s.models = parse_models(r);
-  parse_scenarios(r, s);
+  if (r.has("scenarios")) s.scenarios = parse_scenarios(r);
   parse_batches(r, s);
   r.get("latency_bound_ms", s.latency_bound_ms, "a number of milliseconds");
   if (!(s.latency_bound_ms > 0)) r.fail(r.key("latency_bound_ms"), "must be > 0");
@@ -106,13 +118,7 @@ InferSweep parse_infer(const YamlReader& r, const vgpu::Catalog& catalog) {
   parse_rules(r, s);
   r.get_choice("backend", s.backend, {"auto", "onednn", "reference", "cudnn"});
   if (r.has("profiles")) s.profiles = parse_profiles(r, catalog);
-  if (r.has("sharing")) {
-    s.has_sharing = true;
-    s.sharing = parse_sharing(YamlReader(r.at("sharing"), r.key("sharing"), r.origin()));
-    if (!has_time_sliced(s.profiles, catalog))
-      r.fail(r.key("sharing"), "needs a time-sliced vGPU profile under " + r.key("profiles") +
-                                   " (e.g. T4-4C; see `ringbench vgpu profiles`)");
-  }
+  if (r.has("sharing")) parse_infer_sharing(r, catalog, s);
   return s;
 }
 
@@ -131,6 +137,8 @@ void for_each_infer_point(const InferSweep& s, const vgpu::Catalog& catalog, int
     if (!s.has_sharing || !vp || !vp->time_sliced) continue;
     for (const auto& m : s.models)
       for (const auto& policy : s.sharing.policies)
+        if (s.sharing_models.empty() ||
+            std::find(s.sharing_models.begin(), s.sharing_models.end(), m.model) != s.sharing_models.end())
         for (int vms : shared_vm_counts(s.sharing))
           visit(shared_point(model_point(PointKind::infer, m.model, m.max_batch, m.image_size, 1, "none", vp->name,
                                          repeat), base(m), *vp, policy, vms));
@@ -147,14 +155,20 @@ nlohmann::json to_json(const InferSweep& s) {
                       {"max_duration", s.max_duration_s}, {"backend", s.backend}};
   if (!s.batches.empty()) j["batches"] = s.batches;
   j["profiles"] = s.profiles;
-  if (s.has_sharing) j["sharing"] = to_json(s.sharing);
+  if (s.has_sharing) {
+    j["sharing"] = to_json(s.sharing);
+    if (!s.sharing_scenarios.empty()) j["sharing"]["scenarios"] = s.sharing_scenarios;
+    if (!s.sharing_models.empty()) j["sharing"]["models"] = s.sharing_models;
+  }
   return j;
 }
 
 std::vector<std::string> infer_args(const InferSweep& s, const std::string& model, int image_size, int max_batch,
-                                    uint64_t seed) {
+                                    uint64_t seed, bool shared) {
+  const std::vector<std::string>& run = shared && !s.sharing_scenarios.empty() ? s.sharing_scenarios : s.scenarios;
+  const bool offline = std::find(run.begin(), run.end(), "offline") != run.end();
   std::string scenarios;
-  for (const auto& sc : s.scenarios) {
+  for (const auto& sc : run) {
     if (!scenarios.empty()) scenarios += ',';
     scenarios += sc;
   }
@@ -163,7 +177,8 @@ std::vector<std::string> infer_args(const InferSweep& s, const std::string& mode
                                 "--min-duration", num(s.min_duration_s), "--min-queries", std::to_string(s.min_queries),
                                 "--max-duration", num(s.max_duration_s), "--seed", std::to_string(seed)};
   if (image_size) a.insert(a.end(), {"--image-size", std::to_string(image_size)});
-  if (wants(s, "offline") && !s.batches.empty()) {
+  if (offline && shared) a.insert(a.end(), {"--batches", std::to_string(max_batch)});
+  if (offline && !shared && !s.batches.empty()) {
     std::string b;
     for (int x : s.batches) {
       if (!b.empty()) b += ',';
@@ -171,7 +186,7 @@ std::vector<std::string> infer_args(const InferSweep& s, const std::string& mode
     }
     a.insert(a.end(), {"--batches", b});
   }
-  if (wants(s, "server"))
+  if (std::find(run.begin(), run.end(), "server") != run.end())
     a.insert(a.end(), {"--latency-bound-ms", num(s.latency_bound_ms), "--batch-timeout-ms", num(s.batch_timeout_ms),
                        "--server-qps", num(s.server_qps)});
   return a;

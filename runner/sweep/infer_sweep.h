@@ -37,6 +37,9 @@ struct InferSweep {
   std::vector<std::string> profiles{"none"};  // vGPU profiles each model is served under
   bool has_sharing = false;
   SharingConfig sharing;  // k VMs serving at once on one device of each time-sliced profile
+  // sharing.scenarios and sharing.models: what the VMs run (empty: the section's scenarios and
+  // every model); their Offline runs are at the largest batch only.
+  std::vector<std::string> sharing_scenarios, sharing_models;
 };
 
 // Parses and validates the section (`r` reads "infer"; profiles are the catalog's); every error
@@ -49,8 +52,9 @@ nlohmann::json to_json(const InferSweep& s);
 void for_each_infer_point(const InferSweep& s, const vgpu::Catalog& catalog, int repeat,
                           const std::function<void(const SweepPoint&)>& visit);
 
-// The `ringbench infer` arguments of one model entry (without --json and --threads).
+// The `ringbench infer` arguments of one model entry (without --json and --threads); `shared`:
+// those of a VM sharing a device (sharing's scenarios, Offline at max_batch only).
 std::vector<std::string> infer_args(const InferSweep& s, const std::string& model, int image_size, int max_batch,
-                                    uint64_t seed);
+                                    uint64_t seed, bool shared = false);
 
 }  // namespace ringbench

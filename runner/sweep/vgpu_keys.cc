@@ -8,9 +8,11 @@
 
 namespace ringbench {
 
-SharingConfig parse_sharing(const YamlReader& r) {
+SharingConfig parse_sharing(const YamlReader& r, const std::vector<std::string>& more_keys) {
   SharingConfig s;
-  r.only({"vms_per_gpu", "policy", "slice_ms"});
+  std::vector<std::string> keys = {"vms_per_gpu", "policy", "slice_ms"};
+  keys.insert(keys.end(), more_keys.begin(), more_keys.end());
+  r.only(keys);
   r.get_int("vms_per_gpu", s.vms_per_gpu, 1);
   if (r.has("policy")) {
     if (r.at("policy").IsScalar()) {

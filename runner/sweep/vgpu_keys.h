@@ -22,8 +22,9 @@ struct SharingConfig {
   double slice_ms = 10;
 };
 
-// r's `sharing` mapping (r reads it): vms_per_gpu, policy (one or a list), slice_ms.
-SharingConfig parse_sharing(const YamlReader& r);
+// r's `sharing` mapping (r reads it): vms_per_gpu, policy (one or a list), slice_ms, and the
+// caller's `more_keys` (read by the caller).
+SharingConfig parse_sharing(const YamlReader& r, const std::vector<std::string>& more_keys = {});
 nlohmann::json to_json(const SharingConfig& s);
 
 // r's `profiles` list: each the catalog's name of a profile (in its spelling) or none, none
