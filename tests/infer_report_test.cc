@@ -1,6 +1,7 @@
 // The report's Inference section from a synthetic raw.jsonl with infer points: the Offline,
 // SingleStream and Server tables with LoadGen's validity, MobileNet v1 against Inception v3,
-// summary.csv's row, and runs without infer points reported as before.
+// summary.csv's row, runs without infer points reported as before, and points under vGPU profiles
+// and with k VMs serving at once: the QPS at the p99 bound per profile and policy.
 #include "tests/report_fixture.h"
 
 #include "runner/report/run.h"
@@ -185,6 +186,98 @@ TEST(InferReport, OkRecordWithoutItsInferSectionIsLeftOut) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("status ok but the infer section is missing"), std::string::npos) << err;
   EXPECT_EQ(md.find("## Inference"), std::string::npos);
+}
+
+// ---- Profiles and k VMs serving at once
+
+// One serving VM's results as `ringbench infer` writes them: Offline at batch 4 and a Server
+// search that found `qps` with p99 `p99_ms` (qps 0: no rate met the bound); device utilization
+// `util` (< 0: no scheduler).
+json vm_results(double offline, double qps, double p99_ms, double util) {
+  json tries = json::array({{{"qps", 10.0}, {"result", server_run(10, 20)}}});
+  if (qps > 0) tries.push_back({{"qps", qps}, {"result", server_run(qps, p99_ms)}});
+  json v = {{"offline", json::array({{{"scenario", "Offline"}, {"batch", 4}, {"samples_per_s", offline},
+                                      {"validity", validity(false, {"min duration 600 s"})}}})},
+            {"server", {{"found", qps > 0}, {"peak_qps", qps}, {"upper_qps", qps * 1.05}, {"tries", tries}}}};
+  if (util >= 0) v["device"] = {{"utilization", util}, {"memory_mib", 40.0}};
+  return v;
+}
+
+// Infer records of mobilenet_v1 96px under `profile`: alone (policy "") or `vms` VMs under
+// `policy`, one repeat per element of `qps` (each VM's QPS at the bound; offline = 3 x QPS).
+void add_served(Sweep& s, const std::string& profile, const std::string& policy, int vms,
+                const std::vector<std::vector<double>>& qps, double util_total) {
+  const std::string point = "infer/mobilenet_v1/b4/s96/" + profile + (policy.empty() ? "" : "/" + policy + "/vms" +
+                                                                          std::to_string(vms));
+  for (int rep = 1; rep <= int(qps.size()); ++rep) {
+    json rec = s.common(point, rep, "infer", 1, "none");
+    rec.update({{"model", "mobilenet_v1"}, {"batch", 4}, {"image_size", 96}, {"profile", profile}});
+    const json meta = {{"input", "3x96x96"}, {"backend", "onednn"}, {"device", "cpu"}, {"threads", 2},
+                       {"vgpu", {{"mode", "emulated"}, {"message", "emulated here"}, {"framebuffer_mib", 4096}}}};
+    const auto& q = qps[size_t(rep - 1)];
+    if (policy.empty()) {
+      rec["infer"] = vm_results(3 * q[0], q[0], 30, -1);
+      rec["infer"]["meta"] = meta;
+    } else {
+      rec.update({{"policy", policy}, {"vms", vms}});
+      json list = json::array();
+      for (size_t i = 0; i < q.size(); ++i) list.push_back(vm_results(3 * q[i], q[i], 40 + 10 * double(i), 0.4));
+      rec["infer"] = {{"meta", meta}, {"vms", list}, {"summary", {{"device_util_total", util_total}}}};
+    }
+    s.records.push_back(rec);
+  }
+}
+
+Sweep served_sweep() {
+  Sweep s = standard_sweep();
+  add_infer(s, "mobilenet_v1", 96, {200, 220}, 80);
+  add_served(s, "T4-4C", "", 1, {{80}, {90}}, 0);
+  add_served(s, "T4-4C", "best_effort", 1, {{100}, {110}}, 0.5);
+  add_served(s, "T4-4C", "best_effort", 2, {{50, 40}, {60, 50}}, 0.9);
+  add_served(s, "T4-4C", "fixed_share", 2, {{20, 0}, {25, 30}}, 0.45);
+  return s;
+}
+
+TEST(InferReport, QpsAtTheBoundPerProfileAndPolicyPerVmAndInTotal) {
+  TempDir dir;
+  const std::string md = section(report_of(served_sweep(), dir), "## Inference");
+  const std::string part = md.substr(md.find("### QPS at the p99 bound per profile and policy"));
+  EXPECT_TRUE(has_all(part, {
+      "| model | profile | scheduler | VMs | QPS at the bound per VM | each VM | total QPS | p99 ms |",
+      "| mobilenet_v1 b4 96px | none | none (alone) | 1 | 80.0 | - | 80.0 | 40.00 | - | - | INVALID",
+      "| mobilenet_v1 b4 96px | T4-4C | none (alone) | 1 | 85.0 | - | 85.0 | 30.00 | - | - | INVALID",
+      "| mobilenet_v1 b4 96px | T4-4C | best_effort | 1 | 105.0 | - | 105.0 | 40.00 | 40% | 50% |",
+      // per repeat the VMs' mean (45, 55) and sum (90, 110); each VM's median (55 / 45)
+      "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 50.0 | 55.0 / 45.0 | 100.0 | 45.00 | 40% | 90% |",
+      // repeat 1: VM 1 met the bound at no rate, so only repeat 2 has a total
+      "| mobilenet_v1 b4 96px | T4-4C | fixed_share | 2 | 27.5 (1 of 2 repeats) | 22.5 / 30.0 | 55.0 |",
+      "Offline samples/s per VM", "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 4 | 150.0 | 165.0 / 135.0 | 300.0 |"}));
+  // Alone under a profile: its own subsection, named with the profile.
+  EXPECT_NE(md.find("### mobilenet_v1 96px, batches up to 4, T4-4C (infer/mobilenet_v1/b4/s96/T4-4C)"),
+            std::string::npos);
+  EXPECT_EQ(md.find("(infer/mobilenet_v1/b4/s96/T4-4C/best_effort/vms2)"), std::string::npos);  // only in the table
+}
+
+TEST(InferReport, SharedPointsInTheVgpuSectionAndSummaryCsv) {
+  TempDir dir;
+  const std::string md = report_of(served_sweep(), dir);
+  EXPECT_TRUE(has_all(section(md, "## vGPU profiles"), {"| T4-4C | T4 | 4096 |", "each an independent inference job"}));
+  const Csv csv(read_file(dir.path() + "/summary.csv"));
+  const std::string shared = "infer/mobilenet_v1/b4/s96/T4-4C/best_effort/vms2";
+  expect_cells(csv, {{shared, "policy", "best_effort"}, {shared, "vms", "2"},
+                     {shared, "device_util_total", "0.9000"}, {shared, "framebuffer_mib", "4096"},
+                     {"infer/mobilenet_v1/b4/s96/T4-4C", "vms", ""}});
+}
+
+TEST(InferReport, SharedPointsPlottedByProfileAndPolicy) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot not installed";
+  TempDir dir;
+  const std::string md = report_of(served_sweep(), dir, true);
+  EXPECT_NE(md.find("](plots/mobilenet_v1-infer-share-qps.svg)"), std::string::npos);
+  const std::string gp = read_file(dir.path() + "/plots/mobilenet_v1-infer-share-qps.gp");
+  EXPECT_TRUE(has_all(gp, {"'best_effort, 1 VM, per VM'", "'best_effort, 2 VMs, per VM'", "'best_effort, 2 VMs, total'",
+                           "'fixed_share, 2 VMs, per VM'", "set xtics ('T4-4C' 0)"}));
+  expect_same_bytes(served_sweep().jsonl());
 }
 
 }  // namespace

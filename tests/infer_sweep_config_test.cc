@@ -1,6 +1,7 @@
 // Sweep configs' infer section: defaults, every mistake an error naming its key, the points it
-// expands to (one per model entry and repeat, on one node, whatever the profiles) and the
-// `ringbench infer` command line of each.
+// expands to (one per model entry, repeat and profile of the section, on one node, whatever the
+// top level's profiles; with sharing, 1 and k VMs per time-sliced profile and policy) and the
+// `ringbench infer` (or `vgpu share -- infer`) command line of each.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,6 +114,98 @@ TEST(InferSweepConfig, ConfigAsRunParsesBackTheSame) {
   EXPECT_EQ(back.infer.batches, (std::vector<int>{1, 2}));
   EXPECT_EQ(back.infer.min_duration_s, 2);
   EXPECT_EQ(config_hash(back), config_hash(c));
+}
+
+// The section's vGPU keys: the same names and checks as the top level's.
+TEST(InferSweepConfig, ProfilesAndSharingMistakesNameTheirKey) {
+  expect_error(with("  profiles: [T4-4C, Z9-1Q]\n"), {"infer.profiles", "Z9-1Q"});
+  expect_error(with("  profiles: [T4-4C, t4-4c]\n"), {"infer.profiles", "T4-4C is listed twice"});
+  expect_error(with("  profiles: []\n"), {"infer.profiles", "non-empty list"});
+  expect_error(with("  sharing: {vms_per_gpu: 2}\n"), {"infer.sharing", "time-sliced vGPU profile under infer.profiles"});
+  expect_error(with("  profiles: [A100-3-20C]\n  sharing: {vms_per_gpu: 2}\n"), {"infer.sharing", "time-sliced"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {policy: round_robin}\n"), {"infer.sharing.policy", "round_robin"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {policy: [fixed_share, fixed_share]}\n"),
+               {"infer.sharing.policy", "listed twice"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {vms_per_gpu: 0}\n"), {"infer.sharing.vms_per_gpu", ">= 1"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {slice_ms: 5000}\n"), {"infer.sharing.slice_ms", "<= 1000"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {vms: 2}\n"), {"infer.sharing.vms", "unknown key", "vms_per_gpu"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {scenarios: [offline, batch]}\n"),
+               {"infer.sharing.scenarios", "'batch'"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {models: [mobilenet_v1]}\n"),
+               {"infer.sharing.models", "'mobilenet_v1' is not one of the models of infer.models"});
+  // The top level's sharing still wants train: the infer section has its own.
+  expect_error("name: t\ncluster: {type: local}\nprofiles: [T4-4C]\nsharing: {vms_per_gpu: 2}\n"
+               "infer:\n  models: [lenet]\n",
+               {"sharing", "needs a train section"});
+}
+
+TEST(InferSweepConfig, PointsPerProfileThenKVmsPerPolicy) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nrepeats: 1\ncluster: {type: local}\n"
+      "infer:\n  models: [{model: lenet, max_batch: 4}, {model: mobilenet_v1, image_size: 32, max_batch: 2}]\n"
+      "  profiles: [none, t4-4c, T4-16C]\n"
+      "  sharing: {vms_per_gpu: 2, policy: [best_effort, fixed_share], models: [lenet]}\n",
+      "test.yaml");
+  EXPECT_EQ(c.infer.profiles, (std::vector<std::string>{"none", "T4-4C", "T4-16C"}));  // the catalog's spelling
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id + (p.skip.empty() ? "" : " (skip: " + p.skip + ")"));
+    EXPECT_EQ(p.kind, PointKind::infer);
+    EXPECT_EQ(p.shared(), p.vms > 0);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "infer/lenet/b4/none", "infer/mobilenet_v1/b2/s32/none",
+                     "infer/lenet/b4/T4-4C", "infer/mobilenet_v1/b2/s32/T4-4C",
+                     "infer/lenet/b4/T4-4C/best_effort/vms1", "infer/lenet/b4/T4-4C/best_effort/vms2",
+                     "infer/lenet/b4/T4-4C/fixed_share/vms1", "infer/lenet/b4/T4-4C/fixed_share/vms2",
+                     "infer/lenet/b4/T4-16C", "infer/mobilenet_v1/b2/s32/T4-16C",
+                     "infer/lenet/b4/T4-16C/best_effort/vms1",
+                     "infer/lenet/b4/T4-16C/best_effort/vms2 (skip: T4-16C hosts at most 1 vGPU(s) per GPU)",
+                     "infer/lenet/b4/T4-16C/fixed_share/vms1",
+                     "infer/lenet/b4/T4-16C/fixed_share/vms2 (skip: T4-16C hosts at most 1 vGPU(s) per GPU)"}));
+  // raw.jsonl keeps a shared point's policy and VMs, and none for one that is not shared.
+  const auto points = expand_points(c);
+  for (const SweepPoint& p : {points[2], points[5]}) {
+    nlohmann::json rec;
+    p.write(rec);
+    const PointCoords back = PointCoords::read(rec, "test");
+    EXPECT_EQ(back.policy, p.policy);
+    EXPECT_EQ(back.vms, p.vms);
+    EXPECT_EQ(back.profile, p.profile);
+    EXPECT_EQ(rec.contains("vms"), p.vms > 0);
+  }
+}
+
+std::string joined(const std::vector<std::string>& a) {
+  std::string line;
+  for (const auto& x : a) line += x + " ";
+  return line;
+}
+
+TEST(InferSweepConfig, PointArgsOfAProfileAndOfKVmsSharingADevice) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nrepeats: 1\ncluster: {type: local}\ntimeout: 100\n"
+      "infer:\n  models: [{model: lenet, max_batch: 4}]\n  batches: [1, 2, 4]\n  profiles: [T4-8C]\n"
+      "  sharing: {vms_per_gpu: 2, policy: equal_share, slice_ms: 5, scenarios: [offline, server]}\n",
+      "test.yaml");
+  const auto points = expand_points(c);
+  ASSERT_EQ(points.size(), 3u);
+  const std::string alone = joined(point_args(c, points[0], "/tmp/p.json", "/tmp/log"));
+  for (const std::string part : {"infer --model lenet ", "--scenarios offline,single-stream,server ",
+                                 "--batches 1,2,4 ", "--profile T4-8C ", "--json /tmp/p.json "})
+    EXPECT_NE(alone.find(part), std::string::npos) << part << " not in: " << alone;
+  const std::string shared = joined(point_args(c, points[2], "/tmp/p.json", "/tmp/log"));
+  for (const std::string part : {"vgpu share --profile T4-8C --vms 2 --policy equal_share --slice-ms 5 ",
+                                 "--timeout 90 --json /tmp/p.json --log-dir /tmp/log.vms -- infer --model lenet ",
+                                 "--scenarios offline,server ", "--batches 4 ", "--latency-bound-ms 10 "})
+    EXPECT_NE(shared.find(part), std::string::npos) << part << " not in: " << shared;
+  for (const std::string absent : {"single-stream", "--profile T4-8C --json", "--batches 1,2,4"})
+    EXPECT_EQ(shared.find(absent), std::string::npos) << absent << " in: " << shared;
+  // The config as run keeps them.
+  const SweepConfig back = parse_sweep_config(to_yaml(c), "config.yaml");
+  EXPECT_EQ(to_yaml(back), to_yaml(c));
+  EXPECT_EQ(back.infer.sharing_scenarios, (std::vector<std::string>{"offline", "server"}));
+  EXPECT_EQ(back.infer.sharing.slice_ms, 5);
 }
 
 TEST(InferSweepConfig, TheShippedMlaasConfig) {
