@@ -124,7 +124,8 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
           app, "infer",
           "Inference as MLPerf's LoadGen measures it: Offline img/s against batch, SingleStream latency "
           "percentiles, and the Server scenario's highest QPS whose p99 meets a bound (Poisson arrivals, dynamic "
-          "batching), with inference's memory against training's.\nringbench infer --model mobilenet_v1 "
+          "batching), with inference's memory against training's; under a vGPU profile with --profile, k VMs "
+          "serving at once with `ringbench vgpu share -- infer`.\nringbench infer --model mobilenet_v1 "
           "--min-duration 10",
           add_infer_options, [](const InferArgs& a) { return run_infer(a); }),
       subcommand<ReportArgs>(app, "report",

@@ -153,9 +153,12 @@ void add_vgpu_commands(CLI::App& vgpu_cmd, VgpuArgs& a) {
   auto* share = vgpu_cmd.add_subcommand(
       "share",
       "k emulated VMs of one vGPU profile time-sliced on this machine's device by a scheduler policy; "
-      "each VM is an independent `ringbench train` job (the arguments after --).\n"
+      "each VM is an independent `ringbench train` job (the arguments after --), or `ringbench infer` job "
+      "(after -- infer).\n"
       "ringbench vgpu share --profile T4-4C --vms 4 --policy fixed_share -- --model mobilenet_v1 "
-      "--batch 8 --image-size 96");
+      "--batch 8 --image-size 96\n"
+      "ringbench vgpu share --profile T4-8C --vms 2 --policy best_effort -- infer --model mobilenet_v1 "
+      "--image-size 96 --max-batch 8 --scenarios offline,server --min-duration 2");
   share->add_option("--profile", a.profile, "vGPU profile of every VM (see `ringbench vgpu profiles`)")->required();
   share->add_option("--vms", a.vms, "VMs sharing the device (at most the profile's vGPUs per GPU)")
       ->capture_default_str()->check(CLI::Range(1, 64));
@@ -166,7 +169,8 @@ void add_vgpu_commands(CLI::App& vgpu_cmd, VgpuArgs& a) {
   share->add_option("--log-dir", a.log_dir, "Where each VM's output goes (default: a temporary "
                     "directory, removed when all went well)");
   share->callback([&a] { a.action = "share"; });
-  share->add_option("train_args", a.train_args, "`ringbench train` options of every VM, after --")->required();
+  share->add_option("train_args", a.train_args, "After --: every VM's `ringbench train` options, or `infer` and "
+                    "its `ringbench infer` options")->required();
 }
 
 void add_doctor_options(CLI::App& cmd, DoctorArgs& a) {
