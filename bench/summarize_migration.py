@@ -87,6 +87,7 @@ def main():
     ap.add_argument("--predict", default="16G,24G")
     ap.add_argument("--at", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--line-gbit", type=float, default=10, help="the link's nominal rate, for the line-rate prediction")
     a = ap.parse_args()
     rows = load(a.run_dir)
     if not rows:
@@ -112,6 +113,10 @@ def main():
                      f"{len(pts)} sizes; {rate:.2f} GiB/s is the copy rate this machine reached over the link), "
                      "linear in the framebuffer F.")
         predicted["stopcopy"] = [(None, g, t0 + g * per_gib) for g in targets]
+    fit = None
+    if len(by_method.get("stopcopy", [])) >= 2:
+        pts = by_method["stopcopy"]
+        fit = fit_line([p[1] for p in pts], [p[2] for p in pts])
     if by_method.get("precopy"):
         pts = by_method["precopy"]
         stun_mib = [p[0]["m"]["stun_bytes"] / MIB for p in pts]
@@ -123,6 +128,12 @@ def main():
                      f"measured stun {min(stuns):.3f}–{max(stuns):.3f} s (median {s_med:.3f} s). "
                      "Predicted for larger profiles: the same working set, so the median measured stun.")
         predicted["precopy"] = [(None, g, s_med) for g in targets]
+        if fit and a.line_gbit > 0:
+            w = pts[0][0]["m"]["state_bytes"] / GIB
+            line = fit[0] + w / (a.line_gbit / 8)
+            model.append(f"- At the link's line rate ({a.line_gbit:g} Gbit/s, not reached on this machine's cores): "
+                         f"pre-copy stun = {fit[0]:.3f} s + {w*1024:.0f} MiB / {a.line_gbit:g} Gbit/s = {line:.3f} s "
+                         "(the fixed part from the stop-and-copy fit), for every framebuffer size.")
     pred_lines = ["| method | framebuffer | predicted stun s |", "|---|---:|---:|"]
     for method, ps in predicted.items():
         for _, g, s in ps:
