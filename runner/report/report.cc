@@ -21,7 +21,8 @@ void write_report(const std::string& run_dir, const ReportOptions& opts) {
   Plotter plotter(run_dir, opts.plots);
   const std::string md = md_header(run, plotter) + md_definitions(opts, run) +
                          md_train(run, plotter) + md_time(run, plotter) + md_stragglers(run, opts) +
-                         md_vgpu(run, plotter) + md_infer(run, plotter) + md_collectives(run, plotter) +
+                         md_vgpu(run, plotter) + md_infer(run, plotter) + md_migrate(run, plotter) +
+                         md_collectives(run, plotter) +
                          predict::md_model_check(check) + predict::md_predictions(run, check.fits, plotter) + md_paths(run) +
                          md_failures(run);
   write_file_atomic(run_dir + "/summary.csv", summary_csv(run));

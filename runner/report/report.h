@@ -11,7 +11,8 @@
 //                after the batch when an image size is set)
 //   repeat       1-based repeat number
 //   kind         "train" | "collectives" | "share" (k emulated VMs of one vGPU profile
-//                time-sliced on one device, each an independent single-rank training job)
+//                time-sliced on one device, each an independent single-rank training job) |
+//                "infer" | "migrate" (a training run whose rank moves during it)
 //   model, batch, image_size   (train and share; image_size 0 = the model's default)
 //   policy, vms, slice_ms      (share only) the scheduler's policy ("best_effort" |
 //                "equal_share" | "fixed_share"), k VMs on the device, the time slice in ms
@@ -51,6 +52,14 @@
 //                device_held_s_per_step, device_wait_s_per_step, device_memory_peak_mib}];
 //                "meta": {backend, threads_per_rank, steps, warmup, gpu, framebuffer_mib (null:
 //                the whole device), max_instances, slice_ms, vgpu}
+//   method, framebuffer, migrate_at   (migrate only) "precopy" | "stopcopy"; the framebuffer as
+//                configured ("4G"; "" where the profile gives it); the step count (warmup
+//                included) after which the migration starts
+//   migrate      (kind migrate, when the point produced results) train's subset above and
+//                "migration": rank 0's `train --json` migration object (moved, rank, method, to,
+//                netns, framebuffer_bytes, state_bytes, rounds, precopy_rounds, precopy_bytes,
+//                stun_bytes, precopy_s, stun_copy_s, stun_s, total_s, ring_stall_s; error when not
+//                moved)
 //   collectives  (kind collectives) the `ringbench allreduce --json` document's "rows"
 //                (bytes, count, dtype, inplace, algo, time_us, algbw_gbps, busbw_gbps, p50_us,
 //                p99_us, wrong) and a "meta" subset (impl, algo options, hosts: [{rank, host, path}])

@@ -102,6 +102,13 @@ void infer_stats(Point& p) {
   }
 }
 
+// The job's total img/s and step time, as a train point's (md_migrate.cc reads the migration).
+void migrate_stats(Point& p) {
+  for (const Record* r : p.ok())
+    if (auto x = number_at(r->j, "/migrate/summary/total_img_s/mean")) p.total[r->repeat] = *x;
+  p.step_s = mean_over(p.ok(), "/migrate/summary/step_s/mean_over_ranks");
+}
+
 void collectives_stats(Point& p) {
   for (const Record* r : p.ok()) {
     for (const auto& row : r->j["collectives"]["rows"]) {
@@ -238,6 +245,7 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
     if (p.kind == PointKind::train) train_stats(p, straggler_margin);
     else if (p.kind == PointKind::share) share_stats(p);
     else if (p.kind == PointKind::infer) infer_stats(p);
+    else if (p.kind == PointKind::migrate) migrate_stats(p);
     else collectives_stats(p);
   }
   std::sort(run.started.begin(), run.started.end());
@@ -312,7 +320,8 @@ std::optional<double> framebuffer_of(const Record& r) {
                          "/does_not_fit/framebuffer_mib", "/vgpu/framebuffer_mib",
                          "/train/meta/vgpu/framebuffer_mib", "/train/meta/vgpu/profile_framebuffer_mib",
                          "/vgpu/profile_framebuffer_mib", "/infer/meta/framebuffer_mib",
-                         "/infer/meta/vgpu/framebuffer_mib", "/infer/meta/vgpu/profile_framebuffer_mib"})
+                         "/infer/meta/vgpu/framebuffer_mib", "/infer/meta/vgpu/profile_framebuffer_mib",
+                         "/migrate/meta/vgpu/framebuffer_mib", "/migrate/meta/vgpu/profile_framebuffer_mib"})
     if (auto v = number_at(r.j, at)) return v;
   return std::nullopt;
 }

@@ -39,6 +39,10 @@ std::string md_infer(const Run& run, Plotter& plotter);
 // QPS at the p99 bound per profile and policy, per VM and in total; "" for other runs.
 std::string md_infer_vgpu(const Run& run, Plotter& plotter);
 
+// Live migration (migrate points, md_migrate.cc): stun time per method and framebuffer, the job's
+// img/s around the stun, the stun model with its predictions, the stun plot; "" for other runs.
+std::string md_migrate(const Run& run, Plotter& plotter);
+
 std::string md_collectives(const Run& run, Plotter& plotter);
 
 // Rank 0's transport path of each point.

@@ -11,11 +11,11 @@ using json = nlohmann::json;
 
 constexpr EnumName<PointKind> kKindNames[] = {
     {PointKind::train, "train"}, {PointKind::collectives, "collectives"}, {PointKind::share, "share"},
-    {PointKind::infer, "infer"}};
+    {PointKind::infer, "infer"}, {PointKind::migrate, "migrate"}};
 
 PointKind parse_kind(const std::string& s, const std::string& where) {
   if (const auto k = parse_name(kKindNames, s)) return *k;
-  throw Error(where + ": kind \"" + s + "\" is none of train, collectives, share, infer");
+  throw Error(where + ": kind \"" + s + "\" is none of train, collectives, share, infer, migrate");
 }
 
 }  // namespace
@@ -26,6 +26,7 @@ void PointCoords::write(json& r) const {
   r.update({{"kind", kind_name(kind)}, {"nodes", nodes}, {"transport", transport}, {"profile", profile}});
   if (has_model()) r.update({{"model", model}, {"batch", batch}, {"image_size", image_size}});
   if (shared()) r.update({{"policy", policy}, {"vms", vms}});
+  if (kind == PointKind::migrate) r.update({{"method", method}, {"framebuffer", framebuffer}});
 }
 
 PointCoords PointCoords::read(const json& r, const std::string& where) {
@@ -40,6 +41,10 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
   if (c.kind == PointKind::share || c.kind == PointKind::infer) {  // infer: only a shared point has them
     c.policy = str_or(r, "policy", "");
     c.vms = int_or(r, "vms", 0);
+  }
+  if (c.kind == PointKind::migrate) {
+    c.method = required_str(r, "method", where);
+    c.framebuffer = str_or(r, "framebuffer", "");
   }
   c.transport = str_or(r, "transport", "none");
   c.profile = str_or(r, "profile", "none");

@@ -9,12 +9,12 @@
 
 namespace ringbench {
 
-enum class PointKind { train, collectives, share, infer };
-const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer"
+enum class PointKind { train, collectives, share, infer, migrate };
+const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer", "migrate"
 
 struct PointCoords {
   PointKind kind = PointKind::train;
-  std::string model;      // train, share and infer
+  std::string model;      // train, share, infer and migrate
   int batch = 0;          // train and share: images per rank (share: per VM) per step; infer: the largest batch served
   int image_size = 0;     // train, share and infer: 0 is the model's default
   int nodes = 1;
@@ -22,6 +22,8 @@ struct PointCoords {
   std::string profile;    // a vGPU profile, or "none"
   std::string policy;     // share, and infer with vms > 0: the scheduler policy
   int vms = 0;            // share, and infer with vms > 0: VMs on the device (infer: 0 without a scheduler)
+  std::string method;       // migrate: "precopy" | "stopcopy"
+  std::string framebuffer;  // migrate: the framebuffer as configured ("4G"); "" where a profile gives it
 
   bool has_model() const { return kind != PointKind::collectives; }
   // k VMs time-sliced on one device by a scheduler: a share point, or an infer point with VMs.

@@ -62,6 +62,12 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     a.insert(a.end(), {"--json", json_path});
     return a;
   }
+  if (p.kind == PointKind::migrate) {  // rank_args() append --threads, --iface and --migrate-netns
+    std::vector<std::string> a = migrate_args(c.migrate, p, c.seed);
+    for (auto& x : vgpu_args(c)) a.push_back(x);
+    a.insert(a.end(), {"--json", json_path});
+    return a;
+  }
   if (p.kind == PointKind::infer && p.vms == 0) {  // one local process; rank_args() append its --threads
     std::vector<std::string> a = infer_args(c.infer, p.model, p.image_size, p.batch, c.seed);
     if (p.profile != "none") a.insert(a.end(), {"--profile", p.profile});

@@ -123,14 +123,17 @@ json result_subset(const SweepPoint& p, const json& doc) {
                           {"max_instances", meta.value("max_instances", 1)}, {"slice_ms", meta.value("slice_ms", 0.0)}});
     return out;
   }
-  if (p.kind == PointKind::train)
-    return {{"summary", doc["summary"]}, {"per_rank", doc["per_rank"]}, {"ranks", doc["ranks"]},
-            {"meta", {{"params", meta.value("params", 0)}, {"backend", meta.value("backend", "")},
-                      {"threads_per_rank", meta.value("threads_per_rank", 0)},
-                      {"allreduce", meta.value("allreduce", "")}, {"steps", meta.value("steps", 0)},
-                      {"warmup", meta.value("warmup", 0)},
-                      {"buckets", meta["buckets"].value("list", json::array()).size()},
-                      {"hosts", hosts_subset(meta)}, {"vgpu", vgpu_subset(meta)}}}};
+  if (p.kind == PointKind::train || p.kind == PointKind::migrate) {
+    json out = {{"summary", doc["summary"]}, {"per_rank", doc["per_rank"]}, {"ranks", doc["ranks"]},
+                {"meta", {{"params", meta.value("params", 0)}, {"backend", meta.value("backend", "")},
+                          {"threads_per_rank", meta.value("threads_per_rank", 0)},
+                          {"allreduce", meta.value("allreduce", "")}, {"steps", meta.value("steps", 0)},
+                          {"warmup", meta.value("warmup", 0)},
+                          {"buckets", meta["buckets"].value("list", json::array()).size()},
+                          {"hosts", hosts_subset(meta)}, {"vgpu", vgpu_subset(meta)}}}};
+    if (p.kind == PointKind::migrate) out["migration"] = doc.value("migration", json(nullptr));  // rank 0's
+    return out;
+  }
   return {{"rows", doc.value("rows", json::array())},
           {"meta", {{"impl", meta.value("impl", "")}, {"options", meta.value("options", json::object())},
                     {"hosts", hosts_subset(meta)}}}};
@@ -141,6 +144,19 @@ std::string qps_total_text(const json& qps_at_bound) {
   const json& t = qps_at_bound.value("total", json());
   return t.is_number() ? num(std::round(t.get<double>() * 10) / 10) + " QPS at the p99 bound"
                        : "no QPS met the p99 bound on every VM";
+}
+
+// A migrate point's progress line: the job's img/s, and the stun or why the rank did not move.
+std::string migration_text(const json& doc) {
+  const std::string img =
+      "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
+  const json m = doc.value("migration", json());
+  if (!m.is_object()) return img + "; no migration recorded";
+  if (!m.value("moved", false))
+    return img + "; the migration failed, the rank resumed on its node: " + m.value("error", "?");
+  return img + "; " + m.value("method", "?") + " of " + num(m.value("framebuffer_bytes", 0.0) / (1 << 20)) +
+         " MiB: stun " + num(std::round(m.value("stun_s", 0.0) * 1000) / 1000) + " s, " +
+         num(std::round(m.value("stun_bytes", 0.0) / (1 << 20) * 10) / 10) + " MiB copied stunned";
 }
 
 // Why a point failed, in one line: the timeout, the JSON's error, or the ranks' logs.
@@ -264,6 +280,7 @@ json point_record(const Run& run, const SweepPoint& p, size_t i, size_t total, c
   p.write(rec);
   if (p.kind == PointKind::share) rec["slice_ms"] = run.config.sharing.slice_ms;
   if (p.kind == PointKind::infer && p.shared()) rec["slice_ms"] = run.config.infer.sharing.slice_ms;
+  if (p.kind == PointKind::migrate) rec["migrate_at"] = run.config.migrate.at_step;  // warmup included
   return rec;
 }
 
@@ -321,6 +338,8 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
     if (p.kind == PointKind::share)
       v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
                   " img/s over " + std::to_string(p.vms) + " VM(s)";
+    else if (p.kind == PointKind::migrate)
+      v.summary = migration_text(doc);
     else if (p.kind == PointKind::train)
       v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
     else if (p.kind == PointKind::infer && p.shared() && doc["summary"].contains("qps_at_bound"))
@@ -486,7 +505,7 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
     std::string why;
     if (can_emulate_cluster(&why)) {
       ClusterSpec spec;
-      spec.nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
+      spec.nodes = cluster_nodes(c);
       spec.link = c.cluster.link;
       cluster = EmulatedCluster::up(spec);
       note = "emulated cluster: " + std::to_string(spec.nodes) + " network namespaces on one bridge, each link " +

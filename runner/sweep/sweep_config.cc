@@ -136,7 +136,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
 SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   YamlReader r(root, "", origin);
   r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
-          "repeats", "seed", "timeout", "cluster", "train", "collectives", "infer"});
+          "repeats", "seed", "timeout", "cluster", "train", "collectives", "infer", "migrate"});
   SweepConfig c;
   if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
   r.get("name", c.name, "a string");
@@ -180,6 +180,10 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     c.has_infer = true;
     c.infer = parse_infer(YamlReader(r.at("infer"), "infer", origin), catalog);
   }
+  if (r.has("migrate")) {
+    c.has_migrate = true;
+    c.migrate = parse_migrate(YamlReader(r.at("migrate"), "migrate", origin), catalog, c.cluster.type);
+  }
   if (r.has("sharing")) {
     c.has_sharing = true;
     c.sharing = parse_sharing(YamlReader(r.at("sharing"), "sharing", origin));
@@ -187,8 +191,8 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     if (!has_time_sliced(c.profiles, catalog))
       r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
   }
-  if (!c.has_train && !c.has_collectives && !c.has_infer)
-    r.fail("train", "the sweep measures nothing: add a train, collectives or infer section");
+  if (!c.has_train && !c.has_collectives && !c.has_infer && !c.has_migrate)
+    r.fail("train", "the sweep measures nothing: add a train, collectives, infer or migrate section");
   const int most_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
   if (c.has_collectives && most_nodes < 2)
     r.fail("nodes", "a collectives sweep needs a node count >= 2");
@@ -241,6 +245,7 @@ nlohmann::json to_json(const SweepConfig& c) {
                         {"warmup_iters", k.warmup_iters}, {"dtype", k.dtype}, {"check", k.check}};
   }
   if (c.has_infer) j["infer"] = to_json(c.infer);
+  if (c.has_migrate) j["migrate"] = to_json(c.migrate);
   return j;
 }
 
@@ -315,6 +320,7 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
         }
       }
       if (c.has_infer && profile == c.profiles.front()) for_each_infer_point(c.infer, catalog, rep, visit);
+      if (c.has_migrate && profile == c.profiles.front()) for_each_migrate_point(c.migrate, rep, visit);
       const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);
       if (c.has_sharing && vp && vp->time_sliced) {
         for (const auto& m : c.train.models) {
@@ -328,6 +334,12 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
       }
     }
   }
+}
+
+int cluster_nodes(const SweepConfig& c) {
+  int most = *std::max_element(c.nodes.begin(), c.nodes.end());
+  if (c.has_migrate) most = std::max({most, c.migrate.nodes, c.migrate.target_node() + 1});
+  return most;
 }
 
 std::vector<SweepPoint> expand_points(const SweepConfig& c) {

@@ -10,6 +10,7 @@
 
 #include "runner/backends/backend.h"
 #include "runner/sweep/infer_sweep.h"
+#include "runner/sweep/migrate_sweep.h"
 #include "runner/sweep/point.h"
 #include "runner/sweep/vgpu_keys.h"
 
@@ -59,9 +60,10 @@ struct SweepConfig {
   uint64_t seed = 42;
   double timeout_s = 600;  // per point
   ClusterConfig cluster;
-  bool has_train = false, has_collectives = false, has_sharing = false, has_infer = false;
+  bool has_train = false, has_collectives = false, has_sharing = false, has_infer = false, has_migrate = false;
   TrainSweep train;
   InferSweep infer;
+  MigrateSweep migrate;
   SharingConfig sharing;
   CollectivesSweep collectives;
 };
@@ -70,6 +72,10 @@ struct SweepConfig {
 // cluster on one machine may have (the emulated cluster's /24 holds 253 nodes and its switch).
 constexpr size_t kMaxPoints = 10000;
 constexpr int kMaxLocalNodes = 253;
+
+// The nodes a local or emulated cluster needs: the largest node count, and a migration's ranks
+// and the node its rank moves to.
+int cluster_nodes(const SweepConfig& c);
 
 // Parses and validates; throws Error("<file>: <key>: <what is wrong>; <what is allowed>").
 // Repeated keys and repeated list entries are errors too.
@@ -85,7 +91,8 @@ nlohmann::json to_json(const SweepConfig& c);
 struct SweepPoint : PointCoords {
   std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
                           // "share/lenet/b32/T4-4C/fixed_share/vms4", "infer/lenet/b8/s28/none",
-                          // "infer/lenet/b8/T4-4C/best_effort/vms2"
+                          // "infer/lenet/b8/T4-4C/best_effort/vms2",
+                          // "migrate/mobilenet_v1/b8/s96/n3/tcp/precopy/fb4G" (or .../precopy/T4-4C)
   int repeat = 1;         // 1-based
   std::string skip;       // why the config itself rules this point out ("" when it can run)
 };
@@ -103,8 +110,9 @@ SweepPoint shared_point(SweepPoint p, const std::string& id_base, const vgpu::Pr
 
 // Every point in the order run: repeats outermost, so each pass covers every configuration
 // and slow drift of a shared machine spreads over all of them; N = 1 runs once per model and
-// profile (transport "none"), not once per transport. Collectives and infer points do not depend
-// on the vGPU profile and run once per repeat (profile "none").
+// profile (transport "none"), not once per transport. Collectives, infer and migrate points do
+// not depend on the top-level vGPU profiles and run once per repeat (infer and migrate: under
+// their own section's profiles).
 std::vector<SweepPoint> expand_points(const SweepConfig& c);
 // The same points, one at a time, holding none of them (--dry-run streams them).
 void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit);

@@ -90,8 +90,9 @@ class LocalExecutor : public Executor {
   }
 
   LocalExecutor(const SweepConfig& c, EmulatedCluster* cluster, std::string note)
-      : cluster_(cluster), note_(std::move(note)), cores_(usable_cores()) {
-    const int max_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
+      : cluster_(cluster), note_(std::move(note)), cores_(usable_cores()),
+        migrate_node_(c.has_migrate ? c.migrate.target_node() : -1) {
+    const int max_nodes = cluster_nodes(c);
     cpus_per_node_ = c.cluster.cpus_per_node > 0 ? c.cluster.cpus_per_node : std::max(1, cores_ / max_nodes);
     if (cpus_per_node_ > cores_)
       throw Error("cluster.cpus_per_node is " + std::to_string(cpus_per_node_) + " but this machine has " +
@@ -108,6 +109,9 @@ class LocalExecutor : public Executor {
     if (cluster_ && p.nodes > cluster_->nodes())
       return "needs " + std::to_string(p.nodes) + " nodes; the emulated cluster has " +
              std::to_string(cluster_->nodes());
+    if (cluster_ && p.kind == PointKind::migrate && migrate_node_ >= cluster_->nodes())
+      return "moves a rank to node " + std::to_string(migrate_node_) + "; the emulated cluster has " +
+             std::to_string(cluster_->nodes()) + " nodes";
     std::string why = backend_unavailable(p.transport);
     // Every rank of a local or emulated point runs on this machine, each on a GPU of its own.
     if (const Backend* b = find_backend(p.transport); why.empty() && b && b->gpu_buffers && p.nodes > gpu_count())
@@ -181,8 +185,11 @@ class LocalExecutor : public Executor {
   std::vector<std::string> rank_args(PointKind kind) const override {
     std::vector<std::string> a;
     if (kind == PointKind::infer) return {"--threads", std::to_string(cpus_per_node_)};  // no network
-    if (kind == PointKind::train) a = {"--threads", std::to_string(cpus_per_node_)};
+    if (kind == PointKind::train || kind == PointKind::migrate) a = {"--threads", std::to_string(cpus_per_node_)};
     if (cluster_) a.insert(a.end(), {"--iface", cluster_->node_iface()});
+    // The moving rank starts its target in the namespace of the node it moves to.
+    if (cluster_ && kind == PointKind::migrate)
+      a.insert(a.end(), {"--migrate-netns", cluster_->node_ns(migrate_node_)});
     return a;
   }
 
@@ -254,7 +261,7 @@ class LocalExecutor : public Executor {
 
   EmulatedCluster* cluster_;
   std::string note_;
-  int cores_, cpus_per_node_ = 1;
+  int cores_, migrate_node_, cpus_per_node_ = 1;
   bool shared_cores_ = false;
   std::string agent_dir_;
 };
