@@ -30,6 +30,7 @@
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/train_results.h"
+#include "runner/cli/train_setup.h"
 #include "runner/cli/world.h"
 #include "runner/migrate/migration.h"
 #include "runner/migrate/target_process.h"
@@ -45,78 +46,6 @@ using json = nlohmann::json;
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 namespace m = ringbench::models;
-
-int ranks_on_this_host(const World& w) {
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::max(1, std::atoi(s));
-  if (w.launcher == "local" || w.launcher == "env") return w.size;  // all on this machine
-  return 1;
-}
-
-void validate(const TrainArgs& a) {
-  if (a.batch < 1) throw Error("--batch must be >= 1");
-  if (a.steps < 1 && a.epochs < 1) throw Error("--steps must be >= 1");
-  if (a.warmup < 0) throw Error("--warmup must be >= 0");
-  if (a.layer_times < 0) throw Error("--layer-times must be >= 0");
-  if (a.epochs < 0) throw Error("--epochs must be >= 0");
-  if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
-  backend_for("--transport", a.transport, any_backend);
-  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
-    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto");
-  parse_bytes(a.stage_piece);
-  if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
-    throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
-  validate_backend_options();
-  if (a.data != "synthetic" && a.data != "fashion-mnist")
-    throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
-  if (a.epochs > 0 && a.data == "synthetic")
-    throw Error("--epochs needs a real dataset (--data fashion-mnist); synthetic data has no epochs");
-  if (!(a.timeout_s >= 0.1)) throw Error("--timeout must be at least 0.1 seconds");
-  if (!(a.lr > 0)) throw Error("--lr must be > 0");
-  if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
-  if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
-  if (a.threads < 0) throw Error("--threads must be >= 0 (0: auto)");
-  if (writes_results()) check_output_path(a.json, "--json");
-  if (writes_results()) check_output_path(a.save_checkpoint, "--save-checkpoint");
-  check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
-}
-
-// A lower bound of what one rank's host memory must hold: every layer's output and its gradient
-// for the whole batch, and the parameters and their gradients. Refuses at once what this
-// machine cannot hold (`--image-size 100000`), naming the sizes, instead of failing later in
-// an allocation with a bare bad_alloc.
-void check_host_memory(const m::Graph& g, const TrainArgs& a) {
-  double activations = 0;  // floats per image
-  for (const m::Node& n : g.nodes) activations += double(n.out.numel());
-  const double gib = double(1 << 30);
-  const double act_gib = 2.0 * activations * double(a.batch) * 4.0 / gib;
-  const double param_gib = 2.0 * double(g.param_count) * 4.0 / gib;
-  const double have = physical_memory_gib();
-  if (act_gib + param_gib <= have) return;
-  auto fmt = [](double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, x >= 10 ? "%.0f" : "%.1f", x);
-    return std::string(b);
-  };
-  throw Error("--model " + a.model + " --batch " + std::to_string(a.batch) + " at " +
-              std::to_string(g.nodes[0].out.h) + "x" + std::to_string(g.nodes[0].out.w) + " px needs at least " +
-              fmt(act_gib + param_gib) + " GiB per rank (layer outputs and their gradients " + fmt(act_gib) +
-              " GiB, parameters and gradients " + fmt(param_gib) + " GiB); this machine has " + fmt(have) +
-              " GiB: use a smaller --batch or --image-size");
-}
-
-// Where training computes, from --device, --backend and --transport: the device (cpu or cuda)
-// and the backend. What cannot run here fails now, before any rank starts, saying why.
-Placement place(const TrainArgs& a, const Backend& comm) {
-  const bool gpu_backend = a.backend == "cudnn", cpu_backend = a.backend != "auto" && !gpu_backend;
-  if (comm.gpu_buffers && (a.device == "cpu" || cpu_backend))
-    throw Error("--transport " + comm.name + " reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
-  // One rank communicates with no one: only a backend that also decides the device must be here.
-  const bool communicates = a.ranks > 1 || launched_by_mpirun() || launched_by_env();
-  if (const std::string why = comm.unavailable && (communicates || comm.gpu_buffers) ? comm.unavailable() : "";
-      !why.empty())
-    throw Error("--transport " + comm.name + " is not available: " + why);
-  return place_compute(a.device, a.backend, comm.gpu_buffers);
-}
 
 std::string timeline_path(const std::string& base, int rank, int n) {
   if (n == 1) return base;
@@ -149,95 +78,6 @@ json exchange_hosts(const RankJob& job, json self, const std::vector<float>& par
       throw Error("rank " + std::to_string(r) + " initialised different parameters than rank " +
                   std::to_string(job.rank) + " (different build or seed?)");
   });
-}
-
-// The model, checked before any rank starts, so that a typo fails once, at once.
-m::Graph build_graph(const TrainArgs& a) {
-  m::ModelOptions mo{a.classes, a.image_size, a.aux_logits, -1};
-  try {
-    return m::build_model(a.model, mo);
-  } catch (const std::invalid_argument& e) {
-    throw Error(e.what());
-  }
-}
-
-// The options that shape the training: every rank must share them.
-std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placement& where) {
-  return a.model + " batch " + std::to_string(a.batch) + " steps " + std::to_string(a.steps) + " warmup " +
-         std::to_string(a.warmup) + " epochs " + std::to_string(a.epochs) + " transport " + a.transport +
-         " fusion " + std::to_string(a.fusion_mb) + " first " + std::to_string(a.first_bucket_mb) + " data " +
-         a.data + " classes " + std::to_string(graph.output_node().out.c) + " size " +
-         to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) + " overlap " +
-         std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) + " layer_times " +
-         std::to_string(a.layer_times) + " device " + where.device;
-}
-
-// Where this rank computes: its threads, its GPU (-1: none), and the network.
-struct Compute {
-  std::optional<CpuBudget> budget;  // --threads 0: what the machine has to spare
-  int threads = 1;
-  int gpu = -1;
-  std::unique_ptr<m::Network> net;
-};
-
-// Sets up `c`, and `vgpu` from --profile. The CPU budget is measured after the ranks' last
-// barrier (the option check), so that siblings starting up are not counted busy.
-void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const TrainArgs& a, const m::Graph& graph,
-                    const Placement& where) {
-  const bool on_gpu = where.device == "cuda";
-  if (a.threads == 0) c.budget = measure_cpu_budget(ranks_on_this_host(*job.world));
-  c.threads = c.budget ? c.budget->threads : a.threads;
-  m::set_compute_threads(c.threads);
-  c.gpu = on_gpu ? use_local_gpu(*job.world) : -1;  // current from here on
-  vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : where.backend, a.timeout_s);
-  if (job.rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
-  c.net = m::make_network(where.backend, graph, a.batch, {.measure_conv_algos = a.conv_algo == "measure"});
-  if (c.net->on_device() != on_gpu)
-    throw Error("the " + c.net->backend() + " backend computes on the " + (c.net->on_device() ? "GPU" : "CPU") +
-                ", not on --device " + where.device);
-}
-
-// The batches this rank trains on, and how many steps (warmup included).
-struct TrainData {
-  std::unique_ptr<m::BatchSource> source;
-  m::Dataset train_set, test_set;  // Fashion-MNIST's (test_set: with --eval)
-  int64_t total_steps = 0;
-};
-
-// Synthetic data, or this rank's shard of Fashion-MNIST. In place: the source refers to the
-// training set.
-void load_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int rank, int n) {
-  d.total_steps = int64_t(a.warmup) + a.steps;
-  if (a.data == "synthetic") {
-    d.source = m::make_synthetic_source(graph.input_dims(), graph.output_node().out.c, a.batch, a.seed, rank);
-    return;
-  }
-  const std::string dir = a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir;
-  d.train_set = m::load_fashion_mnist(dir, true, rank, n);
-  if (!(d.train_set.dims == graph.input_dims()))
-    throw Error("Fashion-MNIST images are " + m::to_string(d.train_set.dims) + " but " + a.model + " takes " +
-                m::to_string(graph.input_dims()) + ": use --model lenet");
-  d.source = m::make_dataset_source(d.train_set, a.batch, a.seed);
-  if (a.epochs > 0) {
-    const int64_t smallest_shard = 60000 / n;  // every rank must run the same number of steps
-    const int64_t per_epoch = std::min<int64_t>(smallest_shard, int64_t(d.train_set.size())) / a.batch;
-    d.total_steps = std::max<int64_t>(int64_t(a.epochs) * per_epoch, a.warmup + 1);
-  }
-  if (a.eval) d.test_set = m::load_fashion_mnist(dir, false, rank, n);
-}
-
-m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const VgpuSetup& vgpu) {
-  m::TrainOptions to;
-  to.rank = job.rank;
-  to.world = job.n;
-  to.sgd = {float(a.lr * job.n), float(a.momentum), float(a.weight_decay)};
-  to.first_bucket_bytes = size_t(a.first_bucket_mb * (1 << 20));
-  to.fusion_bytes = size_t(a.fusion_mb * (1 << 20));
-  to.overlap = !a.no_overlap;
-  to.seed = a.seed;
-  to.timeout = 2 * job.timeout;
-  to.gate = vgpu.gate.get();
-  return to;
 }
 
 // The ranks' communicator (more than one rank).
@@ -538,52 +378,6 @@ int does_not_fit(RankJob& job, const DeviceOutOfMemory& e, json& doc, const Trai
 
 namespace {
 
-// A lower bound of the activation working set a step rewrites: every layer's output and its
-// gradient for the batch (what a migrating rank's framebuffer holds besides its state).
-size_t activation_bytes(const m::Graph& g, int batch) {
-  size_t floats = 0;
-  for (const m::Node& n : g.nodes) floats += size_t(n.out.numel());
-  return 2 * floats * size_t(batch) * sizeof(float);
-}
-
-// --migrate-*: the migration this rank takes part in, or none.
-std::unique_ptr<migrate::Migration> plan_migration(const TrainArgs& a, const RankJob& job, const m::Graph& graph,
-                                                   const VgpuSetup& vgpu, int64_t total_steps, bool is_target,
-                                                   const std::vector<std::string>& argv, migrate::RingHooks hooks) {
-  const size_t act = activation_bytes(graph, a.batch);
-  const size_t state = (2 * graph.param_count + graph.state_count) * sizeof(float) + act;
-  const migrate::MigratePlan plan = migrate::make_plan(a.migrate, job.n, a.warmup, total_steps,
-                                                       uint64_t(vgpu.profile_framebuffer_mib) << 20, state);
-  if (!plan.enabled()) return nullptr;
-  const migrate::StateLayout layout =
-      migrate::layout_state(graph.param_count, graph.state_count, act, plan.framebuffer_bytes);
-  using Role = migrate::Migration::Role;
-  const Role role = is_target ? Role::target : job.rank == plan.rank ? Role::source : Role::other;
-  migrate::RankSide side{*job.store, job.rank, job.timeout, job.world->secret, job.world->default_addr, argv};
-  return std::make_unique<migrate::Migration>(plan, role, std::move(side), std::move(hooks), layout);
-}
-
-void print_migration(const json& mj) {
-  if (mj.is_null()) return;
-  const double mib = 1 << 20;
-  if (!mj.value("moved", false)) {
-    std::printf("# migration of rank %d FAILED, resumed on its node: %s\n", mj.value("rank", -1),
-                mj.value("error", std::string("?")).c_str());
-  } else {
-    std::printf("# migration of rank %d (%s) to %s: framebuffer %.0f MiB, %d pre-copy round(s) %.1f MiB in %.2f s; "
-                "stun %.3f s (%.1f MiB copied stunned); total %.2f s; the ring stalled %.3f s\n",
-                mj["rank"].get<int>(), mj["method"].get<std::string>().c_str(), mj["to"].get<std::string>().c_str(),
-                mj["framebuffer_bytes"].get<double>() / mib, mj["precopy_rounds"].get<int>(),
-                mj["precopy_bytes"].get<double>() / mib, mj["precopy_s"].get<double>(), mj["stun_s"].get<double>(),
-                mj["stun_bytes"].get<double>() / mib, mj["total_s"].get<double>(), mj["ring_stall_s"].get<double>());
-  }
-  std::fflush(stdout);
-}
-
-}  // namespace
-
-namespace {
-
 // What every rank decided before its world existed.
 struct TrainPlan {
   const TrainArgs& a;
@@ -668,11 +462,11 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
 }  // namespace
 
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
-  validate(a);
+  validate_train_args(a);
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
   const m::Graph graph = build_graph(a);
   const Backend& comm_backend = backend_for("--transport", a.transport, any_backend);
-  const Placement where = place(a, comm_backend);
+  const Placement where = place_training(a, comm_backend);
   // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
   // sweep's "does not fit" result rather than an error.
   if (where.device != "cuda" && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);

@@ -223,4 +223,22 @@ void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vg
                                       vgpu.profile).c_str() : "");
 }
 
+// The `# migration` line (rank 0).
+void print_migration(const json& mj) {
+  if (mj.is_null()) return;
+  const double mib = 1 << 20;
+  if (!mj.value("moved", false)) {
+    std::printf("# migration of rank %d FAILED, resumed on its node: %s\n", mj.value("rank", -1),
+                mj.value("error", std::string("?")).c_str());
+  } else {
+    std::printf("# migration of rank %d (%s) to %s: framebuffer %.0f MiB, %d pre-copy round(s) %.1f MiB in %.2f s; "
+                "stun %.3f s (%.1f MiB copied stunned); total %.2f s; the ring stalled %.3f s\n",
+                mj["rank"].get<int>(), mj["method"].get<std::string>().c_str(), mj["to"].get<std::string>().c_str(),
+                mj["framebuffer_bytes"].get<double>() / mib, mj["precopy_rounds"].get<int>(),
+                mj["precopy_bytes"].get<double>() / mib, mj["precopy_s"].get<double>(), mj["stun_s"].get<double>(),
+                mj["stun_bytes"].get<double>() / mib, mj["total_s"].get<double>(), mj["ring_stall_s"].get<double>());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace ringbench

@@ -41,4 +41,7 @@ nlohmann::json step_timeline(const std::vector<nlohmann::json>& ranks, const nlo
 // The Horovod-style result lines and where a step's time goes.
 void print_summary(const nlohmann::json& summary, size_t steps, int n, const VgpuSetup& vgpu);
 
+// The `# migration ...` line of a run's "migration" result (nothing when null).
+void print_migration(const nlohmann::json& migration);
+
 }  // namespace ringbench
