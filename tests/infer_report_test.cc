@@ -200,6 +200,7 @@ json vm_results(double offline, double qps, double p99_ms, double util) {
                                       {"validity", validity(false, {"min duration 600 s"})}}})},
             {"server", {{"found", qps > 0}, {"peak_qps", qps}, {"upper_qps", qps * 1.05}, {"tries", tries}}}};
   if (util >= 0) v["device"] = {{"utilization", util}, {"memory_mib", 40.0}};
+  if (util >= 0) v["single_stream"] = {{"latency", latency(5, 8, p99_ms / 2)}};
   return v;
 }
 
@@ -248,10 +249,12 @@ TEST(InferReport, QpsAtTheBoundPerProfileAndPolicyPerVmAndInTotal) {
       "| mobilenet_v1 b4 96px | T4-4C | none (alone) | 1 | 85.0 | - | 85.0 | 30.00 | - | - | INVALID",
       "| mobilenet_v1 b4 96px | T4-4C | best_effort | 1 | 105.0 | - | 105.0 | 40.00 | 40% | 50% |",
       // per repeat the VMs' mean (45, 55) and sum (90, 110); each VM's median (55 / 45)
-      "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 50.0 | 55.0 / 45.0 | 100.0 | 45.00 | 40% | 90% |",
+      "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 50.0 | 55.0 / 45.0 | 100.0 | 45.00 (40.0 / 50.0) | 40% | 90% |",
       // repeat 1: VM 1 met the bound at no rate, so only repeat 2 has a total
       "| mobilenet_v1 b4 96px | T4-4C | fixed_share | 2 | 27.5 (1 of 2 repeats) | 22.5 / 30.0 | 55.0 |",
-      "Offline samples/s per VM", "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 4 | 150.0 | 165.0 / 135.0 | 300.0 |"}));
+      "Offline samples/s per VM", "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 4 | 150.0 | 165.0 / 135.0 | 300.0 |",
+      // SingleStream per VM: p99 half the Server's (40 and 50 ms)
+      "SingleStream latency per VM", "| mobilenet_v1 b4 96px | T4-4C | best_effort | 2 | 5.00 | 8.00 | 22.50 | 20.0 / 25.0 |"}));
   // Alone under a profile: its own subsection, named with the profile.
   EXPECT_NE(md.find("### mobilenet_v1 96px, batches up to 4, T4-4C (infer/mobilenet_v1/b4/s96/T4-4C)"),
             std::string::npos);

@@ -23,7 +23,8 @@ double sum_of(const std::vector<double>& v) { return std::accumulate(v.begin(), 
 // index) its own values.
 struct Serving {
   std::vector<double> qps_per_vm, qps_total, p99_s, util_per_vm, util_total;
-  std::map<int, std::vector<double>> qps_of_vm;
+  std::map<int, std::vector<double>> qps_of_vm, p99_of_vm;  // p99 in ms
+  std::map<int, std::vector<double>> ss_p50_of_vm, ss_p90_of_vm, ss_p99_of_vm;  // SingleStream, ms
   int not_met = 0;  // repeats in which a VM met the bound at no rate
   int offline_batch = 0;
   std::vector<double> offline_per_vm, offline_total;
@@ -36,7 +37,10 @@ bool add_server(Serving& s, const json& vm, int index, std::vector<double>& qps,
   const json* server = find_at(vm, "/server");
   if (!server) return true;
   if (const json* run = infer::server_headline_run(*server)) {
-    if (auto t = number_at(*run, "/tail_latency_s")) p99.push_back(*t);
+    if (auto t = number_at(*run, "/tail_latency_s")) {
+      p99.push_back(*t);
+      s.p99_of_vm[index].push_back(*t * 1e3);
+    }
     s.validity.add(*run);
   }
   const auto q = infer::qps_at_bound(*server);
@@ -61,6 +65,11 @@ void add_repeat(Serving& s, const Record& r) {
       }
     }
     if (auto u = number_at(vm, "/device/utilization")) util.push_back(*u);
+    const std::pair<const char*, std::map<int, std::vector<double>>*> ss[] = {
+        {"/single_stream/latency/p50_s", &s.ss_p50_of_vm}, {"/single_stream/latency/p90_s", &s.ss_p90_of_vm},
+        {"/single_stream/latency/p99_s", &s.ss_p99_of_vm}};
+    for (const auto& [at, into] : ss)
+      if (auto x = number_at(vm, at)) (*into)[int(i)].push_back(*x * 1e3);
   }
   if (!met) ++s.not_met;
   if (met && !qps.empty()) {
@@ -94,6 +103,13 @@ std::string each_vm(const std::map<int, std::vector<double>>& by_vm) {
   return s;
 }
 
+// The median of every VM's values pooled ("-" without any).
+std::string pooled(const std::map<int, std::vector<double>>& by_vm, int decimals) {
+  std::vector<double> all;
+  for (const auto& [vm, v] : by_vm) all.insert(all.end(), v.begin(), v.end());
+  return med(all, decimals);
+}
+
 // The row's first columns: model and its sizes, profile, scheduler, VMs.
 std::vector<std::string> row_head(const Point& p) {
   return {p.model + batch_suffix(p), p.profile, p.shared() ? p.policy : "none (alone)",
@@ -110,10 +126,22 @@ std::vector<std::string> qps_row(const Point& p) {
   std::string qps = s.qps_per_vm.empty() && s.not_met ? "none met the bound" : med(s.qps_per_vm, 1);
   if (s.not_met && !s.qps_per_vm.empty())
     qps += " (" + std::to_string(s.qps_per_vm.size()) + " of " + std::to_string(p.ok().size()) + " repeats)";
-  for (const auto& c : std::vector<std::string>{qps, each_vm(s.qps_of_vm), med(s.qps_total, 1), med(s.p99_s, 2, 1e3),
+  std::string p99 = med(s.p99_s, 2, 1e3);
+  if (s.p99_of_vm.size() > 1) p99 += " (" + each_vm(s.p99_of_vm) + ")";
+  for (const auto& c : std::vector<std::string>{qps, each_vm(s.qps_of_vm), med(s.qps_total, 1), p99,
                         s.util_per_vm.empty() ? "-" : percent(median(s.util_per_vm)),
                         s.util_total.empty() ? "-" : percent(median(s.util_total)),
                         s.p99_s.empty() ? "-" : s.validity.text()})
+    row.push_back(c);
+  return row;
+}
+
+// SingleStream's percentiles over every VM's runs, and each VM's p99.
+std::vector<std::string> single_stream_row(const Point& p) {
+  std::vector<std::string> row = row_head(p);
+  const Serving s = serving(p);
+  for (const auto& c : std::vector<std::string>{pooled(s.ss_p50_of_vm, 2), pooled(s.ss_p90_of_vm, 2),
+                                                pooled(s.ss_p99_of_vm, 2), each_vm(s.ss_p99_of_vm)})
     row.push_back(c);
   return row;
 }
@@ -173,7 +201,7 @@ const char* kIntro =
     "VMs search theirs, and a VM that is done keeps serving at its peak until all are. **QPS at the "
     "bound per VM**: the VMs' mean (median over repeats); **each VM**: each one's median; **total**: "
     "their sum (a repeat in which some VM met the bound at no rate has none); **p99 ms**: at the QPS "
-    "found, mean over VMs; **device util**: the time a VM held the device over its measured runs, "
+    "found, mean over VMs (each VM's in brackets); **device util**: the time a VM held the device over its measured runs, "
     "and the time any VM held it over the window in which they measured.\n\n";
 
 }  // namespace
@@ -183,12 +211,15 @@ std::string md_infer_vgpu(const Run& run, Plotter& plotter) {
   const bool any = std::any_of(all.begin(), all.end(), [](const Point* p) { return p->shared() || p->profile != "none"; });
   if (!any) return "";
   const auto pts = table_order(all);
-  std::vector<std::vector<std::string>> qps, offline;
+  std::vector<std::vector<std::string>> qps, offline, single;
   std::vector<const Point*> shared;
   for (const Point* p : pts) {
     qps.push_back(qps_row(*p));
-    if (p->shared()) shared.push_back(p);
-    if (p->shared() && !serving(*p).offline_per_vm.empty()) offline.push_back(offline_row(*p));
+    if (!p->shared()) continue;
+    shared.push_back(p);
+    const Serving s = serving(*p);
+    if (!s.offline_per_vm.empty()) offline.push_back(offline_row(*p));
+    if (!s.ss_p99_of_vm.empty()) single.push_back(single_stream_row(*p));
   }
   std::string md = kIntro + md_table({"model", "profile", "scheduler", "VMs", "QPS at the bound per VM", "each VM",
                                       "total QPS", "p99 ms", "device util per VM", "device total", "LoadGen"},
@@ -197,6 +228,10 @@ std::string md_infer_vgpu(const Run& run, Plotter& plotter) {
     md += "Offline samples/s per VM, each VM at its largest batch while the others run theirs:\n\n" +
           md_table({"model", "profile", "scheduler", "VMs", "batch", "samples/s per VM", "each VM", "total"},
                    "lllrrrlr", offline);
+  if (!single.empty())
+    md += "SingleStream latency per VM, one query at a time on each VM while the others run theirs (ms; "
+          "percentiles of the VMs' runs pooled, median over repeats and VMs):\n\n" +
+          md_table({"model", "profile", "scheduler", "VMs", "p50", "p90", "p99", "each VM's p99"}, "lllrrrrl", single);
   std::sort(shared.begin(), shared.end(), [](const Point* a, const Point* b) { return order_key(*a) < order_key(*b); });
   return md + qps_plots(shared, plotter);
 }
