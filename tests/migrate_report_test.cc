@@ -22,7 +22,7 @@ struct Run {
   int stall_index = 4;  // the measured step (0-based) that waits for the stun
 };
 
-json migrate_record(const Run& r, int seq) {
+json migrate_record(const Run& r, int seq, const std::string& link) {
   const bool moved = r.stun_s >= 0;
   const double fb = double(std::stoi(r.fb)) * kGiB;
   std::vector<double> steps(10, 0.1);
@@ -32,7 +32,7 @@ json migrate_record(const Run& r, int seq) {
               {"points_total", 12}, {"point", point}, {"repeat", r.repeat}, {"kind", "migrate"},
               {"nodes", 3}, {"transport", "tcp"}, {"profile", "none"}, {"model", "mobilenet_v1"}, {"batch", 8},
               {"image_size", 96}, {"method", r.method}, {"framebuffer", r.fb}, {"migrate_at", 7},
-              {"cluster", {{"type", "emulated"}, {"link", "10gbit"}, {"cpus_per_node", 1}, {"note", ""}}},
+              {"cluster", {{"type", "emulated"}, {"link", link}, {"cpus_per_node", 1}, {"note", ""}}},
               {"status", "ok"}, {"error", ""}, {"started_at", "2026-11-27T01:00:" + std::to_string(10 + seq) + "Z"}};
   json m = {{"moved", moved}, {"rank", 2}, {"method", r.method}, {"to", "10.77.0.4:5000"}, {"netns", "rb7-n3"},
             {"framebuffer_bytes", fb}, {"state_bytes", 18 * kMiB}, {"precopy_rounds", r.method == "precopy" ? 3 : 0},
@@ -52,7 +52,7 @@ json migrate_record(const Run& r, int seq) {
 // 16 GiB and 19.626 s at 24 GiB. Pre-copy's stun copies W = 40, 44, 42, 40, 41 MiB (median 41):
 // t0 + W/R = 0.220 + 41/1024 × 0.80857 = 0.252 s; measured 0.24–0.27 s, median 0.25 s. Its 2 GiB
 // repeat 2 did not move.
-std::string migrate_jsonl() {
+std::string migrate_jsonl(const std::string& link = "10gbit") {
   const std::vector<Run> runs = {
       {"precopy", "1G", 1, 0.25, 40, 6},   {"stopcopy", "1G", 1, 1.00, 1024}, {"precopy", "2G", 1, 0.26, 42, 6},
       {"stopcopy", "2G", 1, 1.80, 2048},   {"precopy", "4G", 1, 0.24, 40, 6}, {"stopcopy", "4G", 1, 3.40, 4096},
@@ -60,14 +60,14 @@ std::string migrate_jsonl() {
       {"stopcopy", "2G", 2, 1.90, 2048},   {"precopy", "4G", 2, 0.25, 41, 6}, {"stopcopy", "4G", 2, 3.50, 4096}};
   std::string s;
   int seq = 0;
-  for (const auto& r : runs) s += migrate_record(r, seq++).dump() + "\n";
+  for (const auto& r : runs) s += migrate_record(r, seq++, link).dump() + "\n";
   return s;
 }
 
-std::string migrate_report(const TempDir& dir, bool plots = false) {
+std::string migrate_report(const TempDir& dir, bool plots = false, const std::string& link = "10gbit") {
   ReportOptions o;
   o.plots = plots;
-  write_report(make_run(dir, migrate_jsonl()), o);
+  write_report(make_run(dir, migrate_jsonl(link)), o);
   return read_file(dir.path() + "/report.md");
 }
 
@@ -118,6 +118,16 @@ TEST(MigrateReport, ModelFitAndPredictionsMatchTheHandComputedNumbers) {
   })) << md;
 }
 
+// Where the copy ran slower than the links (here 10.62 Gbit/s on 100gbit links), pre-copy's stun at
+// the line rate: 0.220 + 41 MiB × 8 / 100e9 = 0.223 s; not where it reached them (10gbit).
+TEST(MigrateReport, PreCopyAtTheLineRateWhereTheCopyWasSlower) {
+  TempDir fast, slow;
+  EXPECT_TRUE(has_all(migrate_report(fast, false, "100gbit"),
+                      {"- At the links' line rate (100gbit, which the copy did not reach here): pre-copy stun = t0 + "
+                       "W / 100gbit = 0.223 s, for every framebuffer size."}));
+  EXPECT_EQ(migrate_report(slow).find("line rate"), std::string::npos);
+}
+
 TEST(MigrateReport, FitNeedsTwoSizes) {
   using report::fit_stun;
   EXPECT_FALSE(fit_stun({{kGiB, 1.0}, {kGiB, 1.1}}));
@@ -127,6 +137,10 @@ TEST(MigrateReport, FitNeedsTwoSizes) {
   EXPECT_NEAR(f->rate_bytes_s(), kGiB, 1e-3);
   EXPECT_NEAR(f->r2, 1, 1e-12);
   EXPECT_EQ(f->sizes, 2u);
+  EXPECT_EQ(report::tc_rate_bits("10gbit"), 10e9);
+  EXPECT_EQ(report::tc_rate_bits("2.5mbit"), 2.5e6);
+  EXPECT_FALSE(report::tc_rate_bits("fast"));
+  EXPECT_FALSE(report::tc_rate_bits("10gbps"));
 }
 
 TEST(MigrateReport, SummaryCsvHasTheJobsImgPerSecond) {

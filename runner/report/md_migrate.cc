@@ -45,10 +45,17 @@ const json* first_migration(const std::vector<MigrationRow>& rows) {
   return nullptr;
 }
 
+// The first number at `pointer` of the rows' records (0 where none has it).
+int first_int(const std::vector<MigrationRow>& rows, const char* pointer) {
+  for (const auto& row : rows)
+    for (const Record& r : row.point->repeats)
+      if (const auto v = number_at(r.j, pointer)) return int(*v);
+  return 0;
+}
+
 std::string intro(const std::vector<MigrationRow>& rows, const Run& run) {
   const Point& p = *rows.front().point;
   const json* m = first_migration(rows);
-  const Record& rec = p.repeats.front();
   const std::string link = run.cluster.contains("link") && run.cluster["link"].is_string()
                                ? run.cluster["link"].get<std::string>() + " links"
                                : "links not rate-limited";
@@ -57,10 +64,10 @@ std::string intro(const std::vector<MigrationRow>& rows, const Run& run) {
     const std::string netns = str_or(*m, "netns", "");
     to = str_or(*m, "to", "?") + (netns.empty() ? " (this host)" : " (namespace " + netns + ")");
   }
-  const int warmup = int_or(rec.j.value("migrate", json::object()).value("meta", json::object()), "warmup", 0);
   return "### " + p.model + batch_suffix(p) + " on " + std::to_string(p.nodes) + " nodes (" + p.transport + ")\n\n" +
          "Rank " + (m ? std::to_string(int_or(*m, "rank", -1)) : std::string("?")) + " moves to " + to + " once " +
-         std::to_string(int_or(rec.j, "migrate_at", 0)) + " steps are done (" + std::to_string(warmup) +
+         std::to_string(first_int(rows, "/migrate_at")) + " steps are done (" +
+         std::to_string(first_int(rows, "/migrate/meta/warmup")) +
          " of them warmup), over " + link + "; the other ranks wait at their next allreduce meanwhile. "
          "**Pre-copy** copies the framebuffer while the rank trains on, round after round, then stuns the rank "
          "and copies what is still dirty; **stop-and-copy** stuns it and copies everything. Stun: from the source "
@@ -144,6 +151,16 @@ std::string stopcopy_text(const MigrationModel& m, const std::string& link) {
          std::to_string(f.sizes) + " framebuffer sizes: t0 = " + fixed(f.t0_s, 3) + " s, R = " +
          fixed(rate / kGiB, 3) + " GiB/s (" + fixed(rate * 8 / 1e9, 2) + " Gbit/s; the links: " + link +
          "), R² = " + fixed(f.r2, 3) + ". Linear in F: each GiB more adds " + fixed(kGiB / rate, 3) + " s of stun.\n";
+}
+
+// Pre-copy's stun at the links' nominal rate, where the copy ran slower than it (this machine's
+// cores, not the link, set R): what the same working set would take on the link alone.
+std::string line_rate_text(const MigrationModel& m, const std::string& link) {
+  const auto line = tc_rate_bits(link);
+  const auto stun = line ? m.precopy_at_line_rate_s(*line) : std::nullopt;
+  if (!stun || !(m.stopcopy->s_per_byte > 0) || m.stopcopy->rate_bytes_s() * 8 >= *line) return "";
+  return "- At the links' line rate (" + link + ", which the copy did not reach here): pre-copy stun = t0 + W / " +
+         link + " = " + fixed(*stun, 3) + " s, for every framebuffer size.\n";
 }
 
 std::string precopy_text(const MigrationModel& m, const std::vector<MigrationRow>& rows) {
@@ -273,7 +290,7 @@ std::string md_migrate(const Run& run, Plotter& plotter) {
     const MigrationModel model = migration_model(rows);
     md += intro(rows, run) + stun_table(rows) + not_moved(rows) + dip_table(rows);
     md += "**Model** (stun against the framebuffer F over a link of rate R):\n\n" + stopcopy_text(model, link) +
-          precopy_text(model, rows) + "\n" + predictions(model, rows);
+          precopy_text(model, rows) + line_rate_text(model, link) + "\n" + predictions(model, rows);
     md += stun_plot(rows, model, g ? "migration-stun-" + std::to_string(g + 1) : "migration-stun", plotter);
   }
   return md;

@@ -2,6 +2,7 @@
 #include "runner/report/migrate_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <tuple>
@@ -148,6 +149,25 @@ std::optional<double> MigrationModel::predict(const std::string& method, double 
   if (method != "precopy") return std::nullopt;
   if (const auto m = precopy_model_s()) return m;
   return precopy_stun_s.empty() ? std::nullopt : std::optional<double>(median(precopy_stun_s));
+}
+
+std::optional<double> MigrationModel::precopy_at_line_rate_s(double line_bits_s) const {
+  if (!stopcopy || precopy_stun_bytes.empty() || !(line_bits_s > 0)) return std::nullopt;
+  return stopcopy->t0_s + median(precopy_stun_bytes) * 8 / line_bits_s;
+}
+
+std::optional<double> tc_rate_bits(const std::string& rate) {
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(rate, &end);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = rate.substr(end);
+  const double scale = unit == "bit" ? 1 : unit == "kbit" ? 1e3 : unit == "mbit" ? 1e6 : unit == "gbit" ? 1e9 : 0;
+  if (!(scale > 0) || !(v > 0) || !std::isdigit(static_cast<unsigned char>(rate[0]))) return std::nullopt;
+  return v * scale;
 }
 
 MigrationModel migration_model(const std::vector<MigrationRow>& rows) {

@@ -70,8 +70,13 @@ struct MigrationModel {
   // What the model predicts for framebuffer F: stop-and-copy's line, or pre-copy's stun (by the
   // model, else the median measured: the same working set whatever F).
   std::optional<double> predict(const std::string& method, double framebuffer_bytes) const;
+  // Pre-copy's stun were the copy to reach the links' line rate (bits/s): t0 + median W / line.
+  std::optional<double> precopy_at_line_rate_s(double line_bits_s) const;
 };
 MigrationModel migration_model(const std::vector<MigrationRow>& rows);
+
+// A tc rate ("10gbit", "100mbit", "2.5gbit"; k, m, g are powers of 1000) in bits/s, or nullopt.
+std::optional<double> tc_rate_bits(const std::string& rate);
 
 // "1 GiB", "64 MiB", "1.5 GiB".
 std::string fb_size_text(double bytes);
