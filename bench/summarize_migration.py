@@ -101,7 +101,9 @@ def main():
         lines.append(f"| {m['method']} | {m['framebuffer_bytes']/GIB:g} GiB | {m['moved']} | {m.get('precopy_rounds', 0)} | "
                      f"{m['precopy_bytes']/MIB:.0f} | {m['precopy_s']:.2f} | {m['stun_bytes']/MIB:.0f} | {m.get('stun_s', float('nan')):.3f} | "
                      f"{m.get('total_s', float('nan')):.2f} | {m['ring_stall_s']:.3f} | {before:.1f} | {during:.1f} | {dip:.1f} | {after:.1f} |")
-        if m["moved"]:
+        if m.get("forced_at_last_step"):
+            lines[-1] = lines[-1].replace(f"| {m['method']} |", f"| {m['method']} (forced at the last step: not in the model) |", 1)
+        elif m["moved"]:
             by_method.setdefault(m["method"], []).append((r, m["framebuffer_bytes"] / GIB, m["stun_s"]))
     model, predicted = [], {}
     targets = [size_bytes(t) / GIB for t in a.predict.split(",") if t]

@@ -65,6 +65,7 @@ TEST_F(EndToEnd, PreCopyMovesTheRankAndTheResultIsBitIdentical) {
   expect_same_result(r);
   const json& m = r.doc["migration"];
   EXPECT_EQ(m["moved"], true) << r.output;
+  EXPECT_EQ(m["forced_at_last_step"], false);
   EXPECT_EQ(m["method"], "precopy");
   EXPECT_GE(m["precopy_bytes"].get<double>(), 32.0 * (1 << 20));  // round 1 moved it all
   EXPECT_LT(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
@@ -87,6 +88,15 @@ TEST_F(EndToEnd, StopAndCopyMovesTheRankAndTheResultIsBitIdentical) {
   EXPECT_EQ(m["moved"], true) << r.output;
   EXPECT_EQ(m["precopy_bytes"], 0);
   EXPECT_EQ(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
+}
+
+// Migrating before the last step: no time to pre-copy, so the last step stuns, and says so.
+TEST_F(EndToEnd, TheLastStepForcesTheStunAndTheOutputSaysSo) {
+  const TrainRun r = train("--migrate-at 41 --migrate-method precopy --framebuffer 32M");
+  expect_same_result(r);
+  EXPECT_EQ(r.doc["migration"]["moved"], true) << r.output;
+  EXPECT_EQ(r.doc["migration"]["forced_at_last_step"], true);
+  EXPECT_TRUE(testing::has_all(r.output, {"the stun was forced by the run's last step"}));
 }
 
 TEST_F(EndToEnd, AnUnreachableTargetResumesTheRankOnItsNode) {

@@ -108,7 +108,9 @@ Migration::Next Migration::before_step(int64_t s, models::Trainer& t, models::Ba
     return Next::train;
   }
   if (!started_) start(t);
-  const bool stun_now = copier_->ready_to_stun() || s + 1 >= plan_.total_steps;
+  // The run's last step stuns whatever the copy's state: the rank must move before the job ends.
+  forced_ = !copier_->ready_to_stun() && s + 1 >= plan_.total_steps;
+  const bool stun_now = copier_->ready_to_stun() || forced_;
   side_.store.set(key, stun_now ? "stun" : "go");
   if (!stun_now) return Next::train;
   t.connect({});
@@ -162,7 +164,7 @@ json Migration::source_report(const std::string& error) const {
   json j = {{"moved", error.empty()}, {"rank", plan_.rank}, {"method", plan_.method()}, {"to", target_addr_},
             {"netns", plan_.netns}, {"framebuffer_bytes", plan_.framebuffer_bytes}, {"state_bytes", layout_.end},
             {"activation_bytes", layout_.activation_bytes}, {"chunk_bytes", Framebuffer::kChunkBytes},
-            {"rounds", rounds}, {"precopy_rounds", precopy_rounds}, {"precopy_bytes", precopied}, {"stun_bytes", stunned},
+            {"rounds", rounds}, {"precopy_rounds", precopy_rounds}, {"forced_at_last_step", forced_}, {"precopy_bytes", precopied}, {"stun_bytes", stunned},
             {"start_ns", start_ns_}, {"stun_ns", stun_ns_}, {"copy_end_ns", stored_ns_},
             {"precopy_s", seconds_between(start_ns_, stun_ns_)},
             {"stun_copy_s", stored_ns_ ? seconds_between(stun_ns_, stored_ns_) : 0.0}};

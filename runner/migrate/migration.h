@@ -97,6 +97,7 @@ class Migration {
   pid_t target_pid_ = -1;
   std::string target_addr_;
   bool started_ = false, done_ = false;
+  bool forced_ = false;  // stunned at the run's last step, before the copy was ready to
   int64_t start_ns_ = 0, stun_ns_ = 0, stored_ns_ = 0;
   double wait_s_ = 0, stall_s_ = 0;
   nlohmann::json outcome_;
