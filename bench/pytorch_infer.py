@@ -22,6 +22,7 @@ import time
 
 import torch
 
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_train import build  # noqa: E402  the same model definitions as the training comparison
 
