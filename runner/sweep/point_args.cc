@@ -81,7 +81,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
       for (auto& x : train_args(c, p)) a.push_back(x);
       return a;
     }
-    for (auto& x : infer_args(c.infer, p.model, p.image_size, p.batch, c.seed)) a.push_back(x);  // "infer", ...
+    for (auto& x : infer_args(c.infer, p.model, p.image_size, p.batch, c.seed, true)) a.push_back(x);  // "infer", ...
     if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
     return a;
   }
