@@ -111,9 +111,11 @@ def main():
         pts = by_method["stopcopy"]
         t0, per_gib = fit_line([p[1] for p in pts], [p[2] for p in pts])
         rate = 1 / per_gib if per_gib > 0 else float("inf")
-        model.append(f"- **Stop-and-copy:** stun = {t0:.3f} s + F / {rate*8:.2f} Gbit/s (least squares over "
-                     f"{len(pts)} sizes; {rate:.2f} GiB/s is the copy rate this machine reached over the link), "
-                     "linear in the framebuffer F.")
+        sizes = len({p[1] for p in pts})
+        model.append(f"- **Stop-and-copy:** stun = {t0:.3f} s + F / {rate*GIB*8/1e9:.2f} Gbit/s (least squares over "
+                     f"{len(pts)} runs of {sizes} sizes{': two sizes, so no test of the line' if sizes == 2 else ''}; "
+                     f"{rate:.2f} GiB/s is the rate the copy reached here, against the link's nominal "
+                     f"{a.line_gbit:g} Gbit/s), linear in the framebuffer F.")
         predicted["stopcopy"] = [(None, g, t0 + g * per_gib) for g in targets]
     fit = None
     if len(by_method.get("stopcopy", [])) >= 2:
@@ -132,8 +134,8 @@ def main():
         predicted["precopy"] = [(None, g, s_med) for g in targets]
         if fit and a.line_gbit > 0:
             w = pts[0][0]["m"]["state_bytes"] / GIB
-            line = fit[0] + w / (a.line_gbit / 8)
-            model.append(f"- At the link's line rate ({a.line_gbit:g} Gbit/s, not reached on this machine's cores): "
+            line = fit[0] + w * GIB / (a.line_gbit * 1e9 / 8)
+            model.append(f"- At the link's nominal rate ({a.line_gbit:g} Gbit/s): "
                          f"pre-copy stun = {fit[0]:.3f} s + {w*1024:.0f} MiB / {a.line_gbit:g} Gbit/s = {line:.3f} s "
                          "(the fixed part from the stop-and-copy fit), for every framebuffer size.")
     pred_lines = ["| method | framebuffer | predicted stun s |", "|---|---:|---:|"]

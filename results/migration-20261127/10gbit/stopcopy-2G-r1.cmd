@@ -1,0 +1,2 @@
+/tmp/rbbin/ringbench2 train --model mobilenet_v1 --image-size 96 --batch 8 --threads 1 --warmup 5 --steps 110 --log-every 10 --timeout 60
+              --migrate-at 15 --migrate-rank 2 --migrate-method stopcopy --migrate-netns ringbench-n3 --framebuffer 2G
