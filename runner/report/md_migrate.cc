@@ -99,19 +99,23 @@ std::string stun_table(const std::vector<MigrationRow>& rows) {
                   "llrrrrrrr", cells);
 }
 
-// The repeats that ran but whose rank did not move.
-std::string not_moved(const std::vector<MigrationRow>& rows) {
+// The repeats that ran but whose rank did not move, or whose stun the run's last step forced.
+std::string exceptions(const std::vector<MigrationRow>& rows) {
   std::string md;
   for (const auto& row : rows)
     for (const auto& r : row.runs) {
-      if (r.moved) continue;
-      md += "- `" + row.point->id + "` repeat " + std::to_string(r.repeat) + ": " +
-            (r.recorded ? "the rank did not move (" + one_line(r.error.empty() ? "no error recorded" : r.error) +
-                              "); it resumed on its node and the job trained on"
-                        : "no migration recorded") +
-            ".\n";
+      const std::string item = "- `" + row.point->id + "` repeat " + std::to_string(r.repeat) + ": ";
+      if (r.moved && r.forced)
+        md += item + "the run's last step forced the stun (the target not ready, or pre-copy not converged): in "
+                     "the tables, not in the model or the plot.\n";
+      else if (!r.moved)
+        md += item +
+              (r.recorded ? "the rank did not move (" + one_line(r.error.empty() ? "no error recorded" : r.error) +
+                                "); it resumed on its node and the job trained on"
+                          : "no migration recorded") +
+              ".\n";
     }
-  return md.empty() ? "" : "Not moved:\n\n" + md + "\n";
+  return md.empty() ? "" : "Not moved, or forced:\n\n" + md + "\n";
 }
 
 std::string dip_table(const std::vector<MigrationRow>& rows) {
@@ -180,8 +184,12 @@ std::string precopy_text(const MigrationModel& m, const std::vector<MigrationRow
   else
     md += " (no link rate from stop-and-copy: its prediction is the median measured stun)";
   const double worst = *std::max_element(m.precopy_stun_s.begin(), m.precopy_stun_s.end());
+  bool forced = false;
+  for (const auto& row : rows)
+    for (const auto& r : row.runs) forced = forced || (row.point->method == "precopy" && r.moved && r.forced);
+  const std::string aside = forced ? " (the stuns the last step forced aside)" : "";
   md += "; measured " + spread(m.precopy_stun_s, 3) + " s. " +
-        (worst <= kStunTargetS ? "Within vMotion's 1 s stun at every size measured."
+        (worst <= kStunTargetS ? "Within vMotion's 1 s stun at every size measured" + aside + "."
                                : "Over vMotion's 1 s stun at some size measured (" + fixed(worst, 3) + " s).") +
         "\n";
   return md;
@@ -217,7 +225,8 @@ void method_series(Plot& p, int& index, const PlotStyle& s, const std::vector<Mi
   const std::string name = method_text(s.method), colour = std::string(" lc rgb '") + s.colour + "'";
   std::string measured, predicted;
   for (const auto& row : rows) {
-    const auto stun = of_moved(row, [](const MigrationRun& r) { return r.stun_s; });
+    std::vector<double> stun;
+    for (const MigrationRun* r : row.modelled()) stun.push_back(r->stun_s);
     if (row.point->method != s.method || stun.empty()) continue;
     const auto [lo, hi] = std::minmax_element(stun.begin(), stun.end());
     measured +=
@@ -288,7 +297,7 @@ std::string md_migrate(const Run& run, Plotter& plotter) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::vector<MigrationRow> rows = migration_rows(groups[g]);
     const MigrationModel model = migration_model(rows);
-    md += intro(rows, run) + stun_table(rows) + not_moved(rows) + dip_table(rows);
+    md += intro(rows, run) + stun_table(rows) + exceptions(rows) + dip_table(rows);
     md += "**Model** (stun against the framebuffer F over a link of rate R):\n\n" + stopcopy_text(model, link) +
           precopy_text(model, rows) + line_rate_text(model, link) + "\n" + predictions(model, rows);
     md += stun_plot(rows, model, g ? "migration-stun-" + std::to_string(g + 1) : "migration-stun", plotter);

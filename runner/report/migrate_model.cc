@@ -81,6 +81,13 @@ std::vector<const MigrationRun*> MigrationRow::moved() const {
   return v;
 }
 
+std::vector<const MigrationRun*> MigrationRow::modelled() const {
+  std::vector<const MigrationRun*> v;
+  for (const auto& r : runs)
+    if (r.moved && !r.forced) v.push_back(&r);
+  return v;
+}
+
 MigrationRun migration_run(const Point& p, const Record& r) {
   MigrationRun m;
   m.repeat = r.repeat;
@@ -88,6 +95,7 @@ MigrationRun migration_run(const Point& p, const Record& r) {
   if (!mj || !mj->is_object()) return m;
   m.recorded = true;
   m.moved = bool_or(*mj, "moved", false);
+  m.forced = bool_or(*mj, "forced_at_last_step", false);
   m.error = str_or(*mj, "error", "");
   m.framebuffer_bytes = number_or_0(*mj, "framebuffer_bytes");
   m.stun_s = number_or_0(*mj, "stun_s");
@@ -174,7 +182,7 @@ MigrationModel migration_model(const std::vector<MigrationRow>& rows) {
   MigrationModel m;
   std::vector<std::pair<double, double>> stopcopy;
   for (const auto& row : rows)
-    for (const MigrationRun* r : row.moved()) {
+    for (const MigrationRun* r : row.modelled()) {
       if (row.point->method == "stopcopy") stopcopy.emplace_back(r->framebuffer_bytes, r->stun_s);
       if (row.point->method == "precopy") {
         m.precopy_stun_bytes.push_back(r->stun_bytes);

@@ -32,6 +32,7 @@ struct StunStep {
 struct MigrationRun {
   int repeat = 0;
   bool recorded = false, moved = false;  // recorded: the record has a migration object
+  bool forced = false;                   // the run's last step forced the stun (not ready, not converged)
   std::string error;                     // why the rank did not move
   double framebuffer_bytes = 0, stun_s = 0, stun_bytes = 0, precopy_rounds = 0, precopy_bytes = 0, total_s = 0,
          ring_stall_s = 0;
@@ -44,6 +45,7 @@ struct MigrationRow {
   double framebuffer_bytes = 0;  // from the runs, else the configured size (0: not known)
   std::vector<MigrationRun> runs;
   std::vector<const MigrationRun*> moved() const;
+  std::vector<const MigrationRun*> modelled() const;  // moved, the stun not forced: the model's and plot's
 };
 
 // One run from its record (`r` of a migrate point `p`).
@@ -62,8 +64,8 @@ struct StunFit {
 std::optional<StunFit> fit_stun(const std::vector<std::pair<double, double>>& bytes_stun);
 
 struct MigrationModel {
-  std::optional<StunFit> stopcopy;        // over every moved stop-and-copy run
-  std::vector<double> precopy_stun_bytes;  // W: each moved pre-copy run's
+  std::optional<StunFit> stopcopy;        // over every modelled stop-and-copy run
+  std::vector<double> precopy_stun_bytes;  // W: each modelled pre-copy run's
   std::vector<double> precopy_stun_s;
   // Pre-copy's stun by the model (t0 + median W / R), where stop-and-copy gives t0 and R.
   std::optional<double> precopy_model_s() const;
