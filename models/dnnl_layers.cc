@@ -66,7 +66,7 @@ void OnednnNetwork::setup_conv(int i) {
       {prop_kind::forward_training, alg, src_any, w_any, b_md, dst_any, strides, pad_l, pad_r}, eng_);
   std::vector<Op>& f = fwd_[i];
   const memory w_plain = view(w_plain_md, Buf::params, param_offset(i, 0));
-  const memory w = convert(w_plain, fpd.weights_desc(), f, "reorder weights", -1);
+  const memory w = convert(w_plain, fpd.weights_desc(), weight_ops(f), "reorder weights", -1);
   const memory src = convert(act_[p].y, fpd.src_desc(), f, "reorder src", -1);
   act_[i] = make_act(fpd.dst_desc());
   Args fargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, act_[i].y}};
@@ -290,7 +290,7 @@ void OnednnNetwork::setup_fc(int i) {
   std::vector<Op>& f = fwd_[i];
   const memory src = convert(act_[p].y, fpd.src_desc(), f, "reorder src", -1);
   const memory w_plain = view(w_plain_md, Buf::params, param_offset(i, 0));
-  const memory w = convert(w_plain, fpd.weights_desc(), f, "reorder weights", -1);
+  const memory w = convert(w_plain, fpd.weights_desc(), weight_ops(f), "reorder weights", -1);
   act_[i] = make_act(plain_md(batch_, n.out));
   const memory y2(dst_md, eng_, act_[i].y.get_data_handle());
   Args fargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y2}};

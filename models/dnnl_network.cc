@@ -20,7 +20,9 @@
 //
 // FCs run on plain NCHW with the flat weights in place (the weights are the big tensor there);
 // convs reorder their weights to the blocked layout they want once per forward, and their
-// weight gradients back into the flat buffer in backward.
+// weight gradients back into the flat buffer in backward. An inference-only network reorders
+// the weights once instead, in bind() and again in params_changed() (the same reorder
+// primitives into the same memories, so the outputs do not change).
 //
 // File layout: the class (dnnl_network_impl.h); here its setup helpers, its execution, then the
 // profiler; the setup of each op family in dnnl_layers.cc.
@@ -236,6 +238,13 @@ void OnednnNetwork::bind(float* params, float* grads, float* state) {
   }
   bound_ = true;
   forwarded_ = backwarded_ = false;
+  params_changed();
+}
+
+void OnednnNetwork::params_changed() {
+  if (!bound_) throw std::logic_error("onednn network: params_changed() called before bind()");
+  for (const Op& op : param_ops_) run(op);
+  strm_.wait();
 }
 
 void OnednnNetwork::set_input(const float* x) {

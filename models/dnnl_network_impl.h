@@ -73,6 +73,7 @@ class OnednnNetwork final : public Network {
   bool inference_only() const override { return inference_; }
 
   void bind(float* params, float* grads, float* state) override;
+  void params_changed() override;
   void set_input(const float* x) override;
   void forward(const ForwardArgs& args) override;
   void get_output(size_t i, float* y) override;
@@ -148,6 +149,8 @@ class OnednnNetwork final : public Network {
     return first_slot_[p] == std::pair<int, int>{consumer, slot};
   }
   bool deferred(int p) const { return p == 0 && defer_input_grad_; }
+  // Where a forward plans the reorder of its plain weights: param_ops_ when inference-only.
+  std::vector<Op>& weight_ops(std::vector<Op>& fwd) { return inference_ ? param_ops_ : fwd; }
 
   // Execution.
   void run(const Op& op) {
@@ -169,6 +172,10 @@ class OnednnNetwork final : public Network {
 
   std::vector<Act> act_;
   std::vector<std::vector<Op>> fwd_, bwd_;  // per node
+  // Inference-only: the weights' reorders into the layouts the primitives read, run by bind()
+  // and params_changed() instead of in every forward (training plans them in fwd_: the
+  // weights change every step).
+  std::vector<Op> param_ops_;
   std::vector<Op> out_grad_ops_;            // output gradients into the outputs' dy
   std::vector<memory> out_dy_;              // plain NCHW, per output
   std::vector<bool> out_dy_set_;

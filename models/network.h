@@ -42,6 +42,12 @@ class Network {
   // The buffers stay owned by the caller and must outlive the network (or the next bind).
   // forward() reads params and, in training, updates state; backward() overwrites grads.
   virtual void bind(float* params, float* grads, float* state) = 0;
+  // Call after writing new values into the bound params or state buffers from outside forward()
+  // and backward() (a checkpoint loaded after bind()), before the next forward(): a network
+  // may keep copies derived from them at bind() (an inference-only oneDNN network keeps its
+  // conv weights reordered into the layouts its primitives read). Writing before bind() needs
+  // no call: bind() derives them.
+  virtual void params_changed() {}
 
   virtual void set_input(const float* x) = 0;  // batch x input_dims, NCHW
   virtual void forward(const ForwardArgs& args) = 0;

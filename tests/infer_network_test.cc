@@ -183,6 +183,46 @@ void check_memory(const std::string& backend, const std::string& model) {
   EXPECT_LE(ratio, 0.5) << backend << " " << model << ": inference " << inference << " bytes, training " << train;
 }
 
+// ---------------------------------------------------------------------------------------------
+// New parameters after bind(): written into the bound buffers, then params_changed() (an
+// inference-only oneDNN network keeps its conv weights reordered since bind()); or bound anew.
+
+void check_params_changed(const std::string& backend, const std::string& model) {
+  if (!have(backend)) GTEST_SKIP() << backend << " not built";
+  const int batch = 2;
+  const Graph g = small_model(model);
+  const Inputs a = inputs(g, batch);
+  Inputs b;
+  random_params(g, 11, b.params, b.state);
+  std::vector<float> want_state = b.state;
+  auto training = make_network(backend, g, batch);
+  const Outputs want = infer(*training, b.params, want_state, a.x);
+  auto net = make_network(backend, g, batch, kInference);
+  std::vector<float> params = a.params, state = a.state;
+  net->bind(params.data(), nullptr, state.data());
+  net->set_input(a.x.data());
+  net->forward({.training = false});
+  std::vector<float> before(out_count(g, 0, batch)), got(before.size());
+  net->get_output(0, before.data());
+  ASSERT_NE(before, want[0]) << "the two parameter sets give the same outputs: the test proves nothing";
+  std::copy(b.params.begin(), b.params.end(), params.begin());  // a checkpoint loaded after bind()
+  std::copy(b.state.begin(), b.state.end(), state.begin());
+  net->params_changed();
+  net->forward({.training = false});
+  net->get_output(0, got.data());
+  EXPECT_EQ(got, want[0]) << model << ": not the new parameters' outputs after params_changed()";
+  // bind() to other buffers reorders from them.
+  std::vector<float> state_a = a.state;
+  const Outputs want_a = infer(*training, a.params, state_a, a.x);
+  std::vector<float> state_a2 = a.state;
+  EXPECT_EQ(infer(*net, a.params, state_a2, a.x), want_a) << model << ": not the bound parameters' outputs";
+}
+
+TEST(InferOnednn, ParamsChangedAfterBind) {
+  for (const char* model : {"lenet", "mobilenet_v1"}) check_params_changed("onednn", model);
+}
+TEST(InferReference, ParamsChangedAfterBind) { check_params_changed("reference", "lenet"); }
+
 // Every CPU backend on every zoo model: outputs, and memory against training's.
 class InferNetwork : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 

@@ -45,6 +45,8 @@ class NetworkTarget final : public InferTarget {
  private:
   int max_batch_;
   std::vector<std::unique_ptr<models::Network>> nets_;  // by allowed size, ascending
+  // Written (seeded or from the checkpoint) before the nets' bind() only, which derives their
+  // copies (oneDNN's reordered weights); a later write would need params_changed() on each.
   std::unique_ptr<models::ModelBuffers> buffers_;
   std::vector<float> input_, logits_;
   const models::Graph& g_;
