@@ -20,18 +20,7 @@ void parse_model(const YamlReader& r, MigrateSweep& s) {
   const std::string where = r.key("model");
   if (!r.has("model"))
     r.fail(where, "missing; the model the job trains, e.g. {model: mobilenet_v1, batch: 8, image_size: 96}");
-  const YAML::Node node = r.at("model");
-  if (node.IsScalar()) {
-    s.model = node.as<std::string>();
-  } else {
-    YamlReader mr(node, where, r.origin());
-    mr.only({"model", "batch", "image_size"});
-    if (!mr.has("model")) fail_missing_model(mr, where);
-    mr.get("model", s.model, "a string");
-    mr.get_int("batch", s.batch, 1);
-    mr.get_int("image_size", s.image_size, 0);
-  }
-  check_model_entry(r, where, s.model, s.image_size);
+  read_train_model(r, r.at("model"), where, s.model, s.batch, s.image_size);
 }
 
 // nodes, rank and to_node: a ring of at least 2 ranks; the rank is not rank 0 (which writes the

@@ -23,4 +23,19 @@ void check_model_entry(const YamlReader& r, const std::string& where, const std:
   }
 }
 
+void read_train_model(const YamlReader& r, const YAML::Node& node, const std::string& where, std::string& model,
+                      int& batch, int& image_size) {
+  if (node.IsScalar()) {
+    model = node.as<std::string>();
+  } else {
+    YamlReader mr(node, where, r.origin());
+    mr.only({"model", "batch", "image_size"});
+    if (!mr.has("model")) fail_missing_model(mr, where);
+    mr.get("model", model, "a string");
+    mr.get_int("batch", batch, 1);
+    mr.get_int("image_size", image_size, 0);
+  }
+  check_model_entry(r, where, model, image_size);
+}
+
 }  // namespace ringbench

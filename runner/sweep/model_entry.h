@@ -14,4 +14,9 @@ namespace ringbench {
 // `where`.model or `where`.image_size otherwise.
 void check_model_entry(const YamlReader& r, const std::string& where, const std::string& model, int image_size);
 
+// A model entry that trains, {model, batch, image_size} or a model's name alone (batch and
+// image size then keep the values given), read and checked (check_model_entry).
+void read_train_model(const YamlReader& r, const YAML::Node& node, const std::string& where, std::string& model,
+                      int& batch, int& image_size);
+
 }  // namespace ringbench

@@ -69,17 +69,7 @@ TrainSweep parse_train(const YamlReader& r) {
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string where = r.key("models") + "[" + std::to_string(i) + "]";
     SweepModel m;
-    if (models[i].IsScalar()) {
-      m.model = models[i].as<std::string>();
-    } else {
-      YamlReader mr(models[i], where, r.origin());
-      mr.only({"model", "batch", "image_size"});
-      if (!mr.has("model")) fail_missing_model(mr, where);
-      mr.get("model", m.model, "a string");
-      mr.get_int("batch", m.batch, 1);
-      mr.get_int("image_size", m.image_size, 0);
-    }
-    check_model_entry(r, where, m.model, m.image_size);
+    read_train_model(r, models[i], where, m.model, m.batch, m.image_size);
     for (const auto& o : t.models)
       if (o.model == m.model && o.batch == m.batch && o.image_size == m.image_size)
         r.fail(where, m.model + " with batch " + std::to_string(m.batch) + " and image_size " +
