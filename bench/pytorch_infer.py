@@ -13,7 +13,6 @@ so a comparison can check that both sides ran the same network.
   bench/pytorch_infer.py --model mobilenet_v1 --batches 1,8,32 --threads 2 --min-duration 5 --json out.json
 """
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,7 +23,7 @@ import torch
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_train import build  # noqa: E402  the same model definitions as the training comparison
+from pytorch_train import build, write_json_atomic  # noqa: E402  the same model definitions as the training comparison
 
 
 def offline(model, x, warmup, min_duration, min_samples):
@@ -101,10 +100,7 @@ def main():
             print(f"Offline: batch {b}, {r['samples_per_s']:.1f} samples/s ({r['samples']} samples in "
                   f"{r['duration_s']:.3f} s; per batch median {r['img_s_median_batch']:.1f} img/s)", flush=True)
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"meta": meta, "offline": runs}, f, indent=2)
-        os.replace(tmp, a.json)
+        write_json_atomic(a.json, {"meta": meta, "offline": runs})
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ that both sides trained the same network.
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -57,6 +58,14 @@ def build(name, classes, aux_logits):
         return torchvision.models.inception_v3(weights=None, aux_logits=aux_logits, init_weights=False,
                                                num_classes=classes or 1000), 299
     sys.exit(f"pytorch_train.py: unknown --model {name!r}: lenet, mobilenet_v1 or inception_v3")
+
+
+def write_json_atomic(path, doc):
+    """The JSON result, whole or not at all: written beside, then renamed over the path."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2)
+    os.replace(tmp, path)
 
 
 def main():
@@ -150,11 +159,7 @@ def main():
     print(f"Img/sec: {summary['img_s_median']:.1f} median (quartiles {q[0]:.1f}-{q[2]:.1f}) over {a.steps} steps; "
           f"{summary['img_s_window']:.1f} over the whole window; final loss {summary['final_loss']:.4f}")
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"meta": meta, "summary": summary}, f, indent=2)
-        import os
-        os.replace(tmp, a.json)
+        write_json_atomic(a.json, {"meta": meta, "summary": summary})
 
 
 if __name__ == "__main__":

@@ -19,18 +19,8 @@ GOAL = 1.5
 QUIET = 0.25  # a pair is quiet when other processes took at most this share of the CPUs in both runs
 
 
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def med_range(xs, f="{:.1f}"):
-    if not xs:
-        return "-"
-    return (f + " ({}-{})").format(statistics.median(xs), f.format(min(xs)), f.format(max(xs)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_pytorch import load, med_range  # noqa: E402  one reader and one "median (min-max)" for both
 
 
 def others_share(cpu):
