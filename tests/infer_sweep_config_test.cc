@@ -217,6 +217,14 @@ TEST(InferSweepConfig, TheShippedMlaasConfig) {
   EXPECT_NE(std::find(models.begin(), models.end(), "inception_v3"), models.end());
   EXPECT_EQ(c.infer.scenarios.size(), 3u);
   EXPECT_GE(c.infer.min_duration_s, 0);  // short runs: the report shows LoadGen's INVALID
+  // A small profiles x policies comparison with k = 2 VMs serving at once.
+  EXPECT_GE(c.infer.profiles.size(), 2u);
+  ASSERT_TRUE(c.infer.has_sharing);
+  EXPECT_EQ(c.infer.sharing.vms_per_gpu, 2);
+  EXPECT_GE(c.infer.sharing.policies.size(), 2u);
+  size_t shared = 0;
+  for (const auto& p : expand_points(c)) shared += p.shared() && p.vms == 2 && p.skip.empty();
+  EXPECT_GE(shared, 4u * size_t(c.repeats));
 }
 
 }  // namespace
