@@ -1,6 +1,6 @@
 // End to end: a sweep of a tiny infer config (LeNet, runs of a fraction of a second) with the
 // real binary: its raw.jsonl records, the report's Inference section, and the report
-// regenerated from raw.jsonl alone.
+// regenerated from raw.jsonl alone; alone and as 2 VMs sharing a device under a vGPU profile.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -49,6 +49,39 @@ TEST(InferSweep, TinyLenetConfigEndToEnd) {
   const std::string report = read_text(dir + "/report.md");
   EXPECT_TRUE(has_all(report, {"## Inference", "### lenet, batches up to 4 (infer/lenet/b4/none)",
                                "| 4 | ", "INVALID (min duration 600 s", "SingleStream", "Server at one rate"}));
+  EXPECT_TRUE(testing::report_regenerates(kBin, dir));
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// The same under a time-sliced profile, alone and as 2 VMs serving at once under fixed share:
+// each VM's results in raw.jsonl, the report's QPS at the p99 bound per profile and policy.
+TEST(InferSweep, TwoVmsServingAtOnceEndToEnd) {
+  const std::string dir = temp_path("infer-share-run"), cfg = temp_path("infer-share") + ".yaml";
+  std::ofstream(cfg) << "name: tiny-infer-share\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
+                        "infer:\n  models: [{model: lenet, max_batch: 4}]\n  scenarios: [offline, server]\n"
+                        "  latency_bound_ms: 200\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n"
+                        "  profiles: [T4-8C]\n  sharing: {vms_per_gpu: 2, policy: fixed_share}\n";
+  auto r = run_command("OMP_WAIT_POLICY=passive " + kBin + " sweep " + cfg + " --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_all(r.output, {"[1/3] infer/lenet/b4/T4-8C r1: ok",
+                                 "[3/3] infer/lenet/b4/T4-8C/fixed_share/vms2 r1: ok"})) << r.output;
+  std::ifstream f(dir + "/raw.jsonl");
+  json shared;
+  for (std::string line; std::getline(f, line);) shared = json::parse(line);  // the last: 2 VMs
+  EXPECT_EQ(shared["status"], "ok") << shared.dump();
+  EXPECT_EQ(shared["policy"], "fixed_share");
+  EXPECT_EQ(shared["vms"], 2);
+  ASSERT_EQ(shared["infer"]["vms"].size(), 2u) << shared.dump();
+  for (const auto& vm : shared["infer"]["vms"]) {
+    EXPECT_EQ(vm["offline"].size(), 1u);  // at the largest batch only
+    EXPECT_EQ(vm["offline"][0]["batch"], 4);
+    EXPECT_GT(vm["device"]["utilization"].get<double>(), 0);
+  }
+  EXPECT_EQ(shared["infer"]["meta"]["vgpu"]["mode"], "emulated");
+  const std::string report = read_text(dir + "/report.md");
+  EXPECT_TRUE(has_all(report, {"### QPS at the p99 bound per profile and policy",
+                               "| lenet b4 | T4-8C | none (alone) | 1 |", "| lenet b4 | T4-8C | fixed_share | 2 |",
+                               "Offline samples/s per VM"}));
   EXPECT_TRUE(testing::report_regenerates(kBin, dir));
   if (!HasFailure()) fs::remove_all(dir);
 }
