@@ -273,7 +273,7 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
       st.begin = Clock::now();
     }
     double stalled = 0;  // at this step's boundary, for a migration: part of the job's step
-    if (mig && mig->before_step(s, trainer, source, loop_state(st, s, traced, source)) == migrate::Migration::Next::leave) {
+    if (mig && mig->before_step(s, trainer, loop_state(st, s, traced, source)) == migrate::Migration::Next::leave) {
       st.left = true;
       return st;
     }

@@ -55,15 +55,21 @@ void validate_train_args(const TrainArgs& a) {
   check_output_path(a.timeline, "--timeline");  // every rank writes its own, beside this name
 }
 
+// A lower bound of the activation working set a step rewrites: every layer's output and its
+// gradient for the batch (what a migrating rank's framebuffer holds besides its state).
+size_t activation_bytes(const m::Graph& g, int batch) {
+  size_t floats = 0;
+  for (const m::Node& n : g.nodes) floats += size_t(n.out.numel());
+  return 2 * floats * size_t(batch) * sizeof(float);
+}
+
 // A lower bound of what one rank's host memory must hold: every layer's output and its gradient
 // for the whole batch, and the parameters and their gradients. Refuses at once what this
 // machine cannot hold (`--image-size 100000`), naming the sizes, instead of failing later in
 // an allocation with a bare bad_alloc.
 void check_host_memory(const m::Graph& g, const TrainArgs& a) {
-  double activations = 0;  // floats per image
-  for (const m::Node& n : g.nodes) activations += double(n.out.numel());
   const double gib = double(1 << 30);
-  const double act_gib = 2.0 * activations * double(a.batch) * 4.0 / gib;
+  const double act_gib = double(activation_bytes(g, a.batch)) / gib;
   const double param_gib = 2.0 * double(g.param_count) * 4.0 / gib;
   const double have = physical_memory_gib();
   if (act_gib + param_gib <= have) return;
@@ -169,13 +175,6 @@ m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const Vgpu
   return to;
 }
 
-// A lower bound of the activation working set a step rewrites: every layer's output and its
-// gradient for the batch (what a migrating rank's framebuffer holds besides its state).
-size_t activation_bytes(const m::Graph& g, int batch) {
-  size_t floats = 0;
-  for (const m::Node& n : g.nodes) floats += size_t(n.out.numel());
-  return 2 * floats * size_t(batch) * sizeof(float);
-}
 
 // --migrate-*: the migration this rank takes part in, or none.
 std::unique_ptr<migrate::Migration> plan_migration(const TrainArgs& a, const RankJob& job, const m::Graph& graph,

@@ -89,9 +89,7 @@ void Migration::after_step(int64_t s, const models::Trainer& t) {
   if (role_ == Role::source && started_ && !done_) write_state(*fb_, layout_, t, s + 1, scratch_);
 }
 
-Migration::Next Migration::before_step(int64_t s, models::Trainer& t, models::BatchSource& data,
-                                       const LoopState& loop) {
-  (void)data;
+Migration::Next Migration::before_step(int64_t s, models::Trainer& t, const LoopState& loop) {
   if (done_ || s < plan_.at_step || role_ == Role::target) return Next::train;
   const std::string key = kStepKey + std::to_string(s);
   if (role_ == Role::other) {
@@ -196,27 +194,22 @@ void Migration::wait_outcome() {
 }
 
 LoopState Migration::arrive(models::Trainer& t, models::BatchSource& data, int64_t total_steps, size_t buckets) {
-  const int listen_fd = target_listen_fd();
+  struct Sockets {  // closed however the arrival ends
+    int listen, stream = -1;
+    ~Sockets() {
+      net::close_fd(stream);
+      net::close_fd(listen);
+    }
+  } fds{target_listen_fd()};
   fb_ = std::make_unique<Framebuffer>(plan_.framebuffer_bytes, 0);
   const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
-  int fd = -1;
-  LoopState loop;
-  try {
-    fd = accept_source(listen_fd, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
-    uint64_t received = 0;
-    loop = decode_loop_state(receive_stream(fd, *fb_, side_.timeout, &received), total_steps, buckets);
-    restore_state(*fb_, layout_, t, loop.steps_done);
-    data.restore(loop.cursor);
-    send_stored(fd, side_.timeout);
-  } catch (...) {
-    int close_fd = fd, close_listen = listen_fd;
-    net::close_fd(close_fd);
-    net::close_fd(close_listen);
-    throw;
-  }
-  net::close_fd(fd);
-  int lfd = listen_fd;
-  net::close_fd(lfd);
+  fds.stream = accept_source(fds.listen, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
+  uint64_t received = 0;
+  const LoopState loop =
+      decode_loop_state(receive_stream(fds.stream, *fb_, side_.timeout, &received), total_steps, buckets);
+  restore_state(*fb_, layout_, t, loop.steps_done);
+  data.restore(loop.cursor);
+  send_stored(fds.stream, side_.timeout);
   fb_.reset();
   ring_.form(1);
   done_ = true;

@@ -68,7 +68,7 @@ class Migration {
   // Before step `s` (0-based, warmup included): train on, or (the source, once moved) leave:
   // the rank lives on in its target. `loop`: what the rank has done so far.
   enum class Next { train, leave };
-  Next before_step(int64_t s, models::Trainer& t, models::BatchSource& data, const LoopState& loop);
+  Next before_step(int64_t s, models::Trainer& t, const LoopState& loop);
   // After a step: the source writes its framebuffer (from the migration's start).
   void after_step(int64_t s, const models::Trainer& t);
   // The target: receives the rank, restores it and joins the ring; returns where to go on.
