@@ -26,16 +26,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_train import build, write_json_atomic  # noqa: E402  the same model definitions as the training comparison
 
 
-def offline(model, x, warmup, min_duration, min_samples):
+def offline(infer, x, warmup, min_duration, min_samples):
     """One Offline run at x's batch: untimed batches, then batches until the window is long enough."""
     batch = x.shape[0]
     for _ in range(warmup):
-        out = model(x)
+        out = infer(x)
     batch_s, samples = [], 0
     t0 = time.perf_counter()
     while True:
         s0 = time.perf_counter()
-        out = model(x)
+        out = infer(x)
         t = time.perf_counter()
         batch_s.append(t - s0)
         samples += batch
@@ -59,6 +59,9 @@ def main():
     p.add_argument("--min-duration", type=float, default=5.0, help="seconds each run's timed window lasts at least")
     p.add_argument("--min-samples", type=int, default=1, help="samples each run's timed window holds at least")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format (default NCHW, like ringbench)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: each batch goes from host memory to the GPU and its logits come back, as "
+                        "`ringbench infer --device cuda` does (cudnn.benchmark on, TF32 off)")
     p.add_argument("--json", help="write the results and settings here")
     a = p.parse_args()
     try:
@@ -70,30 +73,44 @@ def main():
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(42)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("pytorch_infer.py: --device cuda, but torch.cuda.is_available() is False")
+        torch.backends.cudnn.benchmark = True  # as ringbench's --conv-algo measure
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
 
     t_setup = time.perf_counter()
     model, size = build(a.model, a.classes, aux_logits=False)
     size = a.image_size or size
     channels = 1 if a.model == "lenet" else 3
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt).eval()
+    model = model.to(device=a.device, memory_format=fmt).eval()
     x = torch.rand(max(batches), channels, size, size).mul_(2).sub_(1).contiguous(memory_format=fmt)
+    if a.device == "cuda":
+        def infer(batch):  # the samples arrive in host memory and the logits return there
+            return model(batch.to("cuda", non_blocking=False)).to("cpu")
+    else:
+        infer = model
     setup_s = time.perf_counter() - t_setup
     params = sum(q.numel() for q in model.parameters())
 
     meta = {"model": a.model, "params": params, "batches": batches, "warmup": a.warmup,
-            "input": f"{channels}x{size}x{size}", "device": "cpu", "torch": torch.__version__,
+            "input": f"{channels}x{size}x{size}", "device": a.device, "torch": torch.__version__,
             "torch_file": torch.__file__, "python": platform.python_version(), "threads": torch.get_num_threads(),
             "mkldnn": torch.backends.mkldnn.is_available(), "cpu_capability": torch.backends.cpu.get_cpu_capability()
             if hasattr(torch.backends, "cpu") else None,
+            "cuda": torch.version.cuda if a.device == "cuda" else None,
+            "cudnn": torch.backends.cudnn.version() if a.device == "cuda" else None,
+            "gpu": torch.cuda.get_device_name() if a.device == "cuda" else None,
             "memory_format": "channels_last" if a.channels_last else "NCHW", "mode": "eval, torch.inference_mode",
             "min_duration_s": a.min_duration, "min_samples": a.min_samples, "setup_s": setup_s}
     print(f"# pytorch {torch.__version__} eager inference: {a.model}, {params} parameters, input {meta['input']}, "
-          f"{meta['memory_format']}, fp32, {meta['threads']} threads, eval + inference_mode", flush=True)
+          f"{meta['memory_format']}, fp32, {meta['threads']} threads, eval + inference_mode, {a.device}", flush=True)
     runs = []
     with torch.inference_mode():
         for b in batches:
-            out, r = offline(model, x[:b].contiguous(memory_format=fmt), a.warmup, a.min_duration, a.min_samples)
+            out, r = offline(infer, x[:b].contiguous(memory_format=fmt), a.warmup, a.min_duration, a.min_samples)
             out = out[0] if isinstance(out, tuple) else out
             r["output"] = list(out.shape)
             runs.append(r)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarizes bench/infer_vs_pytorch.sh runs: Offline img/s of ringbench and PyTorch per model,
+"""Summarizes bench/infer_vs_pytorch.sh runs (and scripts/gpu_check.sh's, on the GPU): Offline img/s of ringbench and PyTorch per model,
 threads and batch, medians (min-max) over repeats, and the ringbench / PyTorch ratio taken per
 repeat (the two runs of a pair ran side by side), then its median (min-max). Checks that both
 sides ran networks with the same parameter count, input and output. Writes OUT/summary.json and
@@ -15,7 +15,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-GOAL = 1.5
+GOAL = {"cpu": 1.5, "cuda": 1.0}  # on the GPU, both sides run the same cuDNN: the goal is parity
 QUIET = 0.25  # a pair is quiet when other processes took at most this share of the CPUs in both runs
 
 
@@ -54,14 +54,15 @@ def main(out):
         if impl == "ringbench":
             meta.setdefault("ringbench", {k: doc["meta"][k] for k in ("backend", "device", "build", "backend_detail")})
             meta.setdefault("inputs", {})[model] = doc["meta"]["input"]
-            if doc["meta"]["threads"] != threads:
+            if threads and doc["meta"]["threads"] != threads:
                 problems.append(f"{path}: ran {doc['meta']['threads']} threads, not {threads}")
         else:
             meta.setdefault("pytorch", {k: doc["meta"][k] for k in ("torch", "torch_file", "python", "mkldnn",
-                                                                       "memory_format", "mode", "warmup")})
+                                                                       "memory_format", "mode", "warmup") + (
+                ("device", "cuda", "cudnn", "gpu") if doc["meta"].get("device") == "cuda" else ())})
             meta.setdefault("pytorch_params", {})[model] = doc["meta"]["params"]
             meta.setdefault("pytorch_inputs", {})[model] = doc["meta"]["input"]
-            if doc["meta"]["threads"] != threads:
+            if threads and doc["meta"]["threads"] != threads:
                 problems.append(f"{path}: ran {doc['meta']['threads']} threads, not {threads}")
         for r in doc["offline"]:
             cells[(model, threads, r["batch"])][rep][impl] = r["samples_per_s"]
@@ -77,6 +78,10 @@ def main(out):
         if meta["inputs"].get(model) != meta["pytorch_inputs"][model]:
             problems.append(f"{model}: input {meta['inputs'].get(model)} vs PyTorch's {meta['pytorch_inputs'][model]}")
 
+    device = meta.get("ringbench", {}).get("device", "cpu")
+    goal = GOAL.get(device, GOAL["cpu"])
+    if "pytorch" in meta and meta["pytorch"].get("device", "cpu") != device:
+        problems.append(f"ringbench ran on {device}, PyTorch on {meta['pytorch'].get('device', 'cpu')}")
     rows, lines = [], []
     for (model, threads, batch) in sorted(cells, key=lambda k: (k[0] != "mobilenet_v1", k[0], k[1], k[2])):
         reps = cells[(model, threads, batch)]
@@ -90,19 +95,20 @@ def main(out):
         r_med = statistics.median(ratio) if ratio else None
         rows.append({"model": model, "input": meta.get("inputs", {}).get(model), "threads": threads, "batch": batch,
                      "ringbench_img_s": rb, "pytorch_img_s": pt, "ratio": ratio, "ratio_median": r_med, "ratio_quiet_pairs": quiet,
-                     "meets_goal": r_med is not None and r_med >= GOAL})
+                     "meets_goal": r_med is not None and r_med >= goal})
         size = (meta.get("inputs", {}).get(model) or "?").split("x")[-1]
         verdict = "yes" if rows[-1]["meets_goal"] else "**no**"
         lines.append(f"| {model} | {size} | {threads} | {batch} | {med_range(rb)} | {med_range(pt)} | "
                      f"{med_range(ratio, '{:.2f}')} | {verdict} | {med_range(quiet, '{:.2f}')} [{len(quiet)}] |")
 
     reps_n = max((len(v) for v in cells.values()), default=0)
-    head = [f"# Offline inference on the CPU: ringbench infer (oneDNN) vs PyTorch eager, fp32",
+    where = "the GPU: ringbench infer (cuDNN)" if device == "cuda" else "the CPU: ringbench infer (oneDNN)"
+    head = [f"# Offline inference on {where} vs PyTorch eager, fp32",
             "",
             f"img/s = samples / the timed window of one Offline run at that batch (LoadGen's Offline metric). "
             f"{reps_n} repeats; per cell the median over repeats (min-max). The ratio is ringbench / PyTorch "
             f"per repeat (the two runs of a repeat were side by side), then its median (min-max). "
-            f"Goal: ringbench >= {GOAL}x PyTorch. The last column keeps the quiet pairs only: those where other "
+            f"Goal: ringbench >= {goal}x PyTorch. The last column keeps the quiet pairs only: those where other "
             f"processes took at most {100 * QUIET:.0f}% of the machine's CPUs during both runs [how many].",
             ""]
     if "ringbench" in meta:
@@ -111,8 +117,11 @@ def main(out):
                     f"`infer --scenarios offline --backend {m['backend']}` on {m['device']}")
     if "pytorch" in meta:
         m = meta["pytorch"]
+        lib = (f"{m['gpu']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}, cudnn.benchmark on, TF32 off, input from and "
+               f"logits to host memory per batch" if m.get("device") == "cuda"
+               else f"oneDNN (mkldnn) {'on' if m['mkldnn'] else 'off'}")
         head.append(f"- PyTorch {m['torch']} ({m['torch_file']}, Python {m['python']}), eager, {m['mode']}, "
-                    f"{m['memory_format']}, oneDNN (mkldnn) {'on' if m['mkldnn'] else 'off'}")
+                    f"{m['memory_format']}, {lib}")
     if "ringbench_params" in meta:
         head.append("- same networks: parameters " + ", ".join(
             f"{k} {v:,} (both)" if v == meta['pytorch_params'][k] else f"{k} ringbench {v} vs PyTorch "
@@ -123,12 +132,12 @@ def main(out):
             for (m, t), v in sorted(noise.items())))
     met = sum(r["meets_goal"] for r in rows)
     head += ["", "| model | image px | threads | batch | ringbench img/s | PyTorch img/s | ringbench / PyTorch "
-             f"| >= {GOAL}x | ratio, quiet pairs [n] |", "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+             f"| >= {goal}x | ratio, quiet pairs [n] |", "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     text = "\n".join(head + lines) + f"\n\nGoal met in {met} of {len(rows)} cells (by the median ratio).\n"
     if problems:
         text += "\n**Problems:**\n" + "".join(f"- {p}\n" for p in problems)
     with open(os.path.join(out, "summary.json.tmp"), "w") as f:
-        json.dump({"goal": GOAL, "quiet_share": QUIET, "meta": meta, "others_cpu_share": {f"{m}_t{t}_r{r}": v for (m, t, r), v in sorted(pair_noise.items())},
+        json.dump({"goal": goal, "quiet_share": QUIET, "meta": meta, "others_cpu_share": {f"{m}_t{t}_r{r}": v for (m, t, r), v in sorted(pair_noise.items())},
                    "rows": rows, "problems": problems}, f, indent=2)
     os.replace(os.path.join(out, "summary.json.tmp"), os.path.join(out, "summary.json"))
     print(text, end="")

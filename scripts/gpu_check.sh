@@ -7,7 +7,11 @@
 # env: BUILD (build-gpu), CUDA_ARCH (native), PYTHON (python3, with torch and torchvision),
 #      CUDNN_ROOT / NCCL_ROOT (wheel installs), ROUNDS (3), STEPS (30), QUICK=1 (tests only),
 #      SHARE=0 (skip ranks sharing the GPU), ALGOS=0 (skip --conv-algo heuristic vs measure),
-#      SANITIZE=0 (skip compute-sanitizer).
+#      SANITIZE=0 (skip compute-sanitizer), SANITIZE_FILTER (its gtest filter), SANITIZE_TOOLS
+#      ("memcheck racecheck"), TESTS=0 (skip the
+#      GPU tests), LAYERS=0 (skip --layer-times), COMPARE=0 (skip the training comparison with
+#      PyTorch), MIGRATE=0 (skip the live migration of a rank), INFER=0 (skip inference vs PyTorch),
+#      INFER_ROUNDS (2).
 # A GPU machine without this project's build dependencies (no apt, no network: the lent ones):
 # build here with scripts/gpu_pack.sh, carry build-gpu-pack/ there and run
 #   PACK=build-gpu-pack scripts/gpu_check.sh
@@ -63,13 +67,14 @@ if [ -n "${PACK:-}" ]; then
   lib_path=$pack/lib:$RINGBENCH_CUDA_LIBS
   sanitized=$pack/libexec/cuda_layers_test
   echo "== GPU tests (the packed GoogleTest binaries) =="
-  for t in cuda_layers_test cuda_train_test nccl_test; do
+  [ "${TESTS:-1}" = 1 ] || { echo "TESTS=0: skipped"; }
+  [ "${TESTS:-1}" = 1 ] && for t in cuda_layers_test cuda_train_test nccl_test; do
     "$bindir/$t" >"$out/gpu-test-$t.log" 2>&1 || fail "gpu test $t (see $out/gpu-test-$t.log)"
     echo "$t: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \].*tests?, listed' "$out/gpu-test-$t.log" | tr '\n' ' ')" \
       "skipped $(grep -E '^\[  SKIPPED \] [^ ]+$' "$out/gpu-test-$t.log" | sort -u | wc -l)"
     grep -E '^\[  FAILED  \] [A-Za-z]' "$out/gpu-test-$t.log" | sort -u | head -20
   done
-  cat "$out"/gpu-test-*.log >"$out/gpu-tests.log"
+  cat "$out"/gpu-test-*.log >"$out/gpu-tests.log" 2>/dev/null
 else
   args=(-DRINGBENCH_WITH_CUDA=ON -DRINGBENCH_WITH_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}")
   [ -n "${CUDNN_ROOT:-}" ] && args+=(-DCUDNN_ROOT="$CUDNN_ROOT")
@@ -96,7 +101,7 @@ fi
 
 [ "${QUICK:-0}" = 1 ] || {
 
-echo "== where a step goes (train --layer-times) =="
+[ "${LAYERS:-1}" = 1 ] && echo "== where a step goes (train --layer-times) ==" &&
 for model in mobilenet_v1 inception_v3; do
   timeout 180 "$bindir/ringbench" train --model "$model" --batch 32 --steps 20 --warmup 5 --device cuda \
     --log-every 0 --layer-times 5 --json "$out/layers-$model-b32.json" >"$out/layers-$model-b32.txt" 2>&1 ||
@@ -119,7 +124,9 @@ if [ "${ALGOS:-1}" = 1 ]; then
 fi
 
 echo "== ringbench vs PyTorch eager =="
-if "$python" -c "import torch, torchvision; assert torch.cuda.is_available()" 2>/dev/null; then
+if [ "${COMPARE:-1}" = 0 ]; then
+  echo "COMPARE=0: skipped"
+elif "$python" -c "import torch, torchvision; assert torch.cuda.is_available()" 2>/dev/null; then
   timeout "${COMPARE_TIMEOUT:-600}" "$python" "$root/bench/compare_pytorch.py" --device cuda --bin "$bindir/ringbench" --python "$python" \
     --rounds "${ROUNDS:-3}" --steps "${STEPS:-30}" --out "$out/pytorch" || fail "comparison with PyTorch"
 else
@@ -145,15 +152,18 @@ if [ "${SHARE:-1}" = 1 ]; then
     tail -6 "$out/vgpu-$policy.txt"
   done
 fi
+
+[ "${MIGRATE:-1}" = 1 ] && . "$root/scripts/gpu_check_migrate.sh"
+[ "${INFER:-1}" = 1 ] && . "$root/scripts/gpu_check_infer.sh"
 }
 
 if [ "${SANITIZE:-1}" = 0 ]; then
   echo "== compute-sanitizer: SANITIZE=0, skipped =="
 elif command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck and racecheck =="
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     LD_LIBRARY_PATH=$lib_path timeout "${SANITIZER_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 3 "$sanitized" \
-      --gtest_filter='*Conv*:*Pool*:*Lenet*' >"$out/sanitizer-$tool.log" 2>&1 ||
+      --gtest_filter="${SANITIZE_FILTER:-*Conv*:*Pool*:*Lenet*}" >"$out/sanitizer-$tool.log" 2>&1 ||
       fail "compute-sanitizer $tool (see $out/sanitizer-$tool.log)"
     tail -1 "$out/sanitizer-$tool.log"
   done
