@@ -138,7 +138,8 @@ Migration::Next Migration::stun(const LoopState& loop) {
   done_ = true;
   outcome_ = source_report(error);
   side_.store.set(kOutcomeKey, outcome_.dump());
-  fb_.reset();
+  // fb_ stays until this process ends (after its target's): freeing gigabytes now would compete
+  // with the new ring's forming for this host's cores, a cost a source on another host never adds.
   if (error.empty()) return Next::leave;
   std::fprintf(stderr, "[rank %d] ringbench train: the migration to %s failed (%s): resuming on this node\n",
                side_.rank, target_addr_.c_str(), error.c_str());
