@@ -81,11 +81,13 @@ TEST_F(EndToEnd, PreCopyMovesTheRankAndTheResultIsBitIdentical) {
       << rank0;
 }
 
+// The target runs on the CPUs asked for (node B's, in a sweep), and the results say where it ran.
 TEST_F(EndToEnd, StopAndCopyMovesTheRankAndTheResultIsBitIdentical) {
-  const TrainRun r = train("--migrate-at 4 --migrate-method stopcopy --framebuffer 32M");
+  const TrainRun r = train("--migrate-at 4 --migrate-method stopcopy --framebuffer 32M --migrate-cpus 0");
   expect_same_result(r);
   const json& m = r.doc["migration"];
   EXPECT_EQ(m["moved"], true) << r.output;
+  EXPECT_EQ(m["target_cpus"], json::array({0}));
   EXPECT_EQ(m["precopy_bytes"], 0);
   EXPECT_EQ(m["stun_bytes"].get<double>(), 32.0 * (1 << 20));
 }

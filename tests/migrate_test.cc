@@ -3,6 +3,7 @@
 // End to end (a job whose rank moves): migrate_cli_test.cc.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <future>
@@ -16,6 +17,7 @@
 #include "runner/migrate/framebuffer.h"
 #include "runner/migrate/migration.h"
 #include "runner/migrate/rank_state.h"
+#include "runner/migrate/target_process.h"
 #include "runner/migrate/wire.h"
 #include "tests/run_command.h"
 
@@ -228,6 +230,46 @@ TEST(MigratePlan, ChecksItsOptions) {
   b = a;
   b.method = "teleport";
   EXPECT_NE(error_of(b, 3).find("precopy or stopcopy"), std::string::npos);
+  b = a;
+  b.cpus = "0,0-0";
+  EXPECT_EQ(make_plan(b, 3, 1, 10, 0, 100).cpus, std::vector<int>{0});
+  b.cpus = "1x";
+  EXPECT_NE(error_of(b, 3).find("--migrate-cpus 1x: '1x' is not a CPU number"), std::string::npos);
+}
+
+// The target's CPUs: a taskset-style list, each CPU one this machine has; the list the target
+// reports through the store is checked before it reaches the results.
+TEST(TargetCpus, ParsedAndChecked) {
+  const int n = int(::sysconf(_SC_NPROCESSORS_CONF));
+  EXPECT_TRUE(parse_cpu_list("", "--x").empty());
+  EXPECT_EQ(parse_cpu_list("0", "--x"), std::vector<int>{0});
+  if (n >= 2) {
+    EXPECT_EQ(parse_cpu_list("1,0-1", "--x"), (std::vector<int>{0, 1}));
+  }
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_cpu_list(text, "--x");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of(std::to_string(n)).find("does not exist (this machine has CPUs 0-"), std::string::npos);
+  EXPECT_NE(error_of("-1").find("is not a CPU number"), std::string::npos);
+  EXPECT_NE(error_of("0,").find("'' is not a CPU number"), std::string::npos);
+  EXPECT_NE(error_of("1-0").find("the range 1-0 is empty"), std::string::npos);
+  EXPECT_NE(error_of("99999999999").find("is not a CPU number"), std::string::npos);
+  EXPECT_FALSE(affinity().empty());
+
+  EXPECT_EQ(checked_cpu_list(nlohmann::json::array({0}), "k"), std::vector<int>{0});
+  for (const char* bad : {"[0, 0]", "[-1]", "[1.5]", "[\"0\"]", "{}", "[4096]"}) {
+    try {
+      checked_cpu_list(nlohmann::json::parse(bad), "k");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("store key k"), std::string::npos) << bad;
+    }
+  }
 }
 
 }  // namespace

@@ -32,6 +32,8 @@ void add_migrate_options(CLI::App& cmd, migrate::MigrateArgs& a) {
                  "stun and copy the rest) or stopcopy (stun, then copy everything)")->capture_default_str();
   cmd.add_option("--migrate-netns", a.netns, "Network namespace of the node the rank moves to (an emulated "
                  "cluster's node, e.g. ringbench-n3); default: this host");
+  cmd.add_option("--migrate-cpus", a.cpus, "CPUs the target runs on, as taskset takes them (e.g. 2,3 or 2-3: an "
+                 "emulated cluster's node B's); default: the moving rank's own");
   cmd.add_option("--framebuffer", a.framebuffer, "The moving rank's vGPU framebuffer (emulated in host memory "
                  "without a GPU), e.g. 4G; default: --profile's, else the size of the rank's state");
   cmd.add_option("--migrate-fault", a.fault, "Tests: make the migration fail half way (target-unreachable, "

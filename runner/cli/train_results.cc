@@ -237,6 +237,9 @@ void print_migration(const json& mj) {
                 mj["framebuffer_bytes"].get<double>() / mib, mj["precopy_rounds"].get<int>(),
                 mj["precopy_bytes"].get<double>() / mib, mj["precopy_s"].get<double>(), mj["stun_s"].get<double>(),
                 mj["stun_bytes"].get<double>() / mib, mj["total_s"].get<double>(), mj["ring_stall_s"].get<double>());
+    std::string cpus;
+    for (const json& c : mj.value("target_cpus", json::array())) cpus += (cpus.empty() ? "" : ",") + c.dump();
+    if (!cpus.empty()) std::printf("# the moved rank now runs on CPUs %s\n", cpus.c_str());
     if (mj.value("forced_at_last_step", false))
       std::printf("# the stun was forced by the run's last step: the target was not ready, or pre-copy had not "
                   "converged (use more --steps)\n");

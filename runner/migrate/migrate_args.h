@@ -12,6 +12,7 @@ struct MigrateArgs {
   int rank = -1;              // -1: the last
   std::string method = "precopy";
   std::string netns;          // node B's network namespace ("": this host)
+  std::string cpus;           // node B's CPUs, e.g. "2,3" or "2-3" ("": the source's affinity)
   std::string framebuffer;    // bytes ("": the vGPU profile's, else the state's size)
   std::string fault;          // "", "target-unreachable", "target-killed", "source-killed" (tests)
 };

@@ -46,6 +46,7 @@ MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t t
   p.total_steps = total_steps;
   p.policy.precopy = a.method == "precopy";
   p.netns = a.netns;
+  p.cpus = parse_cpu_list(a.cpus, "--migrate-cpus");
   p.fault = a.fault;
   const uint64_t chunk = Framebuffer::kChunkBytes;
   p.framebuffer_bytes = !a.framebuffer.empty() ? parse_bytes(a.framebuffer)
@@ -72,7 +73,7 @@ void Migration::start(const models::Trainer& t) {
   started_ = true;
   start_ns_ = now_ns();
   write_state(*fb_, layout_, t, plan_.at_step, scratch_);
-  const TargetProcess target = spawn_target(plan_.netns, side_.local_addr, side_.argv);
+  const TargetProcess target = spawn_target(plan_.netns, plan_.cpus, side_.local_addr, side_.argv);
   target_pid_ = target.pid;
   target_addr_ = target.host + ":" + std::to_string(target.port);
   // target-unreachable: a port nothing listens on (the target's, plus one).
@@ -218,7 +219,7 @@ LoopState Migration::arrive(models::Trainer& t, models::BatchSource& data, int64
   done_ = true;
   const int64_t resumed = now_ns();
   wait_s_ = seconds_between(loop.stun_ns, resumed);
-  side_.store.set(kDowntimeKey, json{{"downtime_s", wait_s_}, {"resumed_ns", resumed}}.dump());
+  side_.store.set(kDowntimeKey, json{{"downtime_s", wait_s_}, {"resumed_ns", resumed}, {"cpus", affinity()}}.dump());
   return loop;
 }
 
@@ -254,6 +255,7 @@ json Migration::result(std::chrono::milliseconds timeout) const {
     if (!down.is_number() || !(down.get<double>() >= 0)) throw Error("store key " + kDowntimeKey + " holds " + down.dump());
     j["stun_s"] = down;
     j["resumed_ns"] = d.value("resumed_ns", int64_t(0));
+    j["target_cpus"] = checked_cpu_list(d.value("cpus", json::array()), kDowntimeKey);
     j["total_s"] = seconds_between(j.value("start_ns", int64_t(0)), j["resumed_ns"].get<int64_t>());
   }
   return j;

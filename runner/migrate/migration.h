@@ -33,6 +33,7 @@ struct MigratePlan {
   int rank = 0;
   CopyPolicy policy;
   std::string netns, fault;
+  std::vector<int> cpus;  // the target's CPUs (empty: the source's)
   uint64_t framebuffer_bytes = 0;
   bool enabled() const { return at_step > 0; }
   std::string method() const { return policy.precopy ? "precopy" : "stopcopy"; }

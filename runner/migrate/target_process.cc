@@ -10,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "base/errors.h"
@@ -56,9 +58,66 @@ int listen_in(int ns_fd, const std::string& local_addr, std::string* host, int* 
   return fd;
 }
 
+int machine_cpus() {
+  const long n = ::sysconf(_SC_NPROCESSORS_CONF);
+  return int(std::clamp(n, 1L, long(CPU_SETSIZE)));
+}
+
+int parse_cpu(const std::string& s, const std::string& option, const std::string& text) {
+  const int n = machine_cpus();
+  size_t used = 0;
+  int cpu = -1;
+  try {
+    cpu = std::stoi(s, &used);
+  } catch (const std::exception&) {
+  }
+  if (s.empty() || used != s.size() || cpu < 0)
+    throw Error(option + " " + text + ": '" + s + "' is not a CPU number (use e.g. 2,3 or 2-3)");
+  if (cpu >= n) throw Error(option + " " + text + ": CPU " + s + " does not exist (this machine has CPUs 0-" +
+                            std::to_string(n - 1) + ")");
+  return cpu;
+}
+
 }  // namespace
 
-TargetProcess spawn_target(const std::string& netns, const std::string& local_addr,
+std::vector<int> parse_cpu_list(const std::string& text, const std::string& option) {
+  std::set<int> cpus;
+  size_t begin = 0;
+  while (!text.empty() && begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, comma - begin);
+    const size_t dash = item.find('-');
+    const int first = parse_cpu(item.substr(0, dash), option, text);
+    const int last = dash == std::string::npos ? first : parse_cpu(item.substr(dash + 1), option, text);
+    if (last < first) throw Error(option + " " + text + ": the range " + item + " is empty");
+    for (int c = first; c <= last; ++c) cpus.insert(c);
+    begin = comma + 1;
+  }
+  return {cpus.begin(), cpus.end()};
+}
+
+std::vector<int> affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+std::vector<int> checked_cpu_list(const nlohmann::json& v, const std::string& key) {
+  std::set<int> seen;
+  if (!v.is_array() || v.size() > size_t(CPU_SETSIZE)) throw Error("store key " + key + ": cpus is not a CPU list");
+  for (const auto& c : v) {
+    if (!c.is_number_integer() || c.get<int64_t>() < 0 || c.get<int64_t>() >= machine_cpus() ||
+        !seen.insert(c.get<int>()).second)
+      throw Error("store key " + key + ": cpus holds " + c.dump() + ", not a distinct CPU of this machine");
+  }
+  return {seen.begin(), seen.end()};
+}
+
+TargetProcess spawn_target(const std::string& netns, const std::vector<int>& cpus, const std::string& local_addr,
                            const std::vector<std::string>& argv) {
   int ns_fd = -1;
   if (!netns.empty()) {
@@ -85,12 +144,16 @@ TargetProcess spawn_target(const std::string& netns, const std::string& local_ad
   std::vector<std::string> argv_copy = argv;
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
+  cpu_set_t cpu_set;
+  CPU_ZERO(&cpu_set);
+  for (int c : cpus) CPU_SET(c, &cpu_set);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the source's process holds the rank's place
     if (::getppid() != parent) _exit(127);
     if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) _exit(126);
+    if (!cpus.empty() && ::sched_setaffinity(0, sizeof cpu_set, &cpu_set) != 0) _exit(125);
     ::fcntl(listen_fd, F_SETFD, 0);  // inherited across exec
     ::execve("/proc/self/exe", args.data(), envp.data());
     _exit(127);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace ringbench::migrate {
 
 // The variable that tells a process it is a migration target, and the fd it listens on.
@@ -21,10 +23,18 @@ struct TargetProcess {
 };
 
 // Starts the target with `argv` (argv[0] ignored: this executable) in network namespace
-// `netns` (a name under /run/netns; "" = this process's), listening on that namespace's first
-// non-loopback IPv4 address (on this host: `local_addr`). It dies with this process.
-TargetProcess spawn_target(const std::string& netns, const std::string& local_addr,
+// `netns` (a name under /run/netns; "" = this process's), on `cpus` (empty: this process's),
+// listening on that namespace's first non-loopback IPv4 address (on this host: `local_addr`).
+// It dies with this process.
+TargetProcess spawn_target(const std::string& netns, const std::vector<int>& cpus, const std::string& local_addr,
                            const std::vector<std::string>& argv);
+// A CPU list as taskset takes it ("0,2-3"; "" gives none), each CPU one this machine has;
+// errors name `option`.
+std::vector<int> parse_cpu_list(const std::string& text, const std::string& option);
+// The CPUs this process may run on.
+std::vector<int> affinity();
+// A CPU list read from the store (`key`): an array of distinct CPU numbers this machine has.
+std::vector<int> checked_cpu_list(const nlohmann::json& v, const std::string& key);
 // The listening socket a target was handed (-1 when this process is not a target).
 int target_listen_fd();
 // Waits for the target to end; its exit code (128 + signal when killed).

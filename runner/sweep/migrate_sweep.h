@@ -49,7 +49,7 @@ nlohmann::json to_json(const MigrateSweep& s);
 void for_each_migrate_point(const MigrateSweep& s, int repeat, const std::function<void(const SweepPoint&)>& visit);
 
 // The `ringbench train` arguments of a migrate point (without --json, --threads, --iface and
-// --migrate-netns, which the executor adds where the cluster has namespaces).
+// --migrate-netns and --migrate-cpus (node B's), which the executor adds where the cluster has namespaces).
 std::vector<std::string> migrate_args(const MigrateSweep& s, const SweepPoint& p, uint64_t seed);
 
 }  // namespace ringbench

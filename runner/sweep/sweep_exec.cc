@@ -188,8 +188,11 @@ class LocalExecutor : public Executor {
     if (kind == PointKind::train || kind == PointKind::migrate) a = {"--threads", std::to_string(cpus_per_node_)};
     if (cluster_) a.insert(a.end(), {"--iface", cluster_->node_iface()});
     // The moving rank starts its target in the namespace of the node it moves to.
-    if (cluster_ && kind == PointKind::migrate)
-      a.insert(a.end(), {"--migrate-netns", cluster_->node_ns(migrate_node_)});
+    if (cluster_ && kind == PointKind::migrate) {
+      std::string cpus;
+      for (int c : node_cpus(migrate_node_)) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+      a.insert(a.end(), {"--migrate-netns", cluster_->node_ns(migrate_node_), "--migrate-cpus", cpus});
+    }
     return a;
   }
 
