@@ -153,7 +153,11 @@ TargetProcess spawn_target(const std::string& netns, const std::vector<int>& cpu
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the source's process holds the rank's place
     if (::getppid() != parent) _exit(127);
     if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) _exit(126);
-    if (!cpus.empty() && ::sched_setaffinity(0, sizeof cpu_set, &cpu_set) != 0) _exit(125);
+    if (!cpus.empty() && ::sched_setaffinity(0, sizeof cpu_set, &cpu_set) != 0) {
+      static const char msg[] = "ringbench: the migration target cannot run on --migrate-cpus (sched_setaffinity failed)\n";
+      [[maybe_unused]] const ssize_t n = ::write(2, msg, sizeof msg - 1);  // async-signal-safe, unlike printf
+      _exit(125);
+    }
     ::fcntl(listen_fd, F_SETFD, 0);  // inherited across exec
     ::execve("/proc/self/exe", args.data(), envp.data());
     _exit(127);

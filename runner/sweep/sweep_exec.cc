@@ -24,6 +24,7 @@
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/mpi_util.h"
+#include "runner/migrate/target_process.h"
 #include "runner/sweep/point_args.h"
 #include "base/subprocess.h"
 #include "runner/sweep/sweep_messages.h"
@@ -65,10 +66,11 @@ void append_rank_command(std::vector<std::string>& argv, const std::vector<std::
   argv.insert(argv.end(), args.begin(), args.end());
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return int(std::max(1u, std::thread::hardware_concurrency()));
+// The CPUs this process may use, by their numbers (a container's may be 8-15, not 0-7).
+std::vector<int> usable_cpus() {
+  std::vector<int> cpus = migrate::affinity();
+  for (int c = 0; cpus.empty() && c < int(std::max(1u, std::thread::hardware_concurrency())); ++c) cpus.push_back(c);
+  return cpus;
 }
 
 // A point's rank learns its world, and the point's secret, from its environment: never from a
@@ -90,7 +92,7 @@ class LocalExecutor : public Executor {
   }
 
   LocalExecutor(const SweepConfig& c, EmulatedCluster* cluster, std::string note)
-      : cluster_(cluster), note_(std::move(note)), cores_(usable_cores()),
+      : cluster_(cluster), note_(std::move(note)), cpu_ids_(usable_cpus()), cores_(int(cpu_ids_.size())),
         migrate_node_(c.has_migrate ? c.migrate.target_node() : -1) {
     const int max_nodes = cluster_nodes(c);
     cpus_per_node_ = c.cluster.cpus_per_node > 0 ? c.cluster.cpus_per_node : std::max(1, cores_ / max_nodes);
@@ -230,7 +232,7 @@ class LocalExecutor : public Executor {
 
   std::vector<int> node_cpus(int node) const {
     std::vector<int> cpus;
-    for (int i = 0; i < cpus_per_node_; ++i) cpus.push_back((node * cpus_per_node_ + i) % cores_);
+    for (int i = 0; i < cpus_per_node_; ++i) cpus.push_back(cpu_ids_[size_t((node * cpus_per_node_ + i) % cores_)]);
     return cpus;
   }
 
@@ -264,6 +266,7 @@ class LocalExecutor : public Executor {
 
   EmulatedCluster* cluster_;
   std::string note_;
+  std::vector<int> cpu_ids_;
   int cores_, migrate_node_, cpus_per_node_ = 1;
   bool shared_cores_ = false;
   std::string agent_dir_;
