@@ -8,10 +8,9 @@
 #      CUDNN_ROOT / NCCL_ROOT (wheel installs), ROUNDS (3), STEPS (30), QUICK=1 (tests only),
 #      SHARE=0 (skip ranks sharing the GPU), ALGOS=0 (skip --conv-algo heuristic vs measure),
 #      SANITIZE=0 (skip compute-sanitizer), SANITIZE_FILTER (its gtest filter), SANITIZE_TOOLS
-#      ("memcheck racecheck"), TESTS=0 (skip the
-#      GPU tests), LAYERS=0 (skip --layer-times), COMPARE=0 (skip the training comparison with
-#      PyTorch), MIGRATE=0 (skip the live migration of a rank), INFER=0 (skip inference vs PyTorch),
-#      INFER_ROUNDS (2).
+#      ("memcheck racecheck"), TESTS=0 (skip the GPU tests), LAYERS=0 (skip --layer-times),
+#      COMPARE=0 (skip the training comparison with PyTorch), MIGRATE=0 (skip the live migration
+#      of a rank), INFER=0 (skip inference vs PyTorch), INFER_ROUNDS (2).
 # A GPU machine without this project's build dependencies (no apt, no network: the lent ones):
 # build here with scripts/gpu_pack.sh, carry build-gpu-pack/ there and run
 #   PACK=build-gpu-pack scripts/gpu_check.sh
@@ -67,14 +66,14 @@ if [ -n "${PACK:-}" ]; then
   lib_path=$pack/lib:$RINGBENCH_CUDA_LIBS
   sanitized=$pack/libexec/cuda_layers_test
   echo "== GPU tests (the packed GoogleTest binaries) =="
-  [ "${TESTS:-1}" = 1 ] || { echo "TESTS=0: skipped"; }
+  [ "${TESTS:-1}" = 1 ] || echo "TESTS=0: skipped"
   [ "${TESTS:-1}" = 1 ] && for t in cuda_layers_test cuda_train_test nccl_test; do
     "$bindir/$t" >"$out/gpu-test-$t.log" 2>&1 || fail "gpu test $t (see $out/gpu-test-$t.log)"
     echo "$t: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \].*tests?, listed' "$out/gpu-test-$t.log" | tr '\n' ' ')" \
       "skipped $(grep -E '^\[  SKIPPED \] [^ ]+$' "$out/gpu-test-$t.log" | sort -u | wc -l)"
     grep -E '^\[  FAILED  \] [A-Za-z]' "$out/gpu-test-$t.log" | sort -u | head -20
   done
-  cat "$out"/gpu-test-*.log >"$out/gpu-tests.log" 2>/dev/null
+  [ "${TESTS:-1}" = 1 ] && cat "$out"/gpu-test-*.log >"$out/gpu-tests.log"
 else
   args=(-DRINGBENCH_WITH_CUDA=ON -DRINGBENCH_WITH_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}")
   [ -n "${CUDNN_ROOT:-}" ] && args+=(-DCUDNN_ROOT="$CUDNN_ROOT")
@@ -89,10 +88,14 @@ else
   lib_path=${LD_LIBRARY_PATH:-}
   sanitized=$build/tests/cuda_layers_test
   echo "== GPU tests (ctest -L '^gpu\$') =="
-  (cd "$build" && ctest -L '^gpu$' --output-on-failure --timeout 600) >"$out/gpu-tests.log" 2>&1 || fail "gpu tests"
-  grep -E "tests passed|tests failed" "$out/gpu-tests.log"
+  if [ "${TESTS:-1}" = 1 ]; then
+    (cd "$build" && ctest -L '^gpu$' --output-on-failure --timeout 600) >"$out/gpu-tests.log" 2>&1 || fail "gpu tests"
+    grep -E "tests passed|tests failed" "$out/gpu-tests.log"
+  else
+    echo "TESTS=0: skipped"
+  fi
 fi
-if grep -q "SKIPPED\|(Skipped)" "$out/gpu-tests.log"; then
+if [ "${TESTS:-1}" = 1 ] && grep -q "SKIPPED\|(Skipped)" "$out/gpu-tests.log"; then
   echo "skipped here (with a GPU present only NCCL's multi-rank tests may, needing one GPU per rank):"
   grep -E '^\[  SKIPPED \] [A-Za-z_0-9]+\.[A-Za-z_0-9/]+$|\(Skipped\)' "$out/gpu-tests.log" | sort -u | head -20
   echo "reasons:"

@@ -175,7 +175,6 @@ m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const Vgpu
   return to;
 }
 
-
 // --migrate-*: the migration this rank takes part in, or none.
 std::unique_ptr<migrate::Migration> plan_migration(const TrainArgs& a, const RankJob& job, const m::Graph& graph,
                                                    const VgpuSetup& vgpu, int64_t total_steps, bool is_target,
