@@ -16,6 +16,7 @@ packages=(
   libssl-dev                          # libcrypto: HMAC-SHA256 authentication of every connection
   libibverbs-dev ibverbs-providers    # the RDMA verbs transport (runs only where a device is)
   clang libclang-rt-dev               # libFuzzer and its sanitizers (scripts/fuzz.sh)
+  ccache                              # scripts/test.sh: the cuda tree reuses the release tree's objects
 )
 
 missing=()

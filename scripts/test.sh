@@ -14,7 +14,8 @@
 # Usage: scripts/test.sh [--only PASS[,PASS...]]
 # env: RINGBENCH_SKIP_SANITIZERS=1 (no asan, tsan), RINGBENCH_CUDA=OFF (no cuda),
 #      CTEST_JOBS (1: tests one at a time; some compare timings on a 2-core machine),
-#      RINGBENCH_BUILD_BEHIND=0 (build every pass before testing any, instead of behind the tests).
+#      RINGBENCH_BUILD_BEHIND=0 (build every pass before testing any, instead of behind the tests),
+#      RINGBENCH_CCACHE=0 (no ccache between the release and cuda trees).
 # The release tree is built first. The other passes' trees are then built in the background at
 # a low priority (nice 10) while the tests run: tests leave a core idle much of the time (ranks
 # waiting on each other, timeouts), and that time goes to the next pass's build. Every test is
@@ -155,8 +156,19 @@ no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON"
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined $no_bench")
 [ "$sanitizers" = on ] && wanted tsan && later+=("tsan $root/build-tsan select_tsan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=thread $no_bench")
+# The cuda tree compiles the whole product again, most of it exactly as the release tree does.
+# With ccache (a cache private to this run, in $state) both trees go through it and the cuda
+# tree's C++ objects come from the release tree's: 174 s -> 61 s for the cuda tree on this
+# 2-core machine. Its C++ lines must then match the release tree's, so it goes without PCH.
+cache_args=()
+cuda_pch="-DRINGBENCH_PCH=ON"
+if [ "${RINGBENCH_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null && wanted release && wanted cuda; then
+  export CCACHE_DIR=$state/ccache CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=4G
+  cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cuda_pch="-DRINGBENCH_PCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+fi
 if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
-  cuda_args="-DRINGBENCH_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc $no_bench"
+  cuda_args="-DRINGBENCH_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc -DRINGBENCH_BUILD_BENCH=OFF $cuda_pch"
   [ -f "$(dirname "$(dirname "$nvcc")")/include/nccl.h" ] && cuda_args+=" -DRINGBENCH_WITH_NCCL=ON"
   echo "CUDA build: $cuda_args"
   later+=("cuda $root/build-cuda select_cuda $cuda_args")
@@ -166,7 +178,7 @@ fi
 wanted fuzz && later+=("fuzz $root/build-fuzz -")
 
 release_built=0
-wanted release && configure_pass release "$root/build" select_all &&
+wanted release && configure_pass release "$root/build" select_all "${cache_args[@]}" &&
   phase "release build" build_targets release "$root/build" && release_built=1
 if [ ${#later[@]} -gt 0 ] && [ "${RINGBENCH_BUILD_BEHIND:-1}" = 0 ]; then
   build_lane
