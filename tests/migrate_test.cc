@@ -3,6 +3,7 @@
 // End to end (a job whose rank moves): migrate_cli_test.cc.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -270,6 +271,43 @@ TEST(TargetCpus, ParsedAndChecked) {
       EXPECT_NE(std::string(e.what()).find("store key k"), std::string::npos) << bad;
     }
   }
+}
+
+// A CPU outside the cgroup's cpuset is refused when the plan is made, naming the CPU, rather than
+// by a target that dies inside the stun. A thread of this test moves into a cpuset of CPU 0 only
+// (cgroup v1 moves single threads), and the check, from there, sees what a target would.
+TEST(TargetCpus, OutsideTheCpusetIsRefusedAtStartup) {
+  EXPECT_NO_THROW(check_cpus_allowed(affinity(), "--x"));
+  const std::string root = "/sys/fs/cgroup/cpuset";
+  if (::geteuid() != 0 || ::access((root + "/tasks").c_str(), W_OK) != 0 || ::sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    GTEST_SKIP() << "needs root, a cgroup v1 cpuset hierarchy at " << root << " and 2 CPUs";
+  const std::string dir = root + "/ringbench-test-" + std::to_string(::getpid());
+  auto put = [](const std::string& path, const std::string& value) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    const bool ok = f && std::fputs(value.c_str(), f) >= 0;
+    return (f && std::fclose(f) == 0) && ok;
+  };
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);
+  std::string none, partial;
+  bool moved = false;
+  std::thread([&] {
+    const std::string tid = std::to_string(::gettid());
+    moved = put(dir + "/cpuset.cpus", "0") && put(dir + "/cpuset.mems", "0") && put(dir + "/tasks", tid);
+    for (auto [cpus, out] : {std::pair{std::vector<int>{1}, &none}, std::pair{std::vector<int>{0, 1}, &partial}}) {
+      try {
+        check_cpus_allowed(cpus, "--migrate-cpus X");
+      } catch (const Error& e) {
+        *out = e.what();
+      }
+    }
+    put(root + "/tasks", tid);
+  }).join();
+  ::rmdir(dir.c_str());
+  ASSERT_TRUE(moved) << "could not make a cpuset of CPU 0 at " << dir;
+  EXPECT_NE(none.find("--migrate-cpus X: this process may not run on CPU 1 (outside its cgroup's cpuset"),
+            std::string::npos) << none;
+  EXPECT_NE(partial.find("may not run on CPU 1 (outside its cgroup's cpuset; of the list it may use 0)"),
+            std::string::npos) << partial;
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t t
   p.policy.precopy = a.method == "precopy";
   p.netns = a.netns;
   p.cpus = parse_cpu_list(a.cpus, "--migrate-cpus");
+  check_cpus_allowed(p.cpus, "--migrate-cpus " + a.cpus);
   p.fault = a.fault;
   const uint64_t chunk = Framebuffer::kChunkBytes;
   p.framebuffer_bytes = !a.framebuffer.empty() ? parse_bytes(a.framebuffer)

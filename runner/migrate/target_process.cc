@@ -96,6 +96,30 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& opti
   return {cpus.begin(), cpus.end()};
 }
 
+// The kernel checks an affinity against the cgroup's cpuset only when it is set. A thread of
+// our own sets it on itself (the target, a child, shares this process's cgroup), so that a list
+// it could not take is an error at startup, not a target that dies inside the stun.
+void check_cpus_allowed(const std::vector<int>& cpus, const std::string& option) {
+  if (cpus.empty()) return;
+  cpu_set_t want, got;
+  CPU_ZERO(&want);
+  CPU_ZERO(&got);
+  for (int c : cpus) CPU_SET(c, &want);
+  int err = 0;
+  std::thread([&] {
+    if (::sched_setaffinity(0, sizeof want, &want) != 0 || ::sched_getaffinity(0, sizeof got, &got) != 0) err = errno;
+  }).join();
+  std::string refused, kept;
+  for (int c : cpus) {
+    std::string& list = !err && CPU_ISSET(c, &got) ? kept : refused;
+    list += (list.empty() ? "" : ",") + std::to_string(c);
+  }
+  if (refused.empty()) return;
+  throw Error(option + ": this process may not run on CPU " + refused + " (outside its cgroup's cpuset" +
+              (err ? std::string("; sched_setaffinity: ") + std::strerror(err) : "; of the list it may use " + kept) +
+              ")");
+}
+
 std::vector<int> affinity() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -31,6 +31,9 @@ TargetProcess spawn_target(const std::string& netns, const std::vector<int>& cpu
 // A CPU list as taskset takes it ("0,2-3"; "" gives none), each CPU one this machine has;
 // errors name `option`.
 std::vector<int> parse_cpu_list(const std::string& text, const std::string& option);
+// Throws, naming `option`, when the kernel would not run a process of this cgroup on every CPU
+// of `cpus` (CPUs outside its cpuset).
+void check_cpus_allowed(const std::vector<int>& cpus, const std::string& option);
 // The CPUs this process may run on.
 std::vector<int> affinity();
 // A CPU list read from the store (`key`): an array of distinct CPU numbers this machine has.
