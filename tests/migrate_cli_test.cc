@@ -129,6 +129,25 @@ TEST_F(EndToEnd, AKilledTargetResumesTheRankOnItsNode) {
   EXPECT_TRUE(testing::has_all(r.output, {"resuming on this node"}));
 }
 
+// A standby started with the job (as on a real cluster, where node B runs its own process) takes
+// the rank: the launcher of --ranks 3 starts it beside the ranks.
+TEST_F(EndToEnd, AStandbyStartedWithTheJobTakesTheRankBitIdentically) {
+  const TrainRun r = train("--migrate-at 4 --migrate-to standby --framebuffer 32M");
+  expect_same_result(r);
+  const json& m = r.doc["migration"];
+  EXPECT_EQ(m["moved"], true) << r.output;
+  EXPECT_TRUE(m["to"].get<std::string>().rfind("127.0.0.1:", 0) == 0) << m["to"];
+  EXPECT_GT(m["stun_s"].get<double>(), 0);
+}
+
+TEST_F(EndToEnd, AStandbyThatIsNotNeededLeavesAndTheRankResumes) {
+  const TrainRun r = train("--migrate-at 4 --migrate-to standby --migrate-fault target-unreachable", "2");
+  expect_same_result(r);
+  EXPECT_EQ(r.doc["migration"]["moved"], false);
+  EXPECT_TRUE(testing::has_all(r.output, {"resuming on this node", "[rank 2 on its new node] # standby: not needed, "
+                                          "rank 2 stayed on its node"}));
+}
+
 TEST_F(EndToEnd, ASourceThatDiesWhileStunnedFailsEveryRankNamingIt) {
   const TrainRun r = train("--migrate-at 4 --migrate-fault source-killed", "2");
   EXPECT_NE(r.exit_code, 0);

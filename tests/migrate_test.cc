@@ -236,6 +236,25 @@ TEST(MigratePlan, ChecksItsOptions) {
   EXPECT_EQ(make_plan(b, 3, 1, 10, 0, 100).cpus, std::vector<int>{0});
   b.cpus = "1x";
   EXPECT_NE(error_of(b, 3).find("--migrate-cpus 1x: '1x' is not a CPU number"), std::string::npos);
+  // A standby target (--migrate-to standby) runs where it was started, and is nobody's child.
+  b = a;
+  b.to = "standby";
+  EXPECT_TRUE(make_plan(b, 3, 1, 10, 0, 100).standby);
+  EXPECT_FALSE(make_plan(a, 3, 1, 10, 0, 100).standby);
+  b.netns = "ringbench-n3";
+  EXPECT_NE(error_of(b, 3).find("a standby (--migrate-to standby) runs where it was started"), std::string::npos);
+  b.netns = "";
+  b.fault = "target-killed";
+  EXPECT_NE(error_of(b, 3).find("a standby is not its child"), std::string::npos);
+  b = a;
+  b.to = "elsewhere";
+  EXPECT_NE(error_of(b, 3).find("--migrate-to elsewhere is not known: use local or standby"), std::string::npos);
+  b = a;
+  b.standby = true;
+  EXPECT_NE(error_of(b, 3).find("--migrate-standby is the target of --migrate-to standby"), std::string::npos);
+  b.to = "standby";
+  b.at_step = 0;
+  EXPECT_NE(error_of(b, 3).find("need --migrate-at"), std::string::npos);
 }
 
 // The target's CPUs: a taskset-style list, each CPU one this machine has; the list the target

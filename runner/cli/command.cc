@@ -11,7 +11,7 @@ using json = nlohmann::json;
 
 RankJob start_rank_job(const CommandSpec& spec, const std::vector<std::string>& argv) {
   RankJob job;
-  job.launched = launch_ranks_here(spec.ranks, spec.gpu_per_rank, argv, spec.timeout);
+  job.launched = launch_ranks_here(spec.ranks, spec.gpu_per_rank, argv, spec.timeout, spec.standby_rank);
   if (job.launched) return job;
   job.name = spec.name;
   job.world = make_command_world({spec.ranks, spec.addr, spec.iface, spec.secret_file, spec.timeout}, spec.need_mpi);

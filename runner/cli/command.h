@@ -27,6 +27,7 @@ struct CommandSpec {
   std::string json;                    // --json: rank 0 writes it ("": nowhere)
   std::string gpu_per_rank;            // launch_ranks_here's: "--impl nccl", or "" when not
   bool need_mpi = false;               // the backend needs mpirun
+  int standby_rank = -1;               // launch_ranks_here also starts a standby for this rank
 };
 
 // One rank of a command, in its world.

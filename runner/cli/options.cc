@@ -30,6 +30,13 @@ void add_migrate_options(CLI::App& cmd, migrate::MigrateArgs& a) {
   cmd.add_option("--migrate-rank", a.rank, "The rank that moves (-1: the last)")->capture_default_str();
   cmd.add_option("--migrate-method", a.method, "precopy (copy while the rank trains on, round after round, then "
                  "stun and copy the rest) or stopcopy (stun, then copy everything)")->capture_default_str();
+  cmd.add_option("--migrate-to", a.to, "Where the target comes from: local (a process the moving rank starts, here or "
+                 "in --migrate-netns) or standby (a process started with the job on node B, with --migrate-standby: "
+                 "under --ranks N the launcher starts it; in a sweep under mpirun, the sweep rank of the migrate "
+                 "section's to_node)")->capture_default_str();
+  cmd.add_flag("--migrate-standby", a.standby, "This process is the standby target of --migrate-to standby: it "
+               "listens on its address, waits for the moving rank, and trains on in its place (or leaves if the "
+               "rank stays)");
   cmd.add_option("--migrate-netns", a.netns, "Network namespace of the node the rank moves to (an emulated "
                  "cluster's node, e.g. ringbench-n3); default: this host");
   cmd.add_option("--migrate-cpus", a.cpus, "CPUs the target runs on, as taskset takes them (e.g. 2,3 or 2-3: an "

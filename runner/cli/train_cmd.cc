@@ -386,7 +386,7 @@ struct TrainPlan {
   const Backend& comm_backend;
   const Placement& where;
   Millis timeout;
-  bool is_target;  // a migrated rank's new process
+  bool is_target;  // a migrated rank's new process (started by it, or a standby)
 };
 
 // After the steps: every rank's records and hashes to rank 0, which reports and writes them.
@@ -451,7 +451,14 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
   if (job.rank == 0) print_header(job, setup, *data.source);
 
   migrate::LoopState from;
-  if (p.is_target) from = mig->arrive(trainer, *data.source, data.total_steps, trainer.plan().buckets.size());
+  if (p.is_target) {
+    auto arrived = mig->arrive(trainer, *data.source, data.total_steps, trainer.plan().buckets.size());
+    if (!arrived) {
+      std::fprintf(stderr, "%s# standby: not needed, rank %d stayed on its node\n", job.tag.c_str(), job.rank);
+      return 0;
+    }
+    from = std::move(*arrived);
+  }
   const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr, mig.get(),
                                std::move(from));
   if (st.left) return mig->wait_for_target();
@@ -473,12 +480,17 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   // Ranks sharing this machine's cores: OpenMP workers must sleep, not spin, at barriers, or a
   // descheduled worker stalls its team (and spinning starves the communication threads).
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) setenv("OMP_WAIT_POLICY", "passive", 0);
+  // --migrate-to standby under --ranks N: the launcher starts the moving rank's standby too.
+  const int standby = a.migrate.to == "standby" && a.migrate.at_step > 0 && !a.migrate.standby
+                          ? (a.migrate.rank < 0 ? a.ranks - 1 : a.migrate.rank)
+                          : -1;
   RankJob job = start_rank_job({"train", a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
                                 comm_backend.gpu_buffers ? "--transport " + comm_backend.name : "",
-                                comm_backend.needs_mpirun},
+                                comm_backend.needs_mpirun, standby},
                                argv);
   if (job.launched) return *job.launched;
-  const TrainPlan plan{a, argv, graph, comm_backend, where, timeout, migrate::target_listen_fd() >= 0};
+  const TrainPlan plan{a, argv, graph, comm_backend, where, timeout,
+                       migrate::target_listen_fd() >= 0 || a.migrate.standby};
   if (plan.is_target) job.tag = "[rank " + std::to_string(job.rank) + " on its new node] ";
   json doc;
   VgpuSetup vgpu;

@@ -175,6 +175,7 @@ namespace {
 // What every local rank is started with: its command line and the job's rendezvous.
 struct LocalJob {
   std::vector<char*> argv;  // null-terminated, into the caller's args
+  std::vector<char*> standby_argv;  // argv with --migrate-standby (a standby's)
   std::string store, job, secret_var;
   int listen_fd = -1;
 };
@@ -185,7 +186,7 @@ void kill_ranks(const std::vector<pid_t>& pids) {
 }
 
 // Forks and execs rank r of the job (never returns in the child).
-pid_t fork_rank(const LocalJob& j, int r, int ranks, pid_t launcher) {
+pid_t fork_rank(const LocalJob& j, int r, int ranks, pid_t launcher, bool standby = false) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
   // The ranks die with their launcher, however it ends (SIGKILL included); they stay in its
@@ -199,7 +200,7 @@ pid_t fork_rank(const LocalJob& j, int r, int ranks, pid_t launcher) {
   setenv("RINGBENCH_JOB_ID", j.job.c_str(), 1);
   setenv("RINGBENCH_LAUNCHER", "local", 1);
   putenv(const_cast<char*>(j.secret_var.c_str()));  // prepared before fork: no allocation here
-  execv("/proc/self/exe", j.argv.data());
+  execv("/proc/self/exe", (standby ? j.standby_argv : j.argv).data());
   std::perror("ringbench: exec /proc/self/exe");
   _exit(127);
 }
@@ -242,8 +243,8 @@ int wait_ranks(std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
 
 }  // namespace
 
-int launch_local(int ranks, const std::vector<std::string>& args,
-                 std::chrono::milliseconds grace) {
+int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::milliseconds grace,
+                 int standby_rank) {
   // Each rank is a process with its own buffers and threads on this machine's cores: beyond a
   // few hundred the launch itself fails, late and noisily.
   constexpr int kMaxLocalRanks = 256;
@@ -259,11 +260,23 @@ int launch_local(int ranks, const std::vector<std::string>& args,
   const std::string secret = auth::new_secret();
   j.secret_var = secret_env(secret);
   for (auto& a : args) j.argv.push_back(const_cast<char*>(a.c_str()));
+  j.standby_argv = j.argv;
   j.argv.push_back(nullptr);
+  static char standby_flag[] = "--migrate-standby";
+  j.standby_argv.push_back(standby_flag);
+  j.standby_argv.push_back(nullptr);
   std::vector<pid_t> pids;
   const pid_t launcher = getpid();
   for (int r = 0; r < ranks; ++r) {
     const pid_t pid = fork_rank(j, r, ranks, launcher);
+    if (pid < 0) {
+      kill_ranks(pids);
+      check_errno(false, "fork");
+    }
+    pids.push_back(pid);
+  }
+  if (standby_rank >= 0 && standby_rank < ranks) {
+    const pid_t pid = fork_rank(j, standby_rank, ranks, launcher, true);
     if (pid < 0) {
       kill_ranks(pids);
       check_errno(false, "fork");
@@ -323,13 +336,14 @@ nlohmann::json get_rank_json(Store& store, const std::string& key, int sender,
 }
 
 std::optional<int> launch_ranks_here(int ranks, const std::string& gpu_per_rank,
-                                     const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+                                     const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                                     int standby_rank) {
   if (ranks < 1) throw Error("--ranks must be >= 1");
   if (ranks == 1 || launched_by_mpirun() || launched_by_env()) return std::nullopt;
   if (!gpu_per_rank.empty() && ranks > gpu_count())
     throw Error(gpu_per_rank + " with --ranks " + std::to_string(ranks) + ": every rank needs a GPU of its own, "
                 "and this machine has " + std::to_string(gpu_count()));
-  return launch_local(ranks, argv, 2 * timeout + std::chrono::milliseconds(2000));
+  return launch_local(ranks, argv, 2 * timeout + std::chrono::milliseconds(2000), standby_rank);
 }
 
 std::string secret_env(const std::string& secret) { return "RINGBENCH_SECRET=" + auth::to_hex(secret); }

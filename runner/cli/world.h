@@ -58,8 +58,10 @@ std::unique_ptr<World> make_world(const WorldOptions& opts, bool need_mpi);
 // hosts their store, forwards their output, and returns the exit code of the job: 0 when all
 // ranks succeeded, else the first failing rank's code. A rank that fails makes the others
 // get `grace` to report their own errors before they are killed.
-int launch_local(int ranks, const std::vector<std::string>& args,
-                 std::chrono::milliseconds grace);
+// `standby_rank` >= 0: also a standby target for that rank (its args plus --migrate-standby,
+// train --migrate-to standby).
+int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::milliseconds grace,
+                 int standby_rank = -1);
 
 // The job's secret as the ranks of a launch get it: the environment variable (hex).
 std::string secret_env(const std::string& secret);
@@ -77,7 +79,8 @@ bool launched_by_env();
 // `gpu_per_rank` ("--impl nccl", or "" when not) names the option whose backend needs a GPU per
 // rank: more ranks than this machine has GPUs is an Error.
 std::optional<int> launch_ranks_here(int ranks, const std::string& gpu_per_rank,
-                                     const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+                                     const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                                     int standby_rank = -1);
 
 // make_world() for a subcommand given `--ranks ranks`: rejects a --ranks that disagrees with
 // the world mpirun (or the environment) made.

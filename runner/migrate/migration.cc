@@ -1,7 +1,13 @@
 #include "runner/migrate/migration.h"
 
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <thread>
+#include <tuple>
 
 #include "base/bytes.h"
 #include "base/errors.h"
@@ -17,7 +23,8 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 const std::string kStepKey = "train/migrate/step/", kOutcomeKey = "train/migrate/outcome",
-                  kProgressKey = "train/migrate/progress", kDowntimeKey = "train/migrate/downtime";
+                  kProgressKey = "train/migrate/progress", kDowntimeKey = "train/migrate/downtime",
+                  kStandbyKey = "train/migrate/standby";
 constexpr uint64_t kFillSeed = 0x6672616d65627566ull;
 
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
@@ -28,7 +35,10 @@ double seconds_between(int64_t a_ns, int64_t b_ns) { return double(b_ns - a_ns) 
 MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t total_steps, uint64_t profile_bytes,
                       size_t state_bytes) {
   MigratePlan p;
-  if (a.at_step == 0) return p;
+  if (a.at_step == 0) {
+    if (a.standby || a.to != "local") throw Error("--migrate-to and --migrate-standby need --migrate-at");
+    return p;
+  }
   if (ranks < 2) throw Error("--migrate-at needs a job of at least 2 ranks: a ring to re-form");
   if (a.at_step <= warmup || a.at_step >= total_steps)
     throw Error("--migrate-at " + std::to_string(a.at_step) + " must fall after the warmup and before the last step (" +
@@ -42,6 +52,14 @@ MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t t
     throw Error("--migrate-method " + a.method + " is not known: use precopy or stopcopy");
   if (!a.fault.empty() && a.fault != "target-unreachable" && a.fault != "target-killed" && a.fault != "source-killed")
     throw Error("--migrate-fault " + a.fault + " is not known: use target-unreachable, target-killed or source-killed");
+  if (a.to != "local" && a.to != "standby") throw Error("--migrate-to " + a.to + " is not known: use local or standby");
+  p.standby = a.to == "standby";
+  if (a.standby && !p.standby) throw Error("--migrate-standby is the target of --migrate-to standby: give both");
+  if (p.standby && (!a.netns.empty() || !a.cpus.empty()))
+    throw Error("--migrate-netns and --migrate-cpus place a target the moving rank starts; a standby "
+                "(--migrate-to standby) runs where it was started");
+  if (p.standby && a.fault == "target-killed")
+    throw Error("--migrate-fault target-killed kills a target the moving rank started; a standby is not its child");
   p.at_step = a.at_step;
   p.total_steps = total_steps;
   p.policy.precopy = a.method == "precopy";
@@ -74,17 +92,74 @@ void Migration::start(const models::Trainer& t) {
   started_ = true;
   start_ns_ = now_ns();
   write_state(*fb_, layout_, t, plan_.at_step, scratch_);
-  const TargetProcess target = spawn_target(plan_.netns, plan_.cpus, side_.local_addr, side_.argv);
-  target_pid_ = target.pid;
-  target_addr_ = target.host + ":" + std::to_string(target.port);
+  std::string host, missing;  // missing: why there is no target to copy to (the copy then fails)
+  int port = 0;
+  if (plan_.standby) {
+    try {
+      std::tie(host, port) = standby_address();
+    } catch (const std::exception& e) {
+      missing = std::string("no standby target: ") + e.what();
+    }
+  } else {
+    const TargetProcess target = spawn_target(plan_.netns, plan_.cpus, side_.local_addr, side_.argv);
+    target_pid_ = target.pid;
+    host = target.host;
+    port = target.port;
+  }
+  target_addr_ = missing.empty() ? host + ":" + std::to_string(port) : "its standby";
   // target-unreachable: a port nothing listens on (the target's, plus one).
-  const int port = plan_.fault == "target-unreachable" ? target.port + 1 : target.port;
+  if (plan_.fault == "target-unreachable") ++port;
   const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
   copier_ = std::make_unique<Copier>(
-      *fb_, [host = target.host, port, secret = side_.secret, shape, timeout = side_.timeout] {
+      *fb_, [host, port, missing, secret = side_.secret, shape, timeout = side_.timeout] {
+        if (!missing.empty()) throw Error(missing);
         return connect_target(host, port, secret, shape, timeout);
       },
       plan_.policy, side_.timeout);
+}
+
+// Where the standby listens, as it published it: a numeric address of this job's network and a
+// port, checked before anything connects there.
+std::pair<std::string, int> Migration::standby_address() const {
+  const json v = get_rank_json(side_.store, kStandbyKey, plan_.rank, side_.timeout);
+  const json host = v.value("host", json()), port = v.value("port", json());
+  in6_addr any{};
+  if (!host.is_string() || host.get<std::string>().size() >= INET6_ADDRSTRLEN ||
+      (::inet_pton(AF_INET, host.get<std::string>().c_str(), &any) != 1 &&
+       ::inet_pton(AF_INET6, host.get<std::string>().c_str(), &any) != 1))
+    throw Error("store key " + kStandbyKey + " holds host " + host.dump().substr(0, 64) + ", not an IP address");
+  if (!port.is_number_integer() || port.get<int64_t>() < 1 || port.get<int64_t>() > 65535)
+    throw Error("store key " + kStandbyKey + " holds port " + port.dump().substr(0, 32) + ", not 1..65535");
+  return {host.get<std::string>(), int(port.get<int64_t>())};
+}
+
+// A standby listens on its rank's address and says where; the source reads it when it starts.
+int Migration::listen_as_standby() {
+  int port = 0;
+  const int fd = net::listen_tcp(side_.local_addr, 0, &port);
+  side_.store.set(kStandbyKey, json{{"host", side_.local_addr}, {"port", port}}.dump());
+  return fd;
+}
+
+// A standby waits for its source to connect, or for the migration's outcome when the rank stays
+// on its node. Nothing else ends the wait but the job's: a failed job takes its store with it,
+// and the store's error ends the standby.
+bool Migration::source_is_coming(int listen_fd) {
+  for (int i = 1;; ++i) {
+    pollfd p{listen_fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, 100);
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) throw Error(std::string("the standby cannot wait for its source: poll: ") + std::strerror(errno));
+    if (i % 10) continue;  // the store every second
+    try {
+      const json o = json::parse(std::string(side_.store.get(kOutcomeKey, std::chrono::milliseconds(1))), nullptr, false);
+      if (!o.is_object() || !o.contains("moved") || !o["moved"].is_boolean())
+        throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
+      if (!o["moved"].get<bool>()) return false;
+      throw Error("the migration's outcome says rank " + std::to_string(plan_.rank) + " moved, but not to this standby");
+    } catch (const KeyTimeoutError&) {
+    }
+  }
 }
 
 void Migration::after_step(int64_t s, const models::Trainer& t) {
@@ -196,7 +271,8 @@ void Migration::wait_outcome() {
   }
 }
 
-LoopState Migration::arrive(models::Trainer& t, models::BatchSource& data, int64_t total_steps, size_t buckets) {
+std::optional<LoopState> Migration::arrive(models::Trainer& t, models::BatchSource& data, int64_t total_steps,
+                                          size_t buckets) {
   struct Sockets {  // closed however the arrival ends
     int listen, stream = -1;
     ~Sockets() {
@@ -204,7 +280,12 @@ LoopState Migration::arrive(models::Trainer& t, models::BatchSource& data, int64
       net::close_fd(listen);
     }
   } fds{target_listen_fd()};
+  // A standby's framebuffer is ready before it says where it listens, as a destination host's is.
   fb_ = std::make_unique<Framebuffer>(plan_.framebuffer_bytes, 0);
+  if (fds.listen < 0) {
+    fds.listen = listen_as_standby();
+    if (!source_is_coming(fds.listen)) return std::nullopt;
+  }
   const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
   fds.stream = accept_source(fds.listen, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
   uint64_t received = 0;
@@ -244,7 +325,11 @@ void trace_migration(const json& r, models::Timeline& tl) {
   tl.add(kTrack, "resume on the new node: ring re-formed", "migration", at("copy_end_ns"), at("resumed_ns"));
 }
 
-int Migration::wait_for_target() { return wait_target(std::exchange(target_pid_, -1)); }
+// A standby is not this process's child: whoever started it waits for it.
+int Migration::wait_for_target() {
+  const pid_t pid = std::exchange(target_pid_, -1);
+  return pid > 0 ? wait_target(pid) : 0;
+}
 
 json Migration::result(std::chrono::milliseconds timeout) const {
   if (outcome_.is_null()) return json();

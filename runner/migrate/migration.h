@@ -16,7 +16,9 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/store.h"
@@ -34,6 +36,7 @@ struct MigratePlan {
   CopyPolicy policy;
   std::string netns, fault;
   std::vector<int> cpus;  // the target's CPUs (empty: the source's)
+  bool standby = false;   // the target is a standby started with the job (--migrate-to standby)
   uint64_t framebuffer_bytes = 0;
   bool enabled() const { return at_step > 0; }
   std::string method() const { return policy.precopy ? "precopy" : "stopcopy"; }
@@ -72,11 +75,12 @@ class Migration {
   Next before_step(int64_t s, models::Trainer& t, const LoopState& loop);
   // After a step: the source writes its framebuffer (from the migration's start).
   void after_step(int64_t s, const models::Trainer& t);
-  // The target: receives the rank, restores it and joins the ring; returns where to go on.
-  LoopState arrive(models::Trainer& t, models::BatchSource& data, int64_t total_steps, size_t buckets);
+  // The target: receives the rank, restores it and joins the ring; returns where to go on. A
+  // standby (--migrate-to standby) first waits for its source: nothing when the rank stays.
+  std::optional<LoopState> arrive(models::Trainer& t, models::BatchSource& data, int64_t total_steps, size_t buckets);
   // Seconds the last before_step() (or arrive()) kept this rank from training: added to the step.
   double take_wait_s();
-  // The source after leaving: waits for its target's process, returns its exit code.
+  // The source after leaving: waits for the target it started, returns its exit code (0 for a standby).
   int wait_for_target();
   // Rank 0 at the end: what happened (the source's report, the ring's stall, the rank's downtime).
   nlohmann::json result(std::chrono::milliseconds timeout) const;
@@ -85,6 +89,9 @@ class Migration {
   void start(const models::Trainer& t);
   Next stun(const LoopState& loop);
   void wait_outcome();
+  std::pair<std::string, int> standby_address() const;
+  int listen_as_standby();
+  bool source_is_coming(int listen_fd);
   nlohmann::json source_report(const std::string& error) const;
 
   MigratePlan plan_;
