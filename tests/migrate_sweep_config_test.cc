@@ -83,8 +83,12 @@ TEST(MigrateSweepConfig, MistakesNameTheirKey) {
   expect_error("name: t\ncluster: {type: local}\nmigrate:\n  framebuffers: [1G]\n", {"migrate.model", "missing"});
   expect_error("name: t\ncluster: {type: local}\nmigrate:\n  model: {model: lenet, batch: 0}\n  framebuffers: [1G]\n",
                {"migrate.model.batch", ">= 1"});
-  expect_error("name: t\ncluster: {type: mpirun}\nmigrate:\n  model: lenet\n  framebuffers: [1G]\n",
-               {"migrate.to_node", "emulated or local"});
+  // Under mpirun node B's sweep rank runs the standby, so B is a host without a rank of the job.
+  expect_error("name: t\ncluster: {type: mpirun}\nmigrate:\n  model: lenet\n  to_node: 1\n  framebuffers: [1G]\n",
+               {"migrate.to_node", "is node 1, which runs a rank of the job", "3 or above"});
+  EXPECT_EQ(parse_sweep_config("name: t\ncluster: {type: mpirun}\nmigrate:\n  model: lenet\n  framebuffers: [1G]\n", "test.yaml")
+                .migrate.target_node(),
+            3);
   expect_error("name: t\ncluster: {type: local}\nmigrate: [lenet]\n", {"migrate", "mapping"});
 }
 

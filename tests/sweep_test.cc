@@ -341,5 +341,27 @@ TEST_F(SweepTest, UnderMpirunSubsetsOfRanksRunEachNodeCount) {
   EXPECT_NE(raw[2]["error"].get<std::string>().find("mpirun started 2"), std::string::npos) << raw[2]["error"];
 }
 
+// Under mpirun the moving rank goes to another host: node B's sweep rank starts a standby target
+// with the job, and the rank moves to it.
+TEST_F(SweepTest, UnderMpirunARankMovesToTheStandbyOfNodeBsSweepRank) {
+  if (run_command("command -v mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not installed";
+  const std::string cfg = write_config(
+      "name: mig\nrepeats: 1\ntimeout: 120\ncluster: {type: mpirun}\nmigrate:\n  model: {model: lenet, batch: 8}\n"
+      "  nodes: 2\n  at_step: 4\n  warmup: 2\n  steps: 20\n  methods: [stopcopy]\n  framebuffers: [32M]\n");
+  auto r = run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+                       "mpirun -np 3 --oversubscribe " + kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 1u);
+  ASSERT_EQ(raw[0]["status"], "ok") << raw[0].dump();
+  const json& m = raw[0]["migrate"]["migration"];
+  EXPECT_EQ(m["moved"], true) << m.dump();
+  EXPECT_EQ(m["standby"], true);
+  EXPECT_NE(raw[0]["command"].dump().find(R"("--migrate-to","standby")"), std::string::npos) << raw[0]["command"];
+  EXPECT_NE(raw[0]["cluster"]["note"].get<std::string>().find("standby target on sweep rank 2"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ + "/" + raw[0]["logs"].get<std::string>() + ".standby.log"));
+  EXPECT_NE(read_text(dir_ + "/report.md").find("(a standby process started with the job there)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringbench

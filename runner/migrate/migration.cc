@@ -238,7 +238,7 @@ json Migration::source_report(const std::string& error) const {
     (r.stunned ? stunned : precopied) += r.bytes;
   }
   json j = {{"moved", error.empty()}, {"rank", plan_.rank}, {"method", plan_.method()}, {"to", target_addr_},
-            {"netns", plan_.netns}, {"framebuffer_bytes", plan_.framebuffer_bytes}, {"state_bytes", layout_.end},
+            {"netns", plan_.netns}, {"standby", plan_.standby}, {"framebuffer_bytes", plan_.framebuffer_bytes}, {"state_bytes", layout_.end},
             {"activation_bytes", layout_.activation_bytes}, {"chunk_bytes", Framebuffer::kChunkBytes},
             {"rounds", rounds}, {"precopy_rounds", precopy_rounds}, {"forced_at_last_step", forced_}, {"precopy_bytes", precopied}, {"stun_bytes", stunned},
             {"start_ns", start_ns_}, {"stun_ns", stun_ns_}, {"copy_end_ns", stored_ns_},

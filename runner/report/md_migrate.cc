@@ -62,7 +62,9 @@ std::string intro(const std::vector<MigrationRow>& rows, const Run& run) {
   std::string to = "another process";
   if (m) {
     const std::string netns = str_or(*m, "netns", "");
-    to = str_or(*m, "to", "?") + (netns.empty() ? " (this host)" : " (namespace " + netns + ")");
+    to = str_or(*m, "to", "?") + (m->value("standby", false) ? " (a standby process started with the job there)"
+                                  : netns.empty()            ? " (this host)"
+                                                             : " (namespace " + netns + ")");
   }
   return "### " + p.model + batch_suffix(p) + " on " + std::to_string(p.nodes) + " nodes (" + p.transport + ")\n\n" +
          "Rank " + (m ? std::to_string(int_or(*m, "rank", -1)) : std::string("?")) + " moves to " + to + " once " +

@@ -97,11 +97,13 @@ MigrateSweep parse_migrate(const YamlReader& r, const vgpu::Catalog& catalog, co
   MigrateSweep s;
   r.only({"model", "nodes", "to_node", "rank", "at_step", "warmup", "steps", "transport", "backend", "methods",
           "framebuffers", "profiles"});
-  if (cluster_type == "mpirun")
-    r.fail(r.key("to_node"), "a migration's target process is started by its source in a node's namespace on this "
-                             "machine: use a cluster of type emulated or local");
   parse_model(r, s);
   parse_placement(r, s);
+  // Under mpirun the target is a standby that node B's sweep rank starts with the job, and that
+  // sweep rank runs nothing else meanwhile.
+  if (cluster_type == "mpirun" && s.target_node() < s.nodes)
+    r.fail(r.key("to_node"), "is node " + std::to_string(s.target_node()) + ", which runs a rank of the job; under "
+                             "mpirun the rank moves to a host of its own: " + std::to_string(s.nodes) + " or above");
   parse_steps(r, s);
   r.get("transport", s.transport, "a transport name");
   const Backend* b = find_backend(s.transport);

@@ -39,8 +39,9 @@ struct MigrateSweep {
 };
 
 // Parses and validates the section (`r` reads "migrate"; profiles are the catalog's); every
-// error names its key. `cluster_type`: a migration target is started by its source on this host
-// (in a node's namespace), so an mpirun cluster cannot run it.
+// error names its key. `cluster_type`: on a local or emulated cluster the moving rank starts its
+// target (in node B's namespace); under mpirun, node B's sweep rank starts a standby target with
+// the job (train --migrate-to standby), so node B must be a host without a rank.
 MigrateSweep parse_migrate(const YamlReader& r, const vgpu::Catalog& catalog, const std::string& cluster_type);
 nlohmann::json to_json(const MigrateSweep& s);
 

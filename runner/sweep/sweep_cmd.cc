@@ -166,10 +166,12 @@ std::string failure(const LaunchOutcome& o, const json& doc, const std::string& 
   if (doc.contains("error")) return doc["error"].get<std::string>();
   for (size_t r = 0; r < o.exit_codes.size(); ++r) {
     if (o.exit_codes[r] == 0) continue;
-    std::string log = log_base + ".rank" + std::to_string(r) + ".log";
-    if (!fs::exists(log)) log = log_base + ".mpirun.log";
-    return "rank " + std::to_string(r) + " exited with code " + std::to_string(o.exit_codes[r]) + ": " +
-           error_lines(log);
+    std::string who = "rank " + std::to_string(r), log = log_base + ".rank" + std::to_string(r) + ".log";
+    if (!fs::exists(log) && fs::exists(log_base + ".standby.log"))  // under mpirun, after the ranks
+      who = "the migration's standby", log = log_base + ".standby.log";
+    else if (!fs::exists(log))
+      log = log_base + ".mpirun.log";
+    return who + " exited with code " + std::to_string(o.exit_codes[r]) + ": " + error_lines(log);
   }
   return "no results were written";
 }

@@ -296,13 +296,37 @@ json run_my_rank(const std::vector<std::string>& args, int rank, int nodes, cons
           {"wall_s", o.wall_s}, {"log", log}};
 }
 
+// Under mpirun a migrate point's target is a standby that node B's sweep rank starts with the job.
+std::vector<std::string> mpirun_rank_args(PointKind kind) {
+  if (kind == PointKind::migrate) return {"--migrate-to", "standby"};
+  return {};
+}
+
+// The sweep rank that runs a migrate point's standby (node B), or -1.
+int standby_node(const SweepConfig& c, const SweepPoint& p) {
+  return p.kind == PointKind::migrate && c.has_migrate ? c.migrate.target_node() : -1;
+}
+
+// Node B's sweep rank: the moving rank's standby target, its result under that sweep rank's key.
+json run_standby(const SweepConfig& c, const SweepPoint& p, std::vector<std::string> args, const std::string& store,
+                 const std::string& job, const std::string& secret, const std::string& log_path, Millis timeout,
+                 const std::atomic<bool>* stop) {
+  args.push_back("--migrate-standby");
+  return run_my_rank(args, c.migrate.moving_rank(), p.nodes, store, job, secret, log_path, timeout, stop);
+}
+
 class MpiWorkerExecutor : public Executor {
  public:
-  MpiWorkerExecutor(World& w) : w_(w) {}
+  MpiWorkerExecutor(const SweepConfig& c, World& w) : c_(c), w_(w) {}
+
+  std::vector<std::string> rank_args(PointKind kind) const override { return mpirun_rank_args(kind); }
 
   std::string unavailable(const SweepPoint& p) const override {
     if (p.nodes > w_.size)
       return "needs " + std::to_string(p.nodes) + " nodes; mpirun started " + std::to_string(w_.size) + " rank(s)";
+    if (standby_node(c_, p) >= w_.size)
+      return "moves a rank to node " + std::to_string(standby_node(c_, p)) + "; mpirun started " +
+             std::to_string(w_.size) + " rank(s)";
     if (const Backend* b = find_backend(p.transport); b && b->one_host && p.nodes > 1)
       return b->name + ": the point's ranks run on the cluster's hosts, and shared memory connects only the ranks "
              "of one host";
@@ -323,7 +347,9 @@ class MpiWorkerExecutor : public Executor {
     out.timed_out = mine["timed_out"];
     out.interrupted = mine["interrupted"];
     out.wall_s = mine["wall_s"];
-    for (int r = 1; r < n; ++r) {
+    const int standby = standby_node(c_, *job.point);  // last: after the ranks, their standby
+    for (int k = 1; k < n + (standby >= 0); ++k) {
+      const int r = k < n ? k : standby;
       json res;
       try {
         res = point_result(get_from_rank(*w_.store, res_key(seq_, r), r, job.timeout + 2 * kGrace), res_key(seq_, r), r);
@@ -335,13 +361,17 @@ class MpiWorkerExecutor : public Executor {
       out.exit_codes.push_back(res["code"].get<int>());
       out.timed_out = out.timed_out || res["timed_out"].get<bool>();
       out.interrupted = out.interrupted || res["interrupted"].get<bool>();
-      write_file_atomic(job.log_base + ".rank" + std::to_string(r) + ".log", res["log"].get<std::string>());
+      write_file_atomic(job.log_base + (r < n ? ".rank" + std::to_string(r) : std::string(".standby")) + ".log",
+                        res["log"].get<std::string>());
     }
     return out;
   }
 
   json cluster_record() const override {
-    const std::string placement = "a point on N nodes runs on sweep ranks 0..N-1";
+    const std::string placement =
+        "a point on N nodes runs on sweep ranks 0..N-1" +
+        (c_.has_migrate ? "; a migrating rank's standby target on sweep rank " + std::to_string(c_.migrate.target_node())
+                        : std::string());
     if (on_tcg_guests())
       return {{"type", "guests"}, {"link", nullptr}, {"cpus_per_node", nullptr},
               {"note", std::to_string(w_.size) + " qemu TCG guests under mpirun: an emulated CPU, so "
@@ -418,6 +448,7 @@ class MpiWorkerExecutor : public Executor {
     return true;
   }
 
+  const SweepConfig& c_;
   World& w_;
   int64_t seq_ = 0;
   mutable json hosts_;  // host_records(), once read
@@ -430,9 +461,9 @@ std::unique_ptr<Executor> make_local_executor(const SweepConfig& c, EmulatedClus
   return std::make_unique<LocalExecutor>(c, cluster, note);
 }
 
-std::unique_ptr<Executor> make_mpi_executor(const SweepConfig&, World& world) {
+std::unique_ptr<Executor> make_mpi_executor(const SweepConfig& c, World& world) {
   world.store->set("sweep/host/0", environment_info().dump());
-  return std::make_unique<MpiWorkerExecutor>(world);
+  return std::make_unique<MpiWorkerExecutor>(c, world);
 }
 
 void finish_serving(Executor& e) {
@@ -459,11 +490,14 @@ void serve_points(World& w, const SweepConfig& c, const std::atomic<bool>* stop)
     const PointCommand pc = parse_command(cmd, i, points.size());
     if (pc.done) break;
     const SweepPoint& p = points[pc.index];
-    if (w.rank >= p.nodes) continue;
+    const bool standby = w.rank == standby_node(c, p);
+    if (w.rank >= p.nodes && !standby) continue;
     // The same command line rank 0 built; only rank 0 writes the JSON.
-    const std::vector<std::string> args = point_args(c, p, dir + "/point.json", dir + "/point");
-    w.store->set(res_key(i, w.rank),
-                 run_my_rank(args, w.rank, p.nodes, pc.store, pc.job, w.secret, log_path, timeout, stop).dump());
+    std::vector<std::string> args = point_args(c, p, dir + "/point.json", dir + "/point");
+    for (auto& x : mpirun_rank_args(p.kind)) args.push_back(x);
+    const json res = standby ? run_standby(c, p, args, pc.store, pc.job, w.secret, log_path, timeout, stop)
+                             : run_my_rank(args, w.rank, p.nodes, pc.store, pc.job, w.secret, log_path, timeout, stop);
+    w.store->set(res_key(i, w.rank), res.dump());
   }
   unlink(log_path.c_str());
   rmdir(dir_tmpl);
