@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -58,8 +59,19 @@ int listen_in(int ns_fd, const std::string& local_addr, std::string* host, int* 
   return fd;
 }
 
+// One past the highest CPU number this kernel may ever use (/sys/devices/system/cpu/possible,
+// e.g. "0-63"): CPU numbers can have gaps, so the count of CPUs is not the bound.
 int machine_cpus() {
-  const long n = ::sysconf(_SC_NPROCESSORS_CONF);
+  long n = ::sysconf(_SC_NPROCESSORS_CONF);
+  if (std::ifstream f("/sys/devices/system/cpu/possible"); f) {
+    std::string text;
+    std::getline(f, text);
+    const size_t last = text.find_last_of(",-");
+    try {
+      n = std::max(n, std::stol(text.substr(last == std::string::npos ? 0 : last + 1)) + 1);
+    } catch (const std::exception&) {
+    }
+  }
   return int(std::clamp(n, 1L, long(CPU_SETSIZE)));
 }
 
