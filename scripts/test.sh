@@ -160,9 +160,11 @@ no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON"
 # With ccache (a cache private to this run, in $state) both trees go through it and the cuda
 # tree's C++ objects come from the release tree's: 174 s -> 61 s for the cuda tree on this
 # 2-core machine. Its C++ lines must then match the release tree's, so it goes without PCH.
-cache_args=()
-cuda_pch="-DRINGBENCH_PCH=ON"
-if [ "${RINGBENCH_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null && wanted release && wanted cuda; then
+# A tree configured with ccache before keeps it in its CMakeCache: off is said explicitly.
+cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=)
+cuda_pch="-DRINGBENCH_PCH=ON -DCMAKE_CXX_COMPILER_LAUNCHER="
+if [ "${RINGBENCH_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null && [ -x "$nvcc" ] &&
+  [ "${RINGBENCH_CUDA:-auto}" != OFF ] && wanted release && wanted cuda; then
   export CCACHE_DIR=$state/ccache CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=4G
   cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   cuda_pch="-DRINGBENCH_PCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"

@@ -2,8 +2,18 @@
 // ends bit-identical to a run whose rank stayed, by pre-copy and by stop-and-copy; a move that
 // fails half way resumes the rank where it was; a rank that dies while stunned fails every rank
 // with an error naming it.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <thread>
 
 #include <fstream>
 #include <sstream>
@@ -137,7 +147,52 @@ TEST_F(EndToEnd, AStandbyStartedWithTheJobTakesTheRankBitIdentically) {
   const json& m = r.doc["migration"];
   EXPECT_EQ(m["moved"], true) << r.output;
   EXPECT_TRUE(m["to"].get<std::string>().rfind("127.0.0.1:", 0) == 0) << m["to"];
+  EXPECT_EQ(m["standby"], true);
   EXPECT_GT(m["stun_s"].get<double>(), 0);
+}
+
+// The standby listens for the whole run before the migration. Strangers connecting to every port
+// the job listens on (its store, the standby; the ring listens only while it forms) and sending
+// garbage change nothing: each connection is refused, and the rank still moves, bit-identically.
+TEST_F(EndToEnd, StrangersKnockingOnEveryPortOfTheJobChangeNothing) {
+  if (testing::run_command("ss -Hltnp > /dev/null 2>&1").exit_code != 0) GTEST_SKIP() << "needs ss (iproute2)";
+  std::atomic<bool> done{false};
+  std::set<int> knocked;
+  std::thread knocker([&] {
+    while (!done) {
+      std::istringstream lines(testing::run_command("ss -Hltnp 2>/dev/null").output);
+      for (std::string line; std::getline(lines, line);) {
+        const size_t at = line.find("127.0.0.1:"), pid_at = line.find("pid=");
+        if (at == std::string::npos || pid_at == std::string::npos) continue;
+        // Only this job's processes (ranks exec /proc/self/exe, so their name is "exe").
+        std::error_code ec;
+        const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(std::atoi(line.c_str() + pid_at + 4)) + "/exe", ec);
+        if (ec || !std::filesystem::equivalent(exe, RINGBENCH_BIN, ec)) continue;
+        const int port = std::atoi(line.c_str() + at + 10);
+        if (port <= 0 || knocked.count(port)) continue;
+        knocked.insert(port);
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(uint16_t(port));
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+          const char junk[64] = "a stranger says hello, with no secret and no protocol at all";
+          [[maybe_unused]] const ssize_t n = ::send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        }
+        ::close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  const TrainRun r = train("--migrate-at 30 --migrate-to standby --framebuffer 32M");
+  done = true;
+  knocker.join();
+  expect_same_result(r);
+  EXPECT_EQ(r.doc["migration"]["moved"], true) << r.output;
+  EXPECT_GE(knocked.size(), 2u);  // the store and the standby (the ring listens only while it forms)
+  EXPECT_TRUE(testing::has_all(r.output, {"[rank 2 standby] refused a connection: the migration source 127.0.0.1:"}))
+      << r.output;
 }
 
 TEST_F(EndToEnd, AStandbyThatIsNotNeededLeavesAndTheRankResumes) {

@@ -98,7 +98,7 @@ void Migration::start(const models::Trainer& t) {
     try {
       std::tie(host, port) = standby_address();
     } catch (const std::exception& e) {
-      missing = std::string("no standby target: ") + e.what();
+      missing = e.what();
     }
   } else {
     const TargetProcess target = spawn_target(plan_.netns, plan_.cpus, side_.local_addr, side_.argv);
@@ -108,7 +108,7 @@ void Migration::start(const models::Trainer& t) {
   }
   target_addr_ = missing.empty() ? host + ":" + std::to_string(port) : "its standby";
   // target-unreachable: a port nothing listens on (the target's, plus one).
-  if (plan_.fault == "target-unreachable") ++port;
+  if (plan_.fault == "target-unreachable") port = port < 65535 ? port + 1 : port - 1;
   const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
   copier_ = std::make_unique<Copier>(
       *fb_, [host, port, missing, secret = side_.secret, shape, timeout = side_.timeout] {
@@ -118,46 +118,66 @@ void Migration::start(const models::Trainer& t) {
       plan_.policy, side_.timeout);
 }
 
-// Where the standby listens, as it published it: a numeric address of this job's network and a
-// port, checked before anything connects there.
+// Where the standby listens, as it published it: an IPv4 address of this job's network (the
+// transports' too) and a port, checked before anything connects there.
 std::pair<std::string, int> Migration::standby_address() const {
-  const json v = get_rank_json(side_.store, kStandbyKey, plan_.rank, side_.timeout);
-  const json host = v.value("host", json()), port = v.value("port", json());
-  in6_addr any{};
-  if (!host.is_string() || host.get<std::string>().size() >= INET6_ADDRSTRLEN ||
-      (::inet_pton(AF_INET, host.get<std::string>().c_str(), &any) != 1 &&
-       ::inet_pton(AF_INET6, host.get<std::string>().c_str(), &any) != 1))
-    throw Error("store key " + kStandbyKey + " holds host " + host.dump().substr(0, 64) + ", not an IP address");
+  Bytes raw;
+  try {
+    raw = side_.store.get(kStandbyKey, side_.timeout);
+  } catch (const KeyTimeoutError&) {
+    throw Error("no standby (--migrate-standby on node B) said where it listens within " +
+                std::to_string(side_.timeout.count() / 1000) + " s");
+  }
+  const json v = json::parse(std::string(raw), nullptr, false);
+  const json host = v.is_object() ? v.value("host", json()) : json(), port = v.is_object() ? v.value("port", json()) : json();
+  in_addr ip{};
+  if (!host.is_string() || host.get<std::string>().size() >= INET_ADDRSTRLEN ||
+      ::inet_pton(AF_INET, host.get<std::string>().c_str(), &ip) != 1 || ip.s_addr == htonl(INADDR_ANY))
+    throw Error("store key " + kStandbyKey + " holds host " + host.dump().substr(0, 64) + ", not an IPv4 address");
   if (!port.is_number_integer() || port.get<int64_t>() < 1 || port.get<int64_t>() > 65535)
     throw Error("store key " + kStandbyKey + " holds port " + port.dump().substr(0, 32) + ", not 1..65535");
   return {host.get<std::string>(), int(port.get<int64_t>())};
 }
 
-// A standby listens on its rank's address and says where; the source reads it when it starts.
-int Migration::listen_as_standby() {
-  int port = 0;
-  const int fd = net::listen_tcp(side_.local_addr, 0, &port);
-  side_.store.set(kStandbyKey, json{{"host", side_.local_addr}, {"port", port}}.dump());
-  return fd;
-}
-
 // A standby waits for its source to connect, or for the migration's outcome when the rank stays
-// on its node. Nothing else ends the wait but the job's: a failed job takes its store with it,
-// and the store's error ends the standby.
+// on its node. Nothing else ends the wait but the job's: the store the standby polls is the
+// job's (rank 0's or its launcher's), and its error ends the standby.
 bool Migration::source_is_coming(int listen_fd) {
   for (int i = 1;; ++i) {
     pollfd p{listen_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, 100);
     if (r > 0) return true;
     if (r < 0 && errno != EINTR) throw Error(std::string("the standby cannot wait for its source: poll: ") + std::strerror(errno));
-    if (i % 10) continue;  // the store every second
+    if (i % 10 == 0 && rank_stayed(std::chrono::milliseconds(1))) return false;  // the store every second
+  }
+}
+
+// Whether the outcome, once published (within `wait`), says the rank stayed on its node; false
+// when there is none yet. Thrown when it says the rank moved: not to this standby, then.
+bool Migration::rank_stayed(std::chrono::milliseconds wait) {
+  json o;
+  try {
+    o = json::parse(std::string(side_.store.get(kOutcomeKey, wait)), nullptr, false);
+  } catch (const KeyTimeoutError&) {
+    return false;
+  }
+  if (!o.is_object() || !o.contains("moved") || !o["moved"].is_boolean())
+    throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
+  if (o["moved"].get<bool>())
+    throw Error("the migration's outcome says rank " + std::to_string(plan_.rank) + " moved, but not to this standby");
+  return true;
+}
+
+// The standby's connection from its source. Anyone may knock on its port while it waits (it
+// listens for the whole run before the migration): a connection that fails the handshake (no
+// secret, another stream) is closed, said on stderr, and the wait goes on. -1: the rank stayed.
+int Migration::standby_accept(int listen_fd, const StreamShape& shape) {
+  for (;;) {
+    if (!source_is_coming(listen_fd)) return -1;
     try {
-      const json o = json::parse(std::string(side_.store.get(kOutcomeKey, std::chrono::milliseconds(1))), nullptr, false);
-      if (!o.is_object() || !o.contains("moved") || !o["moved"].is_boolean())
-        throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
-      if (!o["moved"].get<bool>()) return false;
-      throw Error("the migration's outcome says rank " + std::to_string(plan_.rank) + " moved, but not to this standby");
-    } catch (const KeyTimeoutError&) {
+      return accept_source(listen_fd, side_.secret, shape, Clock::now() + side_.timeout, side_.timeout);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[rank %d standby] refused a connection: %s\n", side_.rank, e.what());
     }
   }
 }
@@ -282,15 +302,26 @@ std::optional<LoopState> Migration::arrive(models::Trainer& t, models::BatchSour
   } fds{target_listen_fd()};
   // A standby's framebuffer is ready before it says where it listens, as a destination host's is.
   fb_ = std::make_unique<Framebuffer>(plan_.framebuffer_bytes, 0);
-  if (fds.listen < 0) {
-    fds.listen = listen_as_standby();
-    if (!source_is_coming(fds.listen)) return std::nullopt;
-  }
   const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
-  fds.stream = accept_source(fds.listen, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
+  if (fds.listen >= 0) {  // started by its source, which alone knows the port
+    fds.stream = accept_source(fds.listen, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
+  } else {  // a standby: listens on its rank's address and says where
+    int port = 0;
+    fds.listen = net::listen_tcp(side_.local_addr, 0, &port);
+    side_.store.set(kStandbyKey, json{{"host", side_.local_addr}, {"port", port}}.dump());
+    fds.stream = standby_accept(fds.listen, shape);
+    if (fds.stream < 0) return std::nullopt;
+  }
   uint64_t received = 0;
-  const LoopState loop =
-      decode_loop_state(receive_stream(fds.stream, *fb_, side_.timeout, &received), total_steps, buckets);
+  LoopState loop;
+  try {
+    loop = decode_loop_state(receive_stream(fds.stream, *fb_, side_.timeout, &received), total_steps, buckets);
+  } catch (const std::exception&) {
+    // A source that gave up half way resumes the rank on its node: then a standby just leaves (a
+    // target it started is killed by it).
+    if (plan_.standby && rank_stayed(2 * side_.timeout)) return std::nullopt;
+    throw;
+  }
   restore_state(*fb_, layout_, t, loop.steps_done);
   data.restore(loop.cursor);
   send_stored(fds.stream, side_.timeout);

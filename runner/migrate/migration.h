@@ -27,6 +27,7 @@
 #include "runner/migrate/copier.h"
 #include "runner/migrate/migrate_args.h"
 #include "runner/migrate/rank_state.h"
+#include "runner/migrate/wire.h"
 
 namespace ringbench::migrate {
 
@@ -90,8 +91,9 @@ class Migration {
   Next stun(const LoopState& loop);
   void wait_outcome();
   std::pair<std::string, int> standby_address() const;
-  int listen_as_standby();
   bool source_is_coming(int listen_fd);
+  bool rank_stayed(std::chrono::milliseconds wait);
+  int standby_accept(int listen_fd, const StreamShape& shape);
   nlohmann::json source_report(const std::string& error) const;
 
   MigratePlan plan_;

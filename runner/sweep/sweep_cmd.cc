@@ -159,15 +159,17 @@ std::string migration_text(const json& doc) {
          num(std::round(m.value("stun_bytes", 0.0) / (1 << 20) * 10) / 10) + " MiB copied stunned";
 }
 
-// Why a point failed, in one line: the timeout, the JSON's error, or the ranks' logs.
-std::string failure(const LaunchOutcome& o, const json& doc, const std::string& log_base, double timeout_s) {
+// Why a point failed, in one line: the timeout, the JSON's error, or the ranks' logs. Under
+// mpirun a migrate point's standby comes after its ranks, at `standby` (-1: none).
+std::string failure(const LaunchOutcome& o, const json& doc, const std::string& log_base, double timeout_s,
+                    int standby) {
   if (o.timed_out)
     return "timed out after " + num(timeout_s) + " s and was killed (logs: " + log_base + ".*.log)";
   if (doc.contains("error")) return doc["error"].get<std::string>();
   for (size_t r = 0; r < o.exit_codes.size(); ++r) {
     if (o.exit_codes[r] == 0) continue;
     std::string who = "rank " + std::to_string(r), log = log_base + ".rank" + std::to_string(r) + ".log";
-    if (!fs::exists(log) && fs::exists(log_base + ".standby.log"))  // under mpirun, after the ranks
+    if (int(r) == standby)
       who = "the migration's standby", log = log_base + ".standby.log";
     else if (!fs::exists(log))
       log = log_base + ".mpirun.log";
@@ -349,7 +351,8 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
     else
       v.summary = "ok";
   } else {
-    rec.update({{"status", "failed"}, {"error", failure(o, doc.is_object() ? doc : json::object(), log_base, timeout_s)}});
+    rec.update({{"status", "failed"}, {"error", failure(o, doc.is_object() ? doc : json::object(), log_base, timeout_s,
+                                          p.kind == PointKind::migrate ? p.nodes : -1)}});
     v.summary = "FAILED: " + rec["error"].get<std::string>();
     v.failed = true;
   }
