@@ -325,11 +325,17 @@ TEST_F(SweepTest, WithoutRootTheEmulatedClusterFallsBackToLoopback) {
   EXPECT_NE(read_text(dir_ + "/run/report.md").find("FALLBACK"), std::string::npos);
 }
 
+// `mpirun -np N ringbench sweep CONFIG` into `out`, the sweep ranks oversubscribing this machine.
+testing::CommandResult sweep_under_mpirun(int ranks, const std::string& config_path, const std::string& out) {
+  return run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+                     "mpirun -np " + std::to_string(ranks) + " --oversubscribe " + kBin + " sweep " + config_path +
+                     " --out " + out);
+}
+
 TEST_F(SweepTest, UnderMpirunSubsetsOfRanksRunEachNodeCount) {
   if (run_command("command -v mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not installed";
   const std::string cfg = write_config("name: mpi\nnodes: [1, 2, 3]\nrepeats: 1\ncluster: {type: mpirun}\n" + kLenet);
-  auto r = run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                       "mpirun -np 2 --oversubscribe " + kBin + " sweep " + cfg + " --out " + dir_);
+  auto r = sweep_under_mpirun(2, cfg, dir_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto raw = read_raw(dir_);
   ASSERT_EQ(raw.size(), 3u);
@@ -348,8 +354,7 @@ TEST_F(SweepTest, UnderMpirunARankMovesToTheStandbyOfNodeBsSweepRank) {
   const std::string cfg = write_config(
       "name: mig\nrepeats: 1\ntimeout: 120\ncluster: {type: mpirun}\nmigrate:\n  model: {model: lenet, batch: 8}\n"
       "  nodes: 2\n  at_step: 4\n  warmup: 2\n  steps: 20\n  methods: [stopcopy]\n  framebuffers: [32M]\n");
-  auto r = run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                       "mpirun -np 3 --oversubscribe " + kBin + " sweep " + cfg + " --out " + dir_);
+  auto r = sweep_under_mpirun(3, cfg, dir_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto raw = read_raw(dir_);
   ASSERT_EQ(raw.size(), 1u);
