@@ -482,7 +482,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   if (a.ranks > 1 && !launched_by_mpirun() && !launched_by_env()) setenv("OMP_WAIT_POLICY", "passive", 0);
   // --migrate-to standby under --ranks N: the launcher starts the moving rank's standby too.
   const int standby = a.migrate.to == "standby" && a.migrate.at_step > 0 && !a.migrate.standby
-                          ? (a.migrate.rank < 0 ? a.ranks - 1 : a.migrate.rank)
+                          ? migrate::moving_rank(a.migrate, a.ranks)
                           : -1;
   RankJob job = start_rank_job({"train", a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
                                 comm_backend.gpu_buffers ? "--transport " + comm_backend.name : "",

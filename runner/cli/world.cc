@@ -267,16 +267,11 @@ int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::m
   j.standby_argv.push_back(nullptr);
   std::vector<pid_t> pids;
   const pid_t launcher = getpid();
-  for (int r = 0; r < ranks; ++r) {
-    const pid_t pid = fork_rank(j, r, ranks, launcher);
-    if (pid < 0) {
-      kill_ranks(pids);
-      check_errno(false, "fork");
-    }
-    pids.push_back(pid);
-  }
-  if (standby_rank >= 0 && standby_rank < ranks) {
-    const pid_t pid = fork_rank(j, standby_rank, ranks, launcher, true);
+  // The ranks, then the standby (rank standby_rank's second process) when there is one.
+  const int processes = ranks + (standby_rank >= 0 && standby_rank < ranks);
+  for (int i = 0; i < processes; ++i) {
+    const bool standby = i == ranks;
+    const pid_t pid = fork_rank(j, standby ? standby_rank : i, ranks, launcher, standby);
     if (pid < 0) {
       kill_ranks(pids);
       check_errno(false, "fork");

@@ -22,4 +22,7 @@ struct MigrateArgs {
   std::string fault;          // "", "target-unreachable", "target-killed", "source-killed" (tests)
 };
 
+// The rank that moves in a job of `ranks`: --migrate-rank, or the last.
+inline int moving_rank(const MigrateArgs& a, int ranks) { return a.rank < 0 ? ranks - 1 : a.rank; }
+
 }  // namespace ringbench::migrate

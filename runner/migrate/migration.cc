@@ -27,6 +27,14 @@ const std::string kStepKey = "train/migrate/step/", kOutcomeKey = "train/migrate
                   kStandbyKey = "train/migrate/standby";
 constexpr uint64_t kFillSeed = 0x6672616d65627566ull;
 
+// The migration's outcome as the source published it (Bytes of kOutcomeKey), checked.
+json parse_outcome(const Bytes& raw) {
+  json o = json::parse(std::string(raw), nullptr, false);
+  if (!o.is_object() || !o.contains("moved") || !o["moved"].is_boolean())
+    throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
+  return o;
+}
+
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 double seconds_between(int64_t a_ns, int64_t b_ns) { return double(b_ns - a_ns) * 1e-9; }
 
@@ -44,7 +52,7 @@ MigratePlan make_plan(const MigrateArgs& a, int ranks, int64_t warmup, int64_t t
     throw Error("--migrate-at " + std::to_string(a.at_step) + " must fall after the warmup and before the last step (" +
                 std::to_string(warmup + 1) + ".." + std::to_string(total_steps - 1) +
                 "), so the img/s timeline shows the dip and the recovery");
-  p.rank = a.rank < 0 ? ranks - 1 : a.rank;
+  p.rank = moving_rank(a, ranks);
   if (p.rank < 1 || p.rank >= ranks)
     throw Error("--migrate-rank " + std::to_string(a.rank) + " must be 1.." + std::to_string(ranks - 1) +
                 " (rank 0 writes the job's results)");
@@ -157,12 +165,10 @@ bool Migration::source_is_coming(int listen_fd) {
 bool Migration::rank_stayed(std::chrono::milliseconds wait) {
   json o;
   try {
-    o = json::parse(std::string(side_.store.get(kOutcomeKey, wait)), nullptr, false);
+    o = parse_outcome(side_.store.get(kOutcomeKey, wait));
   } catch (const KeyTimeoutError&) {
     return false;
   }
-  if (!o.is_object() || !o.contains("moved") || !o["moved"].is_boolean())
-    throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
   if (o["moved"].get<bool>())
     throw Error("the migration's outcome says rank " + std::to_string(plan_.rank) + " moved, but not to this standby");
   return true;
@@ -275,10 +281,7 @@ void Migration::wait_outcome() {
   auto last_change = Clock::now();
   for (;;) {
     try {
-      const Bytes raw = side_.store.get(kOutcomeKey, std::chrono::milliseconds(500));
-      outcome_ = json::parse(std::string(raw), nullptr, false);
-      if (!outcome_.is_object() || !outcome_.contains("moved") || !outcome_["moved"].is_boolean())
-        throw Error("store key " + kOutcomeKey + " is not the migration's outcome");
+      outcome_ = parse_outcome(side_.store.get(kOutcomeKey, std::chrono::milliseconds(500)));
       return;
     } catch (const KeyTimeoutError&) {
     }

@@ -14,12 +14,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <thread>
 
 #include "base/errors.h"
 #include "collectives/net.h"
+#include "runner/cli/metadata.h"
 
 extern char** environ;
 
@@ -63,14 +63,11 @@ int listen_in(int ns_fd, const std::string& local_addr, std::string* host, int* 
 // e.g. "0-63"): CPU numbers can have gaps, so the count of CPUs is not the bound.
 int machine_cpus() {
   long n = ::sysconf(_SC_NPROCESSORS_CONF);
-  if (std::ifstream f("/sys/devices/system/cpu/possible"); f) {
-    std::string text;
-    std::getline(f, text);
-    const size_t last = text.find_last_of(",-");
-    try {
-      n = std::max(n, std::stol(text.substr(last == std::string::npos ? 0 : last + 1)) + 1);
-    } catch (const std::exception&) {
-    }
+  const std::string text = read_first_line("/sys/devices/system/cpu/possible");
+  const size_t last = text.find_last_of(",-");
+  try {
+    n = std::max(n, std::stol(text.substr(last == std::string::npos ? 0 : last + 1)) + 1);
+  } catch (const std::exception&) {  // unreadable: the count of CPUs
   }
   return int(std::clamp(n, 1L, long(CPU_SETSIZE)));
 }
