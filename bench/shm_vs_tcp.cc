@@ -1,7 +1,9 @@
 // Ring allreduce bus bandwidth over the shm transport and over the TCP transport (loopback), side
-// by side: threads as ranks, f32 sum, the ring's default options. For every rank count and size,
-// each repeat runs shm then tcp (alternating, so load changes on the host hit both alike) and
-// the table gives the median, min and max busbw of the repeats and the ratio of the medians.
+// by side: threads as ranks, f32 sum, the ring's default options. shm runs twice: reducing
+// straight out of the shared ring (the default) and copying each message into a slot first
+// (ShmOptions::reduce_in_ring = false). For every rank count and size, each repeat runs the three
+// in turn (so load changes on the host hit all alike) and the table gives the median, min and max
+// busbw of the repeats and the ratios of the medians.
 //   busbw = algbw * 2(N-1)/N, algbw = bytes / time of one allreduce.
 // Usage: shm_vs_tcp [--ranks 2,4] [--mib 1,4,16,64] [--repeats 7] [--ring-bytes N] [--spin-us N]
 //                   [--single-copy-bytes N (0: ring only)] [--seconds S (per measurement, 0.25)]
@@ -27,6 +29,7 @@ namespace {
 
 using namespace ringbench;
 using Clock = std::chrono::steady_clock;
+constexpr int kKinds = 3;  // shm (reducing in the ring), shm-copy, tcp
 
 struct Args {
   std::vector<int> ranks = {2, 4};
@@ -88,20 +91,24 @@ void rank_main(int rank, int n, Store& store, const Args& a, std::barrier<>& syn
   so.spin = std::chrono::microseconds(a.spin_us);
   TcpOptions to;
   to.spin = std::chrono::microseconds(a.spin_us);
-  std::unique_ptr<Transport> ts[2] = {make_shm_transport(store, rank, n, so),
-                                      make_tcp_transport(store, rank, n, to)};
+  ShmOptions copying = so;
+  copying.reduce_in_ring = false;
+  copying.key_prefix = "shm-copy";
+  std::unique_ptr<Transport> ts[kKinds] = {make_shm_transport(store, rank, n, so),
+                                           make_shm_transport(store, rank, n, copying),
+                                           make_tcp_transport(store, rank, n, to)};
   const size_t max_count = a.mib.back() << 18;
   std::vector<float> in(max_count), out(max_count);
   fill_input(DType::f32, in.data(), max_count, rank, n);
-  std::unique_ptr<RingAllreduce> rings[2];
-  for (int k = 0; k < 2; ++k)
+  std::unique_ptr<RingAllreduce> rings[kKinds];
+  for (int k = 0; k < kKinds; ++k)
     rings[k] = std::make_unique<RingAllreduce>(*ts[k], in.data(), out.data(), max_count, DType::f32, ReduceOp::sum);
   auto& mine = per_rank_seconds[rank];
   for (size_t mib : a.mib) {
     const size_t count = mib << 18;
     const int iters = std::max(2, static_cast<int>(a.seconds * 2e9 / static_cast<double>(mib << 20)));
     for (int rep = 0; rep < a.repeats; ++rep)
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < kKinds; ++k) {
         rings[k]->run(count);  // warm-up
         sync.arrive_and_wait();
         const auto t0 = Clock::now();
@@ -123,9 +130,9 @@ void run_ranks(int n, const Args& a) {
   for (auto& t : threads) t.join();
   size_t m = 0;
   for (size_t mib : a.mib) {
-    std::vector<double> bw[2];
+    std::vector<double> bw[kKinds];
     for (int rep = 0; rep < a.repeats; ++rep)
-      for (int k = 0; k < 2; ++k, ++m) {
+      for (int k = 0; k < kKinds; ++k, ++m) {
         double slowest = 0;
         for (auto& s : secs) slowest = std::max(slowest, s[m]);
         bw[k].push_back(static_cast<double>(mib << 20) / slowest * 2 * (n - 1) / n / 1e9);
@@ -134,8 +141,9 @@ void run_ranks(int n, const Args& a) {
       return std::to_string(median(bw[k])).substr(0, 5) + " [" + std::to_string(*std::min_element(bw[k].begin(), bw[k].end())).substr(0, 5) +
              "-" + std::to_string(*std::max_element(bw[k].begin(), bw[k].end())).substr(0, 5) + "]";
     };
-    std::printf("N=%d %3zu MiB | shm %-22s | tcp %-22s | shm/tcp %.2f\n", n, mib, row(0).c_str(),
-                row(1).c_str(), median(bw[0]) / median(bw[1]));
+    std::printf("N=%d %3zu MiB | shm %-22s | shm-copy %-22s | tcp %-22s | shm/tcp %.2f | shm-copy/tcp %.2f\n", n,
+                mib, row(0).c_str(), row(1).c_str(), row(2).c_str(), median(bw[0]) / median(bw[2]),
+                median(bw[1]) / median(bw[2]));
     std::fflush(stdout);
   }
 }

@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "collectives/reduce.h"
+#include "collectives/stream_reduce.h"
 #include "collectives/tag.h"
 
 namespace ringbench {
@@ -23,6 +24,7 @@ RingAllreduce::RingAllreduce(Transport& t, const void* in, void* out, size_t max
   if (t.size() > 1) {
     in_buf_ = t.register_buffer(const_cast<void*>(in), bytes);
     out_buf_ = in == out ? nullptr : t.register_buffer(out, bytes);
+    if (t.caps().recv_sink) return;  // the transport reduces straight out of its memory: no slots
     // A segment never exceeds a chunk, so small rings need only small slots.
     const size_t n = static_cast<size_t>(t.size());
     size_t slot_elems = std::min(max_seg_elems_, (max_count + n - 1) / n);
@@ -99,10 +101,15 @@ void RingAllreduce::run_ring(size_t count, size_t offset, uint64_t tag) {
     for (size_t k = 0, m = segments(chunk(count, mod(r - s - 1))); k < m; ++k)
       items.push_back({s, k});
   std::vector<std::unique_ptr<Request>> recvs(items.size());
+  // A segment received at the last step is the finished sum: with avg, divided there.
+  auto divisor = [&](int s) { return s == n - 2 && op_ == ReduceOp::avg ? static_cast<float>(n) : 0.0f; };
+  const bool in_transport = !slot_buf_;  // the transport reduces as the segment arrives
   auto post_recv = [&](size_t i) {
     Range seg = segment(chunk(count, mod(r - items[i].step - 1)), items[i].seg);
-    recvs[i] = t_.irecv(left, *slot_buf_, (i % static_cast<size_t>(opts_.depth)) * slot_bytes,
-                        (seg.end - seg.begin) * es, tag);
+    const size_t off = seg.begin * es, len = (seg.end - seg.begin) * es;
+    recvs[i] = in_transport
+                   ? t_.irecv_sink(left, len, tag, StreamReducer(dtype_, out + off, in + off, divisor(items[i].step)))
+                   : t_.irecv(left, *slot_buf_, (i % static_cast<size_t>(opts_.depth)) * slot_bytes, len, tag);
   };
   for (size_t i = 0; i < items.size() && i < static_cast<size_t>(opts_.depth); ++i) post_recv(i);
   {
@@ -115,11 +122,13 @@ void RingAllreduce::run_ring(size_t count, size_t offset, uint64_t tag) {
     const int s = items[i].step;
     Range seg = segment(chunk(count, mod(r - s - 1)), items[i].seg);
     const size_t off = seg.begin * es, len = seg.end - seg.begin;
-    const char* slot = slots_.data() + (i % static_cast<size_t>(opts_.depth)) * slot_bytes;
-    if (s == n - 2 && op_ == ReduceOp::avg)
-      reduce_sum_div(dtype_, out + off, in + off, slot, len, static_cast<float>(n));
-    else
-      reduce_sum(dtype_, out + off, in + off, slot, len);
+    if (!in_transport) {
+      const char* slot = slots_.data() + (i % static_cast<size_t>(opts_.depth)) * slot_bytes;
+      if (divisor(s) != 0)
+        reduce_sum_div(dtype_, out + off, in + off, slot, len, divisor(s));
+      else
+        reduce_sum(dtype_, out + off, in + off, slot, len);
+    }
     if (i + static_cast<size_t>(opts_.depth) < items.size())
       post_recv(i + static_cast<size_t>(opts_.depth));
     if (s + 2 < n) send(out_buf, seg);  // forward the partial sum as step s+1

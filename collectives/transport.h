@@ -7,12 +7,16 @@
 //     a 64-bit tag that the receiver checks: a length or tag mismatch is an IoError on the
 //     receiver, never silent garbage;
 //   - a failed peer (closed, killed, silent for longer than the timeout) or a peer's abort()
-//     fails every pending and later request with an IoError naming that peer.
+//     fails every pending and later request with an IoError naming that peer;
+//   - optionally (caps().recv_sink), a receive can hand its payload to a sink where the
+//     transport holds it, instead of copying it into a buffer: NCCL's primitives reduce
+//     straight out of the peer's FIFO the same way.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,7 +30,11 @@ struct TransportCaps {
   bool host_memory = true;   // can send from / receive into host pointers
   bool cuda_memory = false;  // can send from / receive into CUDA device pointers
   double link_gbps = 0;      // nominal link speed per peer in Gbit/s, 0 when unknown
+  bool recv_sink = false;    // offers irecv_sink()
 };
+
+// Takes a received payload in order, piece by piece (bytes, count); pieces may split an element.
+using RecvSink = std::function<void(const char* bytes, size_t n)>;
 
 // A registered memory region. Owned by the caller; must outlive its requests.
 class Buffer {
@@ -73,6 +81,12 @@ class Transport {
                                          size_t length, uint64_t tag) = 0;
   virtual std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
                                          uint64_t tag) = 0;
+  // Where caps().recv_sink: a receive of `length` bytes whose payload goes to `sink` (called on
+  // whichever thread moves the transport along, with the transport's lock held) straight from
+  // where the transport holds it, one copy fewer than irecv() and a reduction of the buffer.
+  // The message is matched and checked (length, tag) before the sink sees a byte. A sink that
+  // throws fails the transport. Elsewhere it throws Error.
+  virtual std::unique_ptr<Request> irecv_sink(int peer, size_t length, uint64_t tag, RecvSink sink) = 0;
   // Fails this transport and tells every peer why, so that all ranks stop with the same cause
   // instead of waiting for a timeout. Safe to call more than once, never throws.
   virtual void abort(const std::string& reason) noexcept = 0;

@@ -114,6 +114,20 @@ TEST(Cli, ShmSingleCopyIsExactAndSaysSo) {
                            "--shm-single-copy must be 0 (off) or at least 4K"));
 }
 
+// --shm-reduce: the reduce-scatter reduces straight out of the shared ring (the default) or after
+// a copy into a slot; both exact, at half precision too (2-byte elements), and the path says which.
+TEST(Cli, ShmReduceInTheRingOrAfterACopyIsExactAndSaysSo) {
+  for (const std::string how : {"ring", "copy"}) {
+    auto [code, output, doc] = run_json(kBin + " allreduce --ranks 3 --transport shm --shm-reduce " + how +
+                                        " -b 4K -e 4M -f 32 -n 2 -w 1 -d half -o avg --timeout 10");
+    ASSERT_EQ(code, 0) << output;
+    EXPECT_EQ(doc["meta"]["options"]["shm_reduce"], how);
+    for (auto& h : doc["meta"]["hosts"]) EXPECT_EQ(h["path"]["reduce"], how == "ring" ? "from the ring" : "after a copy");
+    for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
+  }
+  EXPECT_TRUE(fails_saying(kBin + " allreduce --ranks 2 --transport shm --shm-reduce fast", "--shm-reduce"));
+}
+
 TEST(Cli, HalfAverageWithTwoRanks) {
   auto r = run_command(kBin + " allreduce --ranks 2 -b 1K -e 1M -f 32 -n 2 -w 0 -d half -o avg --segment 4K");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -24,7 +24,9 @@
 
 #include "base/errors.h"
 #include "collectives/allreduce.h"
+#include "collectives/reduce.h"
 #include "collectives/ring_allreduce.h"
+#include "collectives/stream_reduce.h"
 #include "collectives/transport/shm/shm_segment.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "collectives/verify.h"
@@ -83,6 +85,85 @@ TEST(ShmTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(p["wakeup"], "futex");
     EXPECT_EQ(p["spin_us"], "200");
     EXPECT_EQ(p["single_copy"], "cma >= 65536 bytes");  // threads of one process may read each other
+    EXPECT_EQ(p["reduce"], "from the ring");
+    EXPECT_TRUE(t.caps().recv_sink);
+  });
+  ShmOptions copying = opts("copying");
+  copying.reduce_in_ring = false;
+  run_shm(2, [](Transport& t) {
+    EXPECT_EQ(t.path_info()["reduce"], "after a copy");
+    EXPECT_FALSE(t.caps().recv_sink);
+    EXPECT_THROW(t.irecv_sink(1 - t.rank(), 4, 1, [](const char*, size_t) {}), Error);
+  }, copying);
+}
+
+// A sink receive reduces a message as it streams through the 16 KiB ring (wrapping it many
+// times), or out of the sender's memory through a bounce buffer (single-copy), exactly. A
+// 6-byte message before it leaves the float payload misaligned in the ring, so pieces split
+// elements.
+TEST(ShmTransport, SinkReceivesReduceOutOfTheRingExactlyAtAnyAlignment) {
+  for (bool single_copy : {false, true}) {
+    SCOPED_TRACE(single_copy ? "single-copy" : "ring only");
+    run_shm(2, [&](Transport& t) {
+      constexpr size_t n = 40001;
+      std::vector<float> sent(n), a(n), got(n, -1.f), want(n);
+      fill_input(DType::f32, sent.data(), n, 0, 2);
+      fill_input(DType::f32, a.data(), n, 1, 2);
+      reduce_sum(DType::f32, want.data(), a.data(), sent.data(), n);
+      char odd[6] = {1, 2, 3, 4, 5, 6};
+      auto ob = t.register_buffer(odd, sizeof odd);
+      auto sb = t.register_buffer(sent.data(), n * 4);
+      for (int round = 0; round < 3; ++round) {
+        if (t.rank() == 0) {
+          t.isend(1, *ob, 0, sizeof odd, 7)->wait(5s);
+          t.isend(1, *sb, 0, n * 4, 8)->wait(5s);
+        } else {
+          t.irecv(0, *ob, 0, sizeof odd, 7)->wait(5s);
+          StreamReducer sink(DType::f32, reinterpret_cast<char*>(got.data()), reinterpret_cast<const char*>(a.data()), 0);
+          t.irecv_sink(0, n * 4, 8, sink)->wait(5s);
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), n * 4), 0) << "round " << round;
+        }
+      }
+    }, opts("sink", 16 << 10, 5000ms, single_copy));
+  }
+}
+
+// The message is checked before a sink sees a byte: a length mismatch fails both sides and the
+// sink is never called. A sink that throws fails the transport, naming the sender.
+TEST(ShmTransport, SinkSeesOnlyCheckedMessagesAndItsFailureNamesTheSender) {
+  run_shm(2, [](Transport& t) {
+    std::vector<char> data(1024, 'x');
+    auto b = t.register_buffer(data.data(), data.size());
+    bool called = false;
+    if (t.rank() == 0) {
+      auto s = t.isend(1, *b, 0, 1024, 3);
+      try { s->wait(5s); } catch (const IoError&) {}
+      return;
+    }
+    auto r = t.irecv_sink(0, 512, 3, [&](const char*, size_t) { called = true; });
+    try {
+      r->wait(5s);
+      ADD_FAILURE() << "a 1024-byte message matched a 512-byte sink receive";
+    } catch (const IoError& e) {
+      EXPECT_TRUE(contains(e.what(), "1024-byte message")) << e.what();
+    }
+    EXPECT_FALSE(called);
+  });
+  run_shm(2, [](Transport& t) {
+    std::vector<char> data(1024, 'x');
+    auto b = t.register_buffer(data.data(), data.size());
+    if (t.rank() == 0) {
+      t.isend(1, *b, 0, 1024, 3)->wait(5s);
+      return;
+    }
+    auto r = t.irecv_sink(0, 1024, 3, [](const char*, size_t) { throw std::runtime_error("no room"); });
+    try {
+      r->wait(5s);
+      ADD_FAILURE() << "a sink that threw completed its receive";
+    } catch (const IoError& e) {
+      EXPECT_TRUE(contains(e.what(), "could not be consumed: no room")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "rank 0")) << e.what();
+    }
   });
 }
 

@@ -36,6 +36,8 @@ TEST(TcpTransport, DeclaresHostMemoryAndPath) {
     auto p = t.path_info();
     EXPECT_EQ(p["iface"], "lo");
     EXPECT_EQ(p["addr"].rfind("127.0.0.1:", 0), 0u);
+    EXPECT_FALSE(t.caps().recv_sink);
+    EXPECT_THROW(t.irecv_sink(1 - t.rank(), 4, 1, [](const char*, size_t) {}), Error);
   });
 }
 

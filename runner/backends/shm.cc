@@ -20,6 +20,7 @@ namespace {
 
 struct ShmArgs {
   std::string single_copy = "0";  // messages of at least this size in one copy; "0": never
+  std::string reduce = "ring";     // where the reduce-scatter reduces: "ring" or "copy"
 };
 ShmArgs args;  // bound to the command line of whichever command runs
 
@@ -27,6 +28,9 @@ void add_options(CLI::App& cmd) {
   cmd.add_option("--shm-single-copy", args.single_copy, "shm: messages of at least this size go in one copy "
                  "(the receiver reads the sender's buffer with process_vm_readv where the kernel allows it); "
                  "0: always through the rings")->capture_default_str();
+  cmd.add_option("--shm-reduce", args.reduce, "shm: ring (reduce each message straight out of the shared ring "
+                 "as it arrives) or copy (copy it into a slot first, then reduce: one copy more, for comparison)")
+      ->capture_default_str()->check(CLI::IsMember({"ring", "copy"}));
 }
 
 void validate_options() {
@@ -60,6 +64,7 @@ std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {
   o.job_id = s.world.job_id;
   o.key_prefix = s.key_prefix + "/shm";
   o.single_copy_bytes = parse_bytes(args.single_copy);
+  o.reduce_in_ring = args.reduce == "ring";
   return make_shm_transport(s.store, s.rank, s.size, o);
 }
 
@@ -68,8 +73,13 @@ Backend shm() {
   b.one_host = true;
   b.add_options = add_options;
   b.validate_options = validate_options;
-  b.options_json = [] { return nlohmann::json{{"shm_single_copy_bytes", parse_bytes(args.single_copy)}}; };
-  b.options_line = [] { return " --transport shm --shm-single-copy " + std::to_string(parse_bytes(args.single_copy)); };
+  b.options_json = [] {
+    return nlohmann::json{{"shm_single_copy_bytes", parse_bytes(args.single_copy)}, {"shm_reduce", args.reduce}};
+  };
+  b.options_line = [] {
+    return " --transport shm --shm-single-copy " + std::to_string(parse_bytes(args.single_copy)) + " --shm-reduce " +
+           args.reduce;
+  };
   return b;
 }
 

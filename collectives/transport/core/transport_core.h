@@ -40,6 +40,7 @@ struct ReqState {
   uint64_t tag = 0;
   char* data = nullptr;    // the caller's memory at the transfer's offset (a send only reads it)
   size_t transferred = 0;  // payload bytes moved so far, for timeout messages (tcp, shm)
+  RecvSink sink;           // irecv_sink(): the payload goes here, not to `data`
 };
 
 // The error of a transfer that did not complete in time: what it waited for, from whom, and
@@ -66,6 +67,14 @@ class TransportCore : public Transport {
   std::unique_ptr<Request> irecv(int peer, Buffer& buf, size_t offset, size_t length,
                                  uint64_t tag) final {
     return submit(new_request(peer, false, buf, offset, length, tag));
+  }
+  std::unique_ptr<Request> irecv_sink(int peer, size_t length, uint64_t tag, RecvSink sink) final {
+    if (!caps_.recv_sink || !sink)
+      throw Error(me() + ": the " + caps_.name + " transport cannot hand a receive to a sink");
+    Buffer none(nullptr, length, MemKind::host);
+    auto r = new_request(peer, false, none, 0, length, tag);
+    r->sink = std::move(sink);
+    return submit(std::move(r));
   }
   // Fails this transport (unless it failed already) and tells every peer why.
   void abort(const std::string& reason) noexcept final {

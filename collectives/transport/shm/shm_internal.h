@@ -97,6 +97,7 @@ struct Peer {
   bool cma_in = false;  // we can read its memory (and told it so)
   bool rx_cma = false;  // the current message is single-copy
   uint64_t cma_read = 0;
+  std::vector<char> bounce;  // a single-copy piece on its way to a receive's sink
   std::deque<ReqPtr> recvq;  // posted receives, matched in order
   // kAwaitingRecv: a header was read and waits for its receive to be posted.
   enum Rx { kHeader, kAwaitingRecv, kPayload } rx = kHeader;
@@ -138,6 +139,9 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   bool read_header(Peer& p);
   bool match(Peer& p);
   size_t read_payload(Peer& p, ReqState& r);
+  size_t sink_payload(Peer& p, ReqState& r);
+  size_t read_cma(Peer& p, char* dst, size_t n);
+  bool to_sink(Peer& p, ReqState& r, const char* bytes, size_t n);
   void ack(Peer& p);
   bool collect_acks(Peer& p);
   void check_flags(Peer& p);

@@ -163,15 +163,50 @@ bool ShmTransport::match(Peer& p) {
 }
 
 // The next piece of the current payload: from the ring, or (single-copy) from the sender's
-// memory. Returns the bytes read, or kCorrupt once the transport failed.
+// memory, into the receive's buffer or its sink. Returns the bytes read, or kCorrupt once the
+// transport failed.
 size_t ShmTransport::read_payload(Peer& p, ReqState& r) {
-  if (!p.rx_cma) {
-    const size_t n = p.in.read(r.data + p.got, std::min(r.length - p.got, kPublishBytes));
-    if (n == kCorrupt) corrupt(p, "its ring's head is outside the ring");
-    return n;
+  if (r.sink) return sink_payload(p, r);
+  if (p.rx_cma) return read_cma(p, r.data + p.got, std::min(r.length - p.got, kCmaPieceBytes));
+  const size_t n = p.in.read(r.data + p.got, std::min(r.length - p.got, kPublishBytes));
+  if (n == kCorrupt) corrupt(p, "its ring's head is outside the ring");
+  return n;
+}
+
+// A sink takes the payload where it lies in the ring (no copy); a single-copy piece goes
+// through a bounce buffer.
+size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
+  if (p.rx_cma) {
+    p.bounce.resize(kCmaPieceBytes);
+    const size_t n = read_cma(p, p.bounce.data(), std::min(r.length - p.got, kCmaPieceBytes));
+    return n == kCorrupt || to_sink(p, r, p.bounce.data(), n) ? n : kCorrupt;
   }
-  const size_t want = std::min(r.length - p.got, kCmaPieceBytes);
-  iovec local{r.data + p.got, want};
+  const auto [bytes, n] = p.in.peek(std::min(r.length - p.got, kPublishBytes));
+  if (n == kCorrupt) {
+    corrupt(p, "its ring's head is outside the ring");
+    return kCorrupt;
+  }
+  if (n == 0) return 0;
+  if (!to_sink(p, r, bytes, n)) return kCorrupt;
+  p.in.consume(n);
+  return n;
+}
+
+// Hands a piece to the receive's sink; a sink that throws fails the transport.
+bool ShmTransport::to_sink(Peer& p, ReqState& r, const char* bytes, size_t n) {
+  try {
+    r.sink(bytes, n);
+    return true;
+  } catch (const std::exception& e) {
+    fail(std::make_exception_ptr(IoError(p.rank, me() + ": a message from " + who(p.rank) +
+                                                     " could not be consumed: " + e.what())));
+    return false;
+  }
+}
+
+// Reads up to `want` bytes of the current single-copy payload out of the sender's memory.
+size_t ShmTransport::read_cma(Peer& p, char* dst, size_t want) {
+  iovec local{dst, want};
   iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(p.rx_hdr.addr + p.got)), want};
   const ssize_t n = ::process_vm_readv(static_cast<pid_t>(p.proc.pid), &local, 1, &remote, 1, 0);
   const int err = errno;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "collectives/transport/shm/shm_layout.h"
 
@@ -84,6 +85,15 @@ class RingReader : public RingEnd {
     pos_ += n;
     return n;
   }
+  // The readable bytes that lie in one piece at the read position (up to the ring's end), at
+  // most `n`: a pointer and a count (kCorrupt when the ring is). consume() moves past them.
+  std::pair<const char*, size_t> peek(size_t n) const {
+    const size_t have = available();
+    if (have == kCorrupt) return {nullptr, kCorrupt};
+    const size_t off = offset(pos_);
+    return {data_ + off, std::min({n, have, static_cast<size_t>(cap_) - off})};
+  }
+  void consume(size_t n) { pos_ += n; }
   void publish() {
     ctl_->tail.store(pos_, std::memory_order_release);
     published_ = pos_;

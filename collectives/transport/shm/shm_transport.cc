@@ -33,12 +33,13 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, const ShmOptions& o
   pid_ns_ = shm_segment::pid_namespace();
   own_ = Segment::create(opts.job_id, rank, size, opts.ring_bytes);
   connect(store);  // on failure, own_ removes the segment as it goes
-  caps_ = {"shm", true, false, 0};
+  caps_ = {"shm", true, false, 0, opts.reduce_in_ring};
   path_ = {{"transport", "shm"},
            {"ring_bytes", std::to_string(opts.ring_bytes)},
            {"wakeup", "futex"},
            {"spin_us", std::to_string(opts.spin.count())},
            {"single_copy", single_copy_summary()},
+           {"reduce", opts.reduce_in_ring ? "from the ring" : "after a copy"},
            {"heartbeat_ms", std::to_string(heartbeat_.count())},
            {"segment_mib", std::to_string(segment_bytes(size, opts.ring_bytes) >> 20)}};
   housekeeper_ = std::thread([this] { housekeeping(); });

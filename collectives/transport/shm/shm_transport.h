@@ -40,6 +40,10 @@ struct ShmOptions {
   // measured faster on our 2-core VM (bench/shm_vs_tcp.cc --single-copy-bytes 65536): the
   // syscall, the page pinning and the acknowledgement cost more than the copy they save.
   size_t single_copy_bytes = 0;
+  // The ring's reduce-scatter reduces each message straight out of the shared ring as it arrives
+  // (irecv_sink), instead of copying it into a slot and reducing from there. false: the copy,
+  // for comparison (bench/shm_vs_tcp.cc).
+  bool reduce_in_ring = true;
   std::string key_prefix = "shm";  // store namespace, for several transports on one store
 };
 
