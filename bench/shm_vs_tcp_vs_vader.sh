@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Ranks of one host: our ring over shared memory (--transport shm) vs our ring over loopback TCP
-# vs Open MPI's MPI_Allreduce over its shared-memory BTL (vader), N = 2 and 4, 1 MiB to 64 MiB.
-# All three run under the same mpirun, with the same binary, alternating REPEATS times so that
-# machine noise hits them alike; table.md gives median busbw, the spread (min-max) over repeats,
-# and the shm / tcp and shm / vader ratios. Every run checks its results exactly (-c 1).
+# Ranks of one host: our ring over shared memory (--transport shm; and shm-copy, the same with
+# --shm-reduce copy) vs our ring over loopback TCP vs Open MPI's MPI_Allreduce over its
+# shared-memory BTL (vader), N = 2 and 4, 1 MiB to 64 MiB. All four run under the same mpirun,
+# with the same binary, alternating REPEATS times so that machine noise hits them alike; table.md
+# gives median busbw, the spread (min-max) over repeats, and the shm / tcp, shm / vader and
+# shm / shm-copy ratios. Every run checks its results exactly (-c 1).
 #
 #   bench/shm_vs_tcp_vs_vader.sh [OUTDIR]      (default results/shm-vs-tcp-vs-vader-<date>)
 # Environment: REPEATS (5), ITERS (5), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN
@@ -23,8 +24,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 for rep in $(seq 1 "$repeats"); do
   for n in $nprocs; do
-    for cond in shm tcp vader; do
+    for cond in shm shm-copy tcp vader; do
       case $cond in
+        shm-copy) what=(--transport shm --shm-reduce copy) mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
         shm|tcp) what=(--transport "$cond") mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
         vader) what=(--impl mpi) mca=(--mca pml ob1 --mca btl vader,self) ;;
       esac

@@ -6,12 +6,12 @@ from collections import defaultdict
 
 from summarize_compare import checked_rows  # same directory
 
-CONDS = ("shm", "tcp", "vader")
+CONDS = ("shm", "shm-copy", "tcp", "vader")
 
 
 def load(outdir):
     busbw = defaultdict(list)  # (cond, n, bytes) -> out-of-place busbw per repeat
-    found, meta = checked_rows(outdir, r"(shm|tcp|vader)-n(\d+)-r(\d+)\.json")
+    found, meta = checked_rows(outdir, r"(shm|shm-copy|tcp|vader)-n(\d+)-r(\d+)\.json")
     for m, r in found:
         if not r["inplace"]:
             busbw[(m[1], int(m[2]), r["bytes"])].append(r["busbw_gbps"])
@@ -20,15 +20,16 @@ def load(outdir):
 
 def main(outdir):
     busbw, meta = load(outdir)
-    print("# ranks of one host: ring (ours) over shm vs ring (ours) over loopback TCP vs Open MPI "
-          "MPI_Allreduce over btl vader,self; out-of-place, float sum, checked exactly")
+    print("# ranks of one host: ring (ours) over shm (reducing out of the shared ring; shm-copy: copying "
+          "into a slot first) vs ring (ours) over loopback TCP vs Open MPI MPI_Allreduce over btl vader,self; "
+          "out-of-place, float sum, checked exactly")
     if meta:
         h = meta["hosts"][0]
         print(f"# host {h['host']}, {h['cores']} cores, {h['cpu']}, {h['kernel']}; "
               f"{meta['build']['mpi']}; ringbench {meta['build']['commit']}")
     print("# busbw in GB/s (1e9 bytes): median over repeats (min-max); ratios of the medians\n")
-    print("| N | size | shm | tcp | vader | shm / tcp | shm / vader |")
-    print("|---|---|---|---|---|---|---|")
+    print("| N | size | shm | shm-copy | tcp | vader | shm / tcp | shm / vader | shm / shm-copy |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n, size in sorted({(k[1], k[2]) for k in busbw}):
         cells, med = [], {}
         for c in CONDS:
@@ -36,7 +37,7 @@ def main(outdir):
             med[c] = statistics.median(v) if v else None
             cells.append(f"{med[c]:.3f} ({min(v):.3f}-{max(v):.3f}) x{len(v)}" if v else "n/a")
         ratio = lambda a, b: f"{med[a] / med[b]:.2f}" if med[a] and med[b] else "n/a"
-        print(f"| {n} | {size >> 20} MiB | " + " | ".join(cells) + f" | {ratio('shm', 'tcp')} | {ratio('shm', 'vader')} |")
+        print(f"| {n} | {size >> 20} MiB | " + " | ".join(cells) + f" | {ratio('shm', 'tcp')} | {ratio('shm', 'vader')} | {ratio('shm', 'shm-copy')} |")
 
 
 if __name__ == "__main__":
