@@ -7,13 +7,13 @@
 # shm / shm-copy ratios. Every run checks its results exactly (-c 1).
 #
 #   bench/shm_vs_tcp_vs_vader.sh [OUTDIR]      (default results/shm-vs-tcp-vs-vader-<date>)
-# Environment: REPEATS (5), ITERS (5), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN
+# Environment: REPEATS (5), ITERS (40: fewer leave 1 MiB medians at the mercy of one descheduling), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN:-$root/build/runner/ringbench}
 out=${1:-$root/results/shm-vs-tcp-vs-vader-$(date +%Y%m%d)}
 repeats=${REPEATS:-5}
-iters=${ITERS:-5}
+iters=${ITERS:-40}
 warmup=${WARMUP:-2}
 nprocs=${NPROCS:-"2 4"}
 maxbytes=${MAXBYTES:-64M}
