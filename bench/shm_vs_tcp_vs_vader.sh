@@ -7,7 +7,9 @@
 # shm / shm-copy ratios. Every run checks its results exactly (-c 1).
 #
 #   bench/shm_vs_tcp_vs_vader.sh [OUTDIR]      (default results/shm-vs-tcp-vs-vader-<date>)
-# Environment: REPEATS (5), ITERS (40: fewer leave 1 MiB medians at the mercy of one descheduling), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN
+# Environment: REPEATS (5), ITERS (40: fewer leave 1 MiB medians at the mercy of one descheduling), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN,
+#   LAUNCH (mpirun; ranks: `ringbench allreduce --ranks N` starts the ranks, for machines without
+#   Open MPI, and vader is left out)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN:-$root/build/runner/ringbench}
@@ -18,13 +20,19 @@ warmup=${WARMUP:-2}
 nprocs=${NPROCS:-"2 4"}
 maxbytes=${MAXBYTES:-64M}
 [ -x "$bin" ] || { echo "shm_vs_tcp_vs_vader: no $bin (build first: scripts/build.sh, or BIN=...)" >&2; exit 1; }
-command -v mpirun >/dev/null || { echo "shm_vs_tcp_vs_vader: needs mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
+launch=${LAUNCH:-mpirun}
+conds="shm shm-copy tcp vader"
+case $launch in
+  mpirun) command -v mpirun >/dev/null || { echo "shm_vs_tcp_vs_vader: needs mpirun (apt-get install openmpi-bin), or LAUNCH=ranks" >&2; exit 1; } ;;
+  ranks) conds="shm shm-copy tcp" ;;
+  *) echo "shm_vs_tcp_vs_vader: LAUNCH must be mpirun or ranks, not $launch" >&2; exit 2 ;;
+esac
 mkdir -p "$out/raw"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 for rep in $(seq 1 "$repeats"); do
   for n in $nprocs; do
-    for cond in shm shm-copy tcp vader; do
+    for cond in $conds; do
       case $cond in
         shm-copy) what=(--transport shm --shm-reduce copy) mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
         shm|tcp) what=(--transport "$cond") mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
@@ -32,8 +40,9 @@ for rep in $(seq 1 "$repeats"); do
       esac
       f=$out/raw/$cond-n$n-r$rep.json
       echo "== repeat $rep/$repeats: N=$n $cond" >&2
-      mpirun --oversubscribe --bind-to none -np "$n" "${mca[@]}" "$bin" allreduce "${what[@]}" \
-        -b 1M -e "$maxbytes" -f 4 -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
+      run=(allreduce "${what[@]}" -b 1M -e "$maxbytes" -f 4 -n "$iters" -w "$warmup" -c 1 --json "$f")
+      if [ "$launch" = ranks ]; then "$bin" "${run[@]}" --ranks "$n" >"${f%.json}.txt"
+      else mpirun --oversubscribe --bind-to none -np "$n" "${mca[@]}" "$bin" "${run[@]}" >"${f%.json}.txt"; fi
     done
   done
 done

@@ -27,6 +27,8 @@ def main(outdir):
         h = meta["hosts"][0]
         print(f"# host {h['host']}, {h['cores']} cores, {h['cpu']}, {h['kernel']}; "
               f"{meta['build']['mpi']}; ringbench {meta['build']['commit']}")
+    if not any(k[0] == "vader" for k in busbw):
+        print("# vader not run (LAUNCH=ranks: the ranks were started by ringbench --ranks, not mpirun)")
     print("# busbw in GB/s (1e9 bytes): median over repeats (min-max); ratios of the medians\n")
     print("| N | size | shm | shm-copy | tcp | vader | shm / tcp | shm / vader | shm / shm-copy |")
     print("|---|---|---|---|---|---|---|---|---|")
