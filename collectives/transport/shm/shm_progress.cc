@@ -200,8 +200,11 @@ bool ShmTransport::to_sink(Peer& p, ReqState& r, const char* bytes, size_t n) {
   } catch (const std::exception& e) {
     fail(std::make_exception_ptr(IoError(p.rank, me() + ": a message from " + who(p.rank) +
                                                      " could not be consumed: " + e.what())));
-    return false;
+  } catch (...) {
+    fail(std::make_exception_ptr(IoError(p.rank, me() + ": a message from " + who(p.rank) +
+                                                     " could not be consumed")));
   }
+  return false;
 }
 
 // Reads up to `want` bytes of the current single-copy payload out of the sender's memory.
