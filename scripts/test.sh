@@ -156,9 +156,6 @@ no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON"
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined $no_bench")
 [ "$sanitizers" = on ] && wanted tsan && later+=("tsan $root/build-tsan select_tsan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=thread $no_bench")
-wanted fuzz && later+=("fuzz $root/build-fuzz -")
-# CI ends when the lane's last build has been tested: the cuda tree goes last, since its tests
-# take seconds (the fuzz run, last before, took a minute after the lane had ended).
 # The cuda tree compiles the whole product again, most of it exactly as the release tree does.
 # With ccache (a cache private to this run, in $state) both trees go through it and the cuda
 # tree's C++ objects come from the release tree's: 174 s -> 61 s for the cuda tree on this
@@ -180,6 +177,8 @@ if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
 elif wanted cuda; then
   echo "== CUDA build: skipped (${RINGBENCH_CUDA:+RINGBENCH_CUDA=$RINGBENCH_CUDA, }no nvcc at $nvcc) =="
 fi
+wanted fuzz && later+=("fuzz $root/build-fuzz -")
+
 release_built=0
 wanted release && configure_pass release "$root/build" select_all "${cache_args[@]}" &&
   phase "release build" build_targets release "$root/build" && release_built=1
