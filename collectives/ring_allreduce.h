@@ -3,8 +3,9 @@
 // split into segments that are pipelined: while segment k is being reduced, segment k+1 is
 // arriving and the reduced segment k-1 is already on its way to the next rank.
 //
-// Setup (constructor) registers the buffers and allocates the receive slots; run() is the
-// hot loop and the only code a benchmark should time.
+// Setup (constructor) registers the buffers and allocates the receive slots (none where the
+// transport offers irecv_sink: it then reduces each segment where it holds it, as it arrives);
+// run() is the hot loop and the only code a benchmark should time.
 #pragma once
 
 #include <chrono>
