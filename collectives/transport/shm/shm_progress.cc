@@ -179,7 +179,8 @@ size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
   if (p.rx_cma) {
     p.bounce.resize(kCmaPieceBytes);
     const size_t n = read_cma(p, p.bounce.data(), std::min(r.length - p.got, kCmaPieceBytes));
-    return n == kCorrupt || to_sink(p, r, p.bounce.data(), n) ? n : kCorrupt;
+    if (n == kCorrupt || !to_sink(p, r, p.bounce.data(), n)) return kCorrupt;
+    return n;
   }
   const auto [bytes, n] = p.in.peek(std::min(r.length - p.got, kPublishBytes));
   if (n == kCorrupt) {
@@ -194,16 +195,16 @@ size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
 
 // Hands a piece to the receive's sink; a sink that throws fails the transport.
 bool ShmTransport::to_sink(Peer& p, ReqState& r, const char* bytes, size_t n) {
+  std::string why;
   try {
     r.sink(bytes, n);
     return true;
   } catch (const std::exception& e) {
-    fail(std::make_exception_ptr(IoError(p.rank, me() + ": a message from " + who(p.rank) +
-                                                     " could not be consumed: " + e.what())));
+    why = std::string(": ") + e.what();
   } catch (...) {
-    fail(std::make_exception_ptr(IoError(p.rank, me() + ": a message from " + who(p.rank) +
-                                                     " could not be consumed")));
   }
+  fail(std::make_exception_ptr(
+      IoError(p.rank, me() + ": a message from " + who(p.rank) + " could not be consumed" + why)));
   return false;
 }
 
