@@ -1,7 +1,8 @@
 // Ring allreduce bus bandwidth over the shm transport and over the TCP transport (loopback), side
-// by side: threads as ranks, f32 sum, the ring's default options. shm runs twice: reducing
-// straight out of the shared ring (the default) and copying each message into a slot first
-// (ShmOptions::reduce_in_ring = false). For every rank count and size, each repeat runs the three
+// by side: threads as ranks, f32 sum, the ring's default options. shm runs three times: forwarding
+// each message into the next rank's ring as it arrives (the default), reducing it out of the
+// shared ring without forwarding (ShmOptions::forward = false), and copying each message into a
+// slot first (reduce_in_ring = false). For every rank count and size, each repeat runs the four
 // in turn (so load changes on the host hit all alike) and the table gives the median, min and max
 // busbw of the repeats and the ratios of the medians.
 //   busbw = algbw * 2(N-1)/N, algbw = bytes / time of one allreduce.
@@ -29,7 +30,7 @@ namespace {
 
 using namespace ringbench;
 using Clock = std::chrono::steady_clock;
-constexpr int kKinds = 3;  // shm (reducing in the ring), shm-copy, tcp
+constexpr int kKinds = 4;  // shm (forwarding), shm-ring, shm-copy, tcp
 
 struct Args {
   std::vector<int> ranks = {2, 4};
@@ -91,10 +92,14 @@ void rank_main(int rank, int n, Store& store, const Args& a, std::barrier<>& syn
   so.spin = std::chrono::microseconds(a.spin_us);
   TcpOptions to;
   to.spin = std::chrono::microseconds(a.spin_us);
+  ShmOptions in_ring = so;
+  in_ring.forward = false;
+  in_ring.key_prefix = "shm-ring";
   ShmOptions copying = so;
   copying.reduce_in_ring = false;
   copying.key_prefix = "shm-copy";
   std::unique_ptr<Transport> ts[kKinds] = {make_shm_transport(store, rank, n, so),
+                                           make_shm_transport(store, rank, n, in_ring),
                                            make_shm_transport(store, rank, n, copying),
                                            make_tcp_transport(store, rank, n, to)};
   const size_t max_count = a.mib.back() << 18;
@@ -141,9 +146,9 @@ void run_ranks(int n, const Args& a) {
       return std::to_string(median(bw[k])).substr(0, 5) + " [" + std::to_string(*std::min_element(bw[k].begin(), bw[k].end())).substr(0, 5) +
              "-" + std::to_string(*std::max_element(bw[k].begin(), bw[k].end())).substr(0, 5) + "]";
     };
-    std::printf("N=%d %3zu MiB | shm %-22s | shm-copy %-22s | tcp %-22s | shm/tcp %.2f | shm-copy/tcp %.2f\n", n,
-                mib, row(0).c_str(), row(1).c_str(), row(2).c_str(), median(bw[0]) / median(bw[2]),
-                median(bw[1]) / median(bw[2]));
+    std::printf("N=%d %3zu MiB | shm %-22s | shm-ring %-22s | shm-copy %-22s | tcp %-22s | shm/tcp %.2f | "
+                "shm/shm-ring %.2f\n", n, mib, row(0).c_str(), row(1).c_str(), row(2).c_str(), row(3).c_str(),
+                median(bw[0]) / median(bw[3]), median(bw[0]) / median(bw[1]));
     std::fflush(stdout);
   }
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Ranks of one host: our ring over shared memory (--transport shm; and shm-copy, the same with
-# --shm-reduce copy) vs our ring over loopback TCP vs Open MPI's MPI_Allreduce over its
+# Ranks of one host: our ring over shared memory (--transport shm, forwarding each message into
+# the next rank's ring as it arrives; and shm-ring, the same with --shm-reduce ring: no forwards) vs our ring over loopback TCP vs Open MPI's MPI_Allreduce over its
 # shared-memory BTL (vader), N = 2 and 4, 1 MiB to 64 MiB. All four run under the same mpirun,
 # with the same binary, alternating REPEATS times so that machine noise hits them alike; table.md
 # gives median busbw, the spread (min-max) over repeats, and the shm / tcp, shm / vader and
-# shm / shm-copy ratios. Every run checks its results exactly (-c 1).
+# shm / shm-ring ratios. Every run checks its results exactly (-c 1).
 #
 #   bench/shm_vs_tcp_vs_vader.sh [OUTDIR]      (default results/shm-vs-tcp-vs-vader-<date>)
 # Environment: REPEATS (5), ITERS (40: fewer leave 1 MiB medians at the mercy of one descheduling), WARMUP (2), NPROCS ("2 4"), MAXBYTES (64M), BIN,
@@ -21,10 +21,10 @@ nprocs=${NPROCS:-"2 4"}
 maxbytes=${MAXBYTES:-64M}
 [ -x "$bin" ] || { echo "shm_vs_tcp_vs_vader: no $bin (build first: scripts/build.sh, or BIN=...)" >&2; exit 1; }
 launch=${LAUNCH:-mpirun}
-conds="shm shm-copy tcp vader"
+conds="shm shm-ring tcp vader"
 case $launch in
   mpirun) command -v mpirun >/dev/null || { echo "shm_vs_tcp_vs_vader: needs mpirun (apt-get install openmpi-bin), or LAUNCH=ranks" >&2; exit 1; } ;;
-  ranks) conds="shm shm-copy tcp" ;;
+  ranks) conds="shm shm-ring tcp" ;;
   *) echo "shm_vs_tcp_vs_vader: LAUNCH must be mpirun or ranks, not $launch" >&2; exit 2 ;;
 esac
 mkdir -p "$out/raw"
@@ -34,7 +34,7 @@ for rep in $(seq 1 "$repeats"); do
   for n in $nprocs; do
     for cond in $conds; do
       case $cond in
-        shm-copy) what=(--transport shm --shm-reduce copy) mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
+        shm-ring) what=(--transport shm --shm-reduce ring) mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
         shm|tcp) what=(--transport "$cond") mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
         vader) what=(--impl mpi) mca=(--mca pml ob1 --mca btl vader,self) ;;
       esac

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
 
 #include "base/errors.h"
@@ -72,7 +73,7 @@ void RingAllreduce::run(size_t count, size_t offset) {
   uint64_t tag = collective_tag(
       {count, uint64_t(dtype_), uint64_t(op_), uint64_t{seg_elems_ * esize_}, runs_++});
   run_collective(
-      t_, [&] { run_ring(count, offset, tag); },
+      t_, [&] { t_.caps().forward ? run_forwarding(count, offset, tag) : run_ring(count, offset, tag); },
       [&] { return describe_allreduce("ring", count, dtype_, op_); });
 }
 
@@ -131,14 +132,17 @@ void RingAllreduce::run_ring(size_t count, size_t offset, uint64_t tag) {
     }
     if (i + static_cast<size_t>(opts_.depth) < items.size())
       post_recv(i + static_cast<size_t>(opts_.depth));
-    if (s + 2 < n) send(out_buf, seg);  // forward the partial sum as step s+1
+    // Forward the partial sum as step s+1; a finished sum (the last step) goes out at once as
+    // the allgather's first step, while it is still in cache, as NCCL's ring does.
+    send(out_buf, seg);
   }
-  // In-place, allgather overwrites regions the reduce-scatter may still be sending from.
-  for (auto& q : sends) q->wait(opts_.timeout);
-  sends.clear();
+  // No wait for the sends before the allgather writes into the output in place: a region it
+  // overwrites (chunk c, arriving from the left) comes only after the rank left of this one
+  // finished chunk c's sum, further along the ring, which needed every byte this rank sent of
+  // chunk c to have arrived.
 
   // Allgather: at step s send chunk r+1-s, receive chunk r-s straight into the output and
-  // forward it at step s+1.
+  // forward it at step s+1 (step 0, this rank's finished chunk r+1, went out above).
   items.clear();
   for (int s = 0; s + 1 < n; ++s)
     for (size_t k = 0, m = segments(chunk(count, mod(r - s))); k < m; ++k) items.push_back({s, k});
@@ -150,16 +154,71 @@ void RingAllreduce::run_ring(size_t count, size_t offset, uint64_t tag) {
     recvs[i] = t_.irecv(left, out_buf, base + seg.begin * es, (seg.end - seg.begin) * es, tag);
   };
   for (size_t i = 0; i < items.size() && i < window; ++i) post_ag(i);
-  {
-    Range own = chunk(count, mod(r + 1));
-    for (size_t k = 0, m = segments(own); k < m; ++k) send(out_buf, segment(own, k));
-  }
   for (size_t i = 0; i < items.size(); ++i) {
     recvs[i]->wait(opts_.timeout);
     recvs[i].reset();
     if (i + window < items.size()) post_ag(i + window);
     const int s = items[i].step;
     if (s + 2 < n) send(out_buf, segment(chunk(count, mod(r - s)), items[i].seg));
+  }
+  for (auto& q : sends) q->wait(opts_.timeout);
+}
+
+// The same ring where the transport forwards (caps().forward): each received segment goes on to
+// the right as it arrives, not through the output first. Reduce-scatter steps reduce it straight
+// into the right rank's memory (the last one into the output as well, which starts the
+// allgather) and allgather steps copy it into the output and on, as NCCL's recvReduceSend,
+// recvReduceCopySend and recvCopySend do; only the last allgather step just receives.
+// As in NCCL, the buffer goes round in rounds of one segment per chunk, every round a whole
+// reduce-scatter and allgather: a forward reaches the head of the queue to the right while its
+// data arrives, instead of behind a whole chunk of this rank's own, so it can go straight in.
+void RingAllreduce::run_forwarding(size_t count, size_t offset, uint64_t tag) {
+  const int n = t_.size(), r = t_.rank();
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  auto mod = [n](int v) { return ((v % n) + n) % n; };
+  const size_t es = esize_, base = offset * es;
+  const auto* in = static_cast<const char*>(in_) + base;
+  auto* out = static_cast<char*>(out_) + base;
+  Buffer& out_buf = out_buf_ ? *out_buf_ : *in_buf_;
+  const size_t round = static_cast<size_t>(n) * seg_elems_;
+  const size_t rounds = std::max<size_t>(1, (count + round - 1) / round);
+  const int last_rs = n - 2, last = 2 * n - 3;
+  // The elements of step s of round k: this rank's own chunk at step -1 (a send), then the
+  // chunks it receives from the left, in the order the left sends them.
+  auto range = [&](size_t k, int s) {
+    const size_t b = k * round, e = std::min(count, b + round);
+    const int c = s < 0 ? r : s <= last_rs ? mod(r - s - 1) : mod(r - (s - n + 1));
+    Range x = chunk(e - b, c);
+    return Range{b + x.begin, b + x.end};
+  };
+  std::vector<std::unique_ptr<Request>> sends;
+  std::deque<std::unique_ptr<Request>> recvs;  // posted, in order
+  auto post = [&](size_t k, int s) {
+    const Range seg = range(k, s);
+    const size_t off = seg.begin * es, len = (seg.end - seg.begin) * es;
+    if (s < 0) {
+      sends.push_back(t_.isend(right, *in_buf_, base + off, len, tag));
+    } else if (s == last) {
+      recvs.push_back(t_.irecv(left, out_buf, base + off, len, tag));
+    } else {
+      const float div = s == last_rs && op_ == ReduceOp::avg ? static_cast<float>(n) : 0.0f;
+      ForwardStep step{dtype_, out + off, s <= last_rs ? in + off : nullptr, div, s >= last_rs};
+      Forward f = t_.irecv_forward(left, right, len, tag, out_buf, base + off, step);
+      recvs.push_back(std::move(f.recv));
+      sends.push_back(std::move(f.send));
+    }
+  };
+  const size_t window = 2 * static_cast<size_t>(opts_.depth);
+  size_t k = 0;
+  int s = -1;  // the next (round, step) to post
+  auto fill = [&] {
+    for (; k < rounds && recvs.size() < window; s = s == last ? -1 : s + 1, k += s == -1) post(k, s);
+  };
+  fill();
+  while (!recvs.empty()) {
+    recvs.front()->wait(opts_.timeout);
+    recvs.pop_front();
+    fill();
   }
   for (auto& q : sends) q->wait(opts_.timeout);
 }

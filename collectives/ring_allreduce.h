@@ -4,7 +4,8 @@
 // arriving and the reduced segment k-1 is already on its way to the next rank.
 //
 // Setup (constructor) registers the buffers and allocates the receive slots (none where the
-// transport offers irecv_sink: it then reduces each segment where it holds it, as it arrives);
+// transport offers irecv_sink: it then reduces each segment where it holds it, as it arrives;
+// where it also offers irecv_forward, each segment goes on to the next rank as it arrives);
 // run() is the hot loop and the only code a benchmark should time.
 #pragma once
 
@@ -47,6 +48,7 @@ class RingAllreduce {
   size_t segments(Range r) const;
   Range segment(Range r, size_t k) const;
   void run_ring(size_t count, size_t offset, uint64_t tag);
+  void run_forwarding(size_t count, size_t offset, uint64_t tag);
 
   Transport& t_;
   const void* in_;

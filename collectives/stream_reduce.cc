@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
+#include "base/errors.h"
 #include "collectives/reduce.h"
 
 namespace ringbench {
@@ -49,6 +51,21 @@ void StreamReducer::reduce(const char* b, size_t elems) {
   else
     reduce_sum(t_, dst_ + off, a_ + off, b, elems);
   done_ += elems;
+}
+
+void ForwardStep::operator()(const char* in, size_t offset, size_t n, char* next) const {
+  const size_t es = dtype_size(t);
+  if (n % es != 0)
+    throw Error("a forwarded piece of " + std::to_string(n) + " bytes splits a " + std::to_string(es) + "-byte element");
+  char* h = home + offset;
+  char* first = next ? next : h;
+  if (!a)
+    std::memcpy(first, in, n);
+  else if (divisor != 0)
+    reduce_sum_div(t, first, a + offset, in, n / es, divisor);
+  else
+    reduce_sum(t, first, a + offset, in, n / es);
+  if (next && keep) std::memcpy(h, next, n);
 }
 
 }  // namespace ringbench

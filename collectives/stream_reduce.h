@@ -31,4 +31,17 @@ class StreamReducer {
   size_t stashed_ = 0;  // bytes of a split element
 };
 
+// One forward of the ring (a ForwardFn for Transport::irecv_forward): each received piece is
+// added to `a` (with avg at the last step, divided) or, where `a` is null, copied; the result goes
+// to the next rank's memory when the transport offers it, and to `home` when it does not or
+// `keep` asks for it there too. Pieces must be whole elements (the transport's promise).
+struct ForwardStep {
+  DType t;
+  char* home;
+  const char* a;  // null: a copy (the allgather)
+  float divisor;  // 0: a plain sum
+  bool keep;      // the result is wanted in home as well
+  void operator()(const char* in, size_t offset, size_t n, char* next) const;
+};
+
 }  // namespace ringbench

@@ -10,7 +10,10 @@
 //     fails every pending and later request with an IoError naming that peer;
 //   - optionally (caps().recv_sink), a receive can hand its payload to a sink where the
 //     transport holds it, instead of copying it into a buffer: NCCL's primitives reduce
-//     straight out of the peer's FIFO the same way.
+//     straight out of the peer's FIFO the same way;
+//   - optionally (caps().forward), a receive can be sent on to another peer as it arrives,
+//     transformed piece by piece (reduced or copied) straight into that peer's memory: NCCL's
+//     recvReduceSend and recvCopySend.
 #pragma once
 
 #include <chrono>
@@ -31,10 +34,17 @@ struct TransportCaps {
   bool cuda_memory = false;  // can send from / receive into CUDA device pointers
   double link_gbps = 0;      // nominal link speed per peer in Gbit/s, 0 when unknown
   bool recv_sink = false;    // offers irecv_sink()
+  bool forward = false;      // offers irecv_forward()
 };
 
 // Takes a received payload in order, piece by piece (bytes, count); pieces may split an element.
 using RecvSink = std::function<void(const char* bytes, size_t n)>;
+
+// Turns received bytes [offset, offset + n) of a message (at `in`) into the bytes to send on:
+// writes them to `next` (where the transport sends from, straight in the receiver's memory) when
+// that is not null, and to the forward's home buffer when `next` is null or the caller wants them
+// there too. Pieces are whole elements of any type up to 8 bytes, and come in order.
+using ForwardFn = std::function<void(const char* in, size_t offset, size_t n, char* next)>;
 
 // A registered memory region. Owned by the caller; must outlive its requests.
 class Buffer {
@@ -65,6 +75,11 @@ class Request {
   virtual void wait(std::chrono::milliseconds timeout) = 0;
 };
 
+// The two halves of a forward (Transport::irecv_forward).
+struct Forward {
+  std::unique_ptr<Request> recv, send;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -87,6 +102,16 @@ class Transport {
   // The message is matched and checked (length, tag) before the sink sees a byte. A sink that
   // throws fails the transport. Elsewhere it throws Error.
   virtual std::unique_ptr<Request> irecv_sink(int peer, size_t length, uint64_t tag, RecvSink sink) = 0;
+  // Where caps().forward: receives `length` bytes from `from` and sends them on to `to`, under the
+  // same tag, transformed by `fn` (see ForwardFn) as they arrive. The send is queued behind this
+  // rank's earlier sends to `to`, as if posted now. Where the transport cannot hand fn a place in
+  // `to`'s memory at once (it is full), fn writes the piece to `home` (buf at offset, length bytes)
+  // and the transport sends it from there later, so that a full peer never holds up the receive.
+  // Two requests: the receive completes once all arrived and went through fn (home then holds
+  // what fn put there), the send once all went on; home must stay as it is until then.
+  // Elsewhere it throws Error.
+  virtual Forward irecv_forward(int from, int to, size_t length, uint64_t tag, Buffer& home, size_t offset,
+                                ForwardFn fn) = 0;
   // Fails this transport and tells every peer why, so that all ranks stop with the same cause
   // instead of waiting for a timeout. Safe to call more than once, never throws.
   virtual void abort(const std::string& reason) noexcept = 0;

@@ -114,15 +114,18 @@ TEST(Cli, ShmSingleCopyIsExactAndSaysSo) {
                            "--shm-single-copy must be 0 (off) or at least 4K"));
 }
 
-// --shm-reduce: the reduce-scatter reduces straight out of the shared ring (the default) or after
-// a copy into a slot; both exact, at half precision too (2-byte elements), and the path says which.
-TEST(Cli, ShmReduceInTheRingOrAfterACopyIsExactAndSaysSo) {
-  for (const std::string how : {"ring", "copy"}) {
+// --shm-reduce: the ring forwards each message into the next rank's ring as it arrives (the
+// default), reduces it straight out of the shared ring, or after a copy into a slot; all exact, at
+// half precision too (2-byte elements), and the path says which.
+TEST(Cli, ShmReduceOnTheWayInTheRingOrAfterACopyIsExactAndSaysSo) {
+  const std::map<std::string, std::string> path = {
+      {"forward", "on the way to the next rank"}, {"ring", "from the ring"}, {"copy", "after a copy"}};
+  for (const auto& [how, says] : path) {
     auto [code, output, doc] = run_json(kBin + " allreduce --ranks 3 --transport shm --shm-reduce " + how +
                                         " -b 4K -e 4M -f 32 -n 2 -w 1 -d half -o avg --timeout 10");
     ASSERT_EQ(code, 0) << output;
     EXPECT_EQ(doc["meta"]["options"]["shm_reduce"], how);
-    for (auto& h : doc["meta"]["hosts"]) EXPECT_EQ(h["path"]["reduce"], how == "ring" ? "from the ring" : "after a copy");
+    for (auto& h : doc["meta"]["hosts"]) EXPECT_EQ(h["path"]["reduce"], says);
     for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
   }
   EXPECT_TRUE(fails_saying(kBin + " allreduce --ranks 2 --transport shm --shm-reduce fast", "--shm-reduce"));

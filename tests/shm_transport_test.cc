@@ -85,14 +85,23 @@ TEST(ShmTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(p["wakeup"], "futex");
     EXPECT_EQ(p["spin_us"], "200");
     EXPECT_EQ(p["single_copy"], "cma >= 65536 bytes");  // threads of one process may read each other
-    EXPECT_EQ(p["reduce"], "from the ring");
+    EXPECT_EQ(p["reduce"], "on the way to the next rank");
     EXPECT_TRUE(t.caps().recv_sink);
+    EXPECT_TRUE(t.caps().forward);
   });
+  ShmOptions in_ring = opts("in_ring");
+  in_ring.forward = false;
+  run_shm(2, [](Transport& t) {
+    EXPECT_EQ(t.path_info()["reduce"], "from the ring");
+    EXPECT_TRUE(t.caps().recv_sink);
+    EXPECT_FALSE(t.caps().forward);
+  }, in_ring);
   ShmOptions copying = opts("copying");
   copying.reduce_in_ring = false;
   run_shm(2, [](Transport& t) {
     EXPECT_EQ(t.path_info()["reduce"], "after a copy");
     EXPECT_FALSE(t.caps().recv_sink);
+    EXPECT_FALSE(t.caps().forward);
     EXPECT_THROW(t.irecv_sink(1 - t.rank(), 4, 1, [](const char*, size_t) {}), Error);
   }, copying);
 }
@@ -126,6 +135,93 @@ TEST(ShmTransport, SinkReceivesReduceOutOfTheRingExactlyAtAnyAlignment) {
       }
     }, opts("sink", 16 << 10, 5000ms, single_copy));
   }
+}
+
+// Forwards (irecv_forward): rank 1 reduces what rank 0 sends into rank 2's ring as it arrives.
+// A 64 KiB message queued ahead to rank 2 fills its 16 KiB ring, so the first forwards wait in
+// home and go out from there, later ones go straight in (and wrap the ring); sizes of 0, odd
+// and many ring lengths, in order, exact in home (kept) and at rank 2. Through single-copy too.
+TEST(ShmTransport, ForwardsGoOnInOrderStraightInOrFromHome) {
+  const std::vector<size_t> sizes = {0, 1, 3, 1000, 10001, 40001};
+  size_t total = 0;
+  for (size_t m : sizes) total += m;
+  for (bool single_copy : {false, true}) {
+    SCOPED_TRACE(single_copy ? "single-copy" : "ring only");
+    run_shm(3, [&](Transport& t) {
+      std::vector<float> sent(total), a(total), want(total), got(total, -1.f), ahead(16384, 5.f);
+      fill_input(DType::f32, sent.data(), total, 0, 3);
+      fill_input(DType::f32, a.data(), total, 1, 3);
+      reduce_sum(DType::f32, want.data(), a.data(), sent.data(), total);
+      auto sb = t.register_buffer(sent.data(), total * 4);
+      auto gb = t.register_buffer(got.data(), total * 4);
+      auto ab = t.register_buffer(ahead.data(), ahead.size() * 4);
+      std::vector<std::unique_ptr<Request>> reqs;
+      size_t off = 0;
+      if (t.rank() == 1) reqs.push_back(t.isend(2, *ab, 0, ahead.size() * 4, 99));
+      if (t.rank() == 2) t.irecv(1, *ab, 0, ahead.size() * 4, 99)->wait(5s);
+      for (size_t m : sizes) {
+        const size_t at = off * 4;
+        if (t.rank() == 0) reqs.push_back(t.isend(1, *sb, at, m * 4, m));
+        if (t.rank() == 2) reqs.push_back(t.irecv(1, *gb, at, m * 4, m));
+        if (t.rank() == 1) {
+          ForwardStep step{DType::f32, reinterpret_cast<char*>(got.data()) + at, reinterpret_cast<const char*>(a.data()) + at, 0, true};
+          Forward f = t.irecv_forward(0, 2, m * 4, m, *gb, at, step);
+          reqs.push_back(std::move(f.recv));
+          reqs.push_back(std::move(f.send));
+        }
+        off += m;
+      }
+      for (auto& r : reqs) r->wait(5s);
+      if (t.rank() > 0) {
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), total * 4), 0) << "rank " << t.rank();
+      }
+    }, opts("forward", 16 << 10, 5000ms, single_copy));
+  }
+}
+
+// A forward back to the rank it came from (the ring of two ranks), copying: what comes back is
+// what went out. A forward function that throws fails the transport, naming the sender.
+TEST(ShmTransport, ForwardsBackToTheSenderAndTheirFailureNamesIt) {
+  run_shm(2, [](Transport& t) {
+    constexpr size_t n = 30001;
+    std::vector<float> sent(n), home(n, -1.f), back(n, -2.f);
+    fill_input(DType::f32, sent.data(), n, 0, 2);
+    auto sb = t.register_buffer(sent.data(), n * 4);
+    auto hb = t.register_buffer(home.data(), n * 4);
+    auto bb = t.register_buffer(back.data(), n * 4);
+    if (t.rank() == 0) {
+      auto s = t.isend(1, *sb, 0, n * 4, 4);
+      t.irecv(1, *bb, 0, n * 4, 4)->wait(5s);
+      s->wait(5s);
+      EXPECT_EQ(std::memcmp(back.data(), sent.data(), n * 4), 0);
+    } else {
+      Forward f = t.irecv_forward(0, 0, n * 4, 4, *hb, 0, ForwardStep{DType::f32, reinterpret_cast<char*>(home.data()), nullptr, 0, true});
+      f.recv->wait(5s);
+      f.send->wait(5s);
+      EXPECT_EQ(std::memcmp(home.data(), sent.data(), n * 4), 0);
+    }
+  });
+  run_shm(3, [](Transport& t) {
+    std::vector<char> data(1024, 'x');
+    auto b = t.register_buffer(data.data(), data.size());
+    if (t.rank() == 0) {
+      auto s = t.isend(1, *b, 0, 1024, 3);
+      try { s->wait(5s); } catch (const IoError&) {}
+    } else if (t.rank() == 1) {
+      Forward f = t.irecv_forward(0, 2, 1024, 3, *b, 0, [](const char*, size_t, size_t, char*) { throw std::runtime_error("no room"); });
+      try {
+        f.recv->wait(5s);
+        ADD_FAILURE() << "a forward whose function threw completed";
+      } catch (const IoError& e) {
+        EXPECT_TRUE(contains(e.what(), "could not be forwarded: no room")) << e.what();
+        EXPECT_TRUE(contains(e.what(), "rank 0")) << e.what();
+      }
+      EXPECT_THROW(f.send->wait(5s), IoError);
+    } else {
+      auto r = t.irecv(1, *b, 0, 1024, 3);
+      try { r->wait(5s); } catch (const IoError&) {}
+    }
+  });
 }
 
 // The message is checked before a sink sees a byte: a length mismatch fails both sides and the

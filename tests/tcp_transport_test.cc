@@ -38,6 +38,10 @@ TEST(TcpTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(p["addr"].rfind("127.0.0.1:", 0), 0u);
     EXPECT_FALSE(t.caps().recv_sink);
     EXPECT_THROW(t.irecv_sink(1 - t.rank(), 4, 1, [](const char*, size_t) {}), Error);
+    EXPECT_FALSE(t.caps().forward);
+    std::vector<char> home(4);
+    auto hb = t.register_buffer(home.data(), home.size());
+    EXPECT_THROW(t.irecv_forward(1 - t.rank(), 1 - t.rank(), 4, 1, *hb, 0, [](const char*, size_t, size_t, char*) {}), Error);
   });
 }
 

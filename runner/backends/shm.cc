@@ -20,7 +20,7 @@ namespace {
 
 struct ShmArgs {
   std::string single_copy = "0";  // messages of at least this size in one copy; "0": never
-  std::string reduce = "ring";     // where the reduce-scatter reduces: "ring" or "copy"
+  std::string reduce = "forward";  // where the ring reduces: "forward", "ring" or "copy"
 };
 ShmArgs args;  // bound to the command line of whichever command runs
 
@@ -28,9 +28,11 @@ void add_options(CLI::App& cmd) {
   cmd.add_option("--shm-single-copy", args.single_copy, "shm: messages of at least this size go in one copy "
                  "(the receiver reads the sender's buffer with process_vm_readv where the kernel allows it); "
                  "0: always through the rings")->capture_default_str();
-  cmd.add_option("--shm-reduce", args.reduce, "shm: ring (reduce each message straight out of the shared ring "
-                 "as it arrives) or copy (copy it into a slot first, then reduce: one copy more, for comparison)")
-      ->capture_default_str()->check(CLI::IsMember({"ring", "copy"}));
+  cmd.add_option("--shm-reduce", args.reduce, "shm: forward (reduce or copy each message straight out of the "
+                 "shared ring into the next rank's ring as it arrives), ring (reduce it out of the shared ring "
+                 "into this rank's buffer, then send it from there) or copy (copy it into a slot first, then "
+                 "reduce); ring and copy take one and two copies more, for comparison")
+      ->capture_default_str()->check(CLI::IsMember({"forward", "ring", "copy"}));
 }
 
 void validate_options() {
@@ -64,7 +66,8 @@ std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {
   o.job_id = s.world.job_id;
   o.key_prefix = s.key_prefix + "/shm";
   o.single_copy_bytes = parse_bytes(args.single_copy);
-  o.reduce_in_ring = args.reduce == "ring";
+  o.reduce_in_ring = args.reduce != "copy";
+  o.forward = args.reduce == "forward";
   return make_shm_transport(s.store, s.rank, s.size, o);
 }
 

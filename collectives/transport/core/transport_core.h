@@ -41,6 +41,7 @@ struct ReqState {
   char* data = nullptr;    // the caller's memory at the transfer's offset (a send only reads it)
   size_t transferred = 0;  // payload bytes moved so far, for timeout messages (tcp, shm)
   RecvSink sink;           // irecv_sink(): the payload goes here, not to `data`
+  ForwardFn forward;       // irecv_forward()'s receive: the payload goes on, `data` is home
 };
 
 // The error of a transfer that did not complete in time: what it waited for, from whom, and
@@ -75,6 +76,18 @@ class TransportCore : public Transport {
     auto r = new_request(peer, false, none, 0, length, tag);
     r->sink = std::move(sink);
     return submit(std::move(r));
+  }
+  Forward irecv_forward(int from, int to, size_t length, uint64_t tag, Buffer& home, size_t offset,
+                        ForwardFn fn) final {
+    if (!caps_.forward || !fn)
+      throw Error(me() + ": the " + caps_.name + " transport cannot forward a receive");
+    auto send = new_request(to, true, home, offset, length, tag);
+    auto r = new_request(from, false, home, offset, length, tag);
+    r->forward = std::move(fn);
+    std::lock_guard lk(mu_);
+    if (fatal_) std::rethrow_exception(fatal_);
+    post_forward(r, send);
+    return {std::make_unique<CoreRequest>(this, std::move(r)), std::make_unique<CoreRequest>(this, std::move(send))};
   }
   // Fails this transport (unless it failed already) and tells every peer why.
   void abort(const std::string& reason) noexcept final {
@@ -128,6 +141,10 @@ class TransportCore : public Transport {
   // Posts or queues a transfer (the transport has not failed); throws left_job() when the
   // peer has said goodbye.
   virtual void post(const ReqPtr& r) = 0;
+  // Posts the two halves of a forward (where caps().forward).
+  virtual void post_forward(const ReqPtr& /*recv*/, const ReqPtr& /*send*/) {
+    throw Error(me() + ": the " + caps_.name + " transport cannot forward a receive");
+  }
   // Moves transfers along for test() of pending `r`, without blocking.
   virtual void advance(State& r) = 0;
   // Returns when `r` is no longer pending or `deadline` has passed.

@@ -31,6 +31,7 @@
 namespace ringbench::shm_detail {
 
 using namespace shm_layout;
+using shm_ring::kAlign;
 using shm_ring::kCorrupt;
 using shm_segment::Segment;
 using std::chrono::milliseconds;
@@ -67,7 +68,14 @@ inline void ring_bell(SegmentHeader& h, bool force = false) {
 
 // ---- state ---------------------------------------------------------------------------------
 
-using ReqState = transport_core::ReqState;  // data and transferred are all it needs
+// A transfer. A forward (irecv_forward) is a receive and a send, linked: the received payload is
+// written into the send's ring as it arrives where the send is first in line and the ring has
+// room at that moment (fused), else into `data` (home) and sent from there later.
+struct ReqState : transport_core::ReqState {
+  std::shared_ptr<ReqState> fwd_send;  // a forward's receive: its send
+  bool forwarded = false;              // a forward's send: its payload comes as it is received
+  size_t fwd_ready = 0;                // a forward's send: payload bytes received (in the ring or home)
+};
 using ReqPtr = std::shared_ptr<ReqState>;
 
 struct SendItem {
@@ -129,6 +137,7 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
 
   // All below run with mu_ held. TransportCore's hooks first.
   void post(const ReqPtr& r) override;
+  void post_forward(const ReqPtr& recv, const ReqPtr& send) override;
   void advance(ReqState&) override { progress(); }
   void await(std::unique_lock<std::mutex>& lk, ReqState& r, Clock::time_point deadline) override;
   TimeoutError timed_out(const ReqState& r, milliseconds waited) const override;
@@ -140,6 +149,10 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   bool match(Peer& p);
   size_t read_payload(Peer& p, ReqState& r);
   size_t sink_payload(Peer& p, ReqState& r);
+  size_t forward_payload(Peer& p, ReqState& r);
+  bool can_fuse(Peer& q, const ReqState& send) const;
+  bool to_forward(Peer& p, ReqState& r, const char* bytes, size_t n, char* next);
+  void publish_fused();
   size_t read_cma(Peer& p, char* dst, size_t n);
   bool to_sink(Peer& p, ReqState& r, const char* bytes, size_t n);
   void ack(Peer& p);
@@ -159,6 +172,7 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   milliseconds heartbeat_;
   Segment own_;
   std::vector<Peer> peers_;
+  Peer* fused_to_ = nullptr;  // a ring that pump_in wrote into, to publish when it returns
   uint64_t pid_ns_ = 0;
   // The housekeeper sleeps on its own lock, so that its heartbeat never waits for mu_.
   std::mutex hk_mu_;

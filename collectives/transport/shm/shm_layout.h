@@ -15,7 +15,7 @@
 namespace ringbench::shm_layout {
 
 inline constexpr char kMagic[8] = {'R', 'B', 'S', 'H', 'M', 'S', 'E', 'G'};
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;  // 3: payloads padded to 8 bytes
 inline constexpr uint32_t kFrameMagic = 0x444d4853;     // "SHMD": the payload follows in the ring
 inline constexpr uint32_t kFrameMagicCma = 0x434d4853;  // "SHMC": the receiver reads it at `addr`
 inline constexpr size_t kJobIdBytes = 64;
@@ -75,6 +75,7 @@ struct FrameHeader {
   uint64_t length;
   uint64_t addr;
 };
+static_assert(sizeof(FrameHeader) % 8 == 0, "a frame header keeps the ring's positions aligned");
 
 constexpr size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 

@@ -34,20 +34,23 @@ bool ShmTransport::pump_out(Peer& p) {
   bool moved = false;
   while (!p.sendq.empty() && !fatal_) {
     SendItem& it = p.sendq.front();
+    ReqState& r = *it.req;
     const bool single_copy = it.hdr.magic == kFrameMagicCma;
-    const size_t total = kFrameBytes + (single_copy ? 0 : it.req->length);
-    while (it.sent < total) {
+    const size_t total = kFrameBytes + (single_copy ? 0 : r.length);
+    // A forward's payload goes out as it arrives (what pump_in could not write in at once).
+    const size_t limit = r.forwarded ? kFrameBytes + r.fwd_ready : total;
+    while (it.sent < limit) {
       const size_t n = it.sent < kFrameBytes
                            ? p.out.write(reinterpret_cast<const char*>(&it.hdr) + it.sent, kFrameBytes - it.sent)
-                           : p.out.write(it.req->data + (it.sent - kFrameBytes),
-                                         std::min(total - it.sent, kPublishBytes));
+                           : p.out.write(r.data + (it.sent - kFrameBytes), std::min(limit - it.sent, kPublishBytes));
       if (n == kCorrupt) {
         corrupt(p, "its ring's tail is outside the ring");
         return moved;
       }
       if (n == 0) break;
       it.sent += n;
-      it.req->transferred = it.sent > kFrameBytes ? it.sent - kFrameBytes : 0;
+      if (it.sent == total && !single_copy) p.out.pad(r.length);  // before any publish
+      r.transferred = it.sent > kFrameBytes ? it.sent - kFrameBytes : 0;
       moved = true;
       if (p.out.unpublished() >= kPublishBytes) {
         p.out.publish();
@@ -94,11 +97,13 @@ bool ShmTransport::pump_in(Peer& p) {
     moved = true;
     p.got += n;
     r.transferred = p.got;
+    const bool whole = p.got == r.length;
+    if (whole && !p.rx_cma) p.in.pad(r.length);
     if (p.in.unpublished() >= kPublishBytes) {
       p.in.publish();
       ring_bell(*p.hdr);  // the writer may be waiting for room
     }
-    if (p.got == r.length) {
+    if (whole) {
       if (p.rx_cma) ack(p);
       complete(p.cur);
       p.cur.reset();
@@ -110,6 +115,7 @@ bool ShmTransport::pump_in(Peer& p) {
     p.in.publish();
     ring_bell(*p.hdr);
   }
+  publish_fused();
   return moved;
 }
 
@@ -166,6 +172,7 @@ bool ShmTransport::match(Peer& p) {
 // memory, into the receive's buffer or its sink. Returns the bytes read, or kCorrupt once the
 // transport failed.
 size_t ShmTransport::read_payload(Peer& p, ReqState& r) {
+  if (r.forward) return forward_payload(p, r);
   if (r.sink) return sink_payload(p, r);
   if (p.rx_cma) return read_cma(p, r.data + p.got, std::min(r.length - p.got, kCmaPieceBytes));
   const size_t n = p.in.read(r.data + p.got, std::min(r.length - p.got, kPublishBytes));
@@ -191,6 +198,83 @@ size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
   if (!to_sink(p, r, bytes, n)) return kCorrupt;
   p.in.consume(n);
   return n;
+}
+
+// A forward's next piece goes straight into the next rank's ring when its send is first in line
+// there, caught up, and the ring has room; else into home, for pump_out to send from there: a
+// full ring never stops the receive, so ranks that all forward to each other cannot deadlock.
+// A single-copy piece goes through the bounce buffer.
+size_t ShmTransport::forward_payload(Peer& p, ReqState& r) {
+  ReqState& send = *r.fwd_send;
+  if (p.rx_cma) {
+    p.bounce.resize(kCmaPieceBytes);
+    const size_t n = read_cma(p, p.bounce.data(), std::min(r.length - p.got, kCmaPieceBytes));
+    if (n == kCorrupt || !to_forward(p, r, p.bounce.data(), n, nullptr)) return kCorrupt;
+    send.fwd_ready += n;
+    return n;
+  }
+  const auto [bytes, n] = p.in.peek(std::min(r.length - p.got, kPublishBytes));
+  if (n == kCorrupt) {
+    corrupt(p, "its ring's head is outside the ring");
+    return kCorrupt;
+  }
+  if (n == 0) return 0;
+  Peer& q = peers_[send.peer];
+  if (!can_fuse(q, send)) pump_out(q);  // its header, or what waits in home, may go out now
+  if (fatal_) return kCorrupt;
+  char* next = nullptr;
+  size_t m = n;
+  if (can_fuse(q, send)) {
+    const auto [dst, room] = q.out.space(n);
+    if (room == kCorrupt) {
+      corrupt(q, "its ring's tail is outside the ring");
+      return kCorrupt;
+    }
+    // Positions are aligned, so a piece shorter than the rest of the payload is too.
+    if (room == n || room >= kAlign) next = dst, m = room == n ? n : room / kAlign * kAlign;
+  }
+  if (!to_forward(p, r, bytes, m, next)) return kCorrupt;
+  p.in.consume(m);
+  send.fwd_ready += m;
+  if (next) {
+    q.out.commit(m);
+    q.sendq.front().sent += m;
+    if (send.fwd_ready == send.length) q.out.pad(send.length);
+    fused_to_ = &q;
+    if (q.out.unpublished() >= kPublishBytes || send.fwd_ready == send.length) publish_fused();
+  }
+  return m;
+}
+
+// The forward's send is first in line at q, its header is out, and nothing waits in home.
+bool ShmTransport::can_fuse(Peer& q, const ReqState& send) const {
+  return !q.sendq.empty() && q.sendq.front().req.get() == &send &&
+         q.sendq.front().sent == kFrameBytes + send.fwd_ready;
+}
+
+// Publishes what forwards wrote straight into a peer's ring; its send completes in pump_out.
+void ShmTransport::publish_fused() {
+  if (!fused_to_) return;
+  Peer& q = *fused_to_;
+  fused_to_ = nullptr;
+  q.out.publish();
+  ring_bell(*q.hdr);
+  if (!q.sendq.empty() && !fatal_) pump_out(q);
+}
+
+// Hands a piece to a forward's function; one that throws fails the transport.
+bool ShmTransport::to_forward(Peer& p, ReqState& r, const char* bytes, size_t n, char* next) {
+  std::string why;
+  try {
+    r.forward(bytes, p.got, n, next);
+    return true;
+  } catch (const std::exception& e) {
+    why = std::string(": ") + e.what();
+  } catch (...) {
+  }
+  fail(std::make_exception_ptr(
+      IoError(p.rank, me() + ": a message from " + who(p.rank) + " could not be forwarded" + why)));
+  return false;
 }
 
 // Hands a piece to the receive's sink; a sink that throws fails the transport.

@@ -3,7 +3,10 @@
 // other end's position is read (acquire) and checked, since the peer may be malicious or broken:
 // a ring that claims to hold more than its capacity, or less than nothing, is corrupt. Offsets
 // are positions masked by the capacity (a power of two), so no value read from shared memory
-// ever reaches an address. Internal to the shm transport.
+// ever reaches an address. Every message takes a multiple of kAlign bytes of the ring (its payload
+// is padded), so every position either end publishes is a multiple of kAlign, and a piece of a
+// payload splits no element of up to kAlign bytes: a position that is not is corrupt too.
+// Internal to the shm transport.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +21,10 @@
 namespace ringbench::shm_ring {
 
 inline constexpr size_t kCorrupt = SIZE_MAX;
+inline constexpr size_t kAlign = 8;
+
+// The padding after a payload of `n` bytes in the ring.
+constexpr size_t padding(size_t n) { return (kAlign - n % kAlign) % kAlign; }
 
 class RingEnd {
  public:
@@ -30,10 +37,11 @@ class RingEnd {
   uint64_t unpublished() const { return pos_ - published_; }
 
  protected:
-  // Bytes between the writer's position `head` and the reader's `tail`, or kCorrupt.
-  size_t used(uint64_t head, uint64_t tail) const {
+  // Bytes between the writer's position `head` and the reader's `tail`, or kCorrupt. `theirs`
+  // is the one read from shared memory: it must be aligned.
+  size_t used(uint64_t head, uint64_t tail, uint64_t theirs) const {
     const uint64_t u = head - tail;  // modular: a tail past the head wraps to a huge value
-    return u > cap_ ? kCorrupt : static_cast<size_t>(u);
+    return u > cap_ || theirs % kAlign != 0 ? kCorrupt : static_cast<size_t>(u);
   }
   size_t offset(uint64_t pos) const { return static_cast<size_t>(pos & (cap_ - 1)); }
 
@@ -48,9 +56,22 @@ class RingWriter : public RingEnd {
  public:
   // Free bytes, or kCorrupt.
   size_t room() const {
-    const size_t u = used(pos_, ctl_->tail.load(std::memory_order_acquire));
+    const uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
+    const size_t u = used(pos_, tail, tail);
     return u == kCorrupt ? kCorrupt : static_cast<size_t>(cap_) - u;
   }
+  // The free bytes that lie in one piece at the write position (up to the ring's end), at most
+  // `n`: a pointer and a count (kCorrupt when the ring is). commit() moves past what was written.
+  std::pair<char*, size_t> space(size_t n) const {
+    const size_t free = room();
+    if (free == kCorrupt) return {nullptr, kCorrupt};
+    const size_t off = offset(pos_);
+    return {data_ + off, std::min({n, free, static_cast<size_t>(cap_) - off})};
+  }
+  void commit(size_t n) { pos_ += n; }
+  // Ends a payload of `n` bytes: moves past its padding (which always fits: the room left is
+  // aligned, the position is not).
+  void pad(size_t n) { pos_ += padding(n); }
   // Copies up to `n` bytes in (unpublished); returns how many fit, or kCorrupt.
   size_t write(const char* src, size_t n) {
     const size_t free = room();
@@ -72,7 +93,10 @@ class RingWriter : public RingEnd {
 class RingReader : public RingEnd {
  public:
   // Readable bytes, or kCorrupt.
-  size_t available() const { return used(ctl_->head.load(std::memory_order_acquire), pos_); }
+  size_t available() const {
+    const uint64_t head = ctl_->head.load(std::memory_order_acquire);
+    return used(head, pos_, head);
+  }
   // Copies up to `n` bytes out (unpublished); returns how many there were, or kCorrupt.
   size_t read(char* dst, size_t n) {
     const size_t have = available();
@@ -94,6 +118,8 @@ class RingReader : public RingEnd {
     return {data_ + off, std::min({n, have, static_cast<size_t>(cap_) - off})};
   }
   void consume(size_t n) { pos_ += n; }
+  // Ends a payload of `n` bytes (its padding is in: the writer published an aligned position).
+  void pad(size_t n) { pos_ += padding(n); }
   void publish() {
     ctl_->tail.store(pos_, std::memory_order_release);
     published_ = pos_;

@@ -33,13 +33,13 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, const ShmOptions& o
   pid_ns_ = shm_segment::pid_namespace();
   own_ = Segment::create(opts.job_id, rank, size, opts.ring_bytes);
   connect(store);  // on failure, own_ removes the segment as it goes
-  caps_ = {"shm", true, false, 0, opts.reduce_in_ring};
+  caps_ = {"shm", true, false, 0, opts.reduce_in_ring, opts.reduce_in_ring && opts.forward};
   path_ = {{"transport", "shm"},
            {"ring_bytes", std::to_string(opts.ring_bytes)},
            {"wakeup", "futex"},
            {"spin_us", std::to_string(opts.spin.count())},
            {"single_copy", single_copy_summary()},
-           {"reduce", opts.reduce_in_ring ? "from the ring" : "after a copy"},
+           {"reduce", !opts.reduce_in_ring ? "after a copy" : opts.forward ? "on the way to the next rank" : "from the ring"},
            {"heartbeat_ms", std::to_string(heartbeat_.count())},
            {"segment_mib", std::to_string(segment_bytes(size, opts.ring_bytes) >> 20)}};
   housekeeper_ = std::thread([this] { housekeeping(); });
@@ -149,6 +149,17 @@ void ShmTransport::post(const ReqPtr& r) {
               single_copy ? reinterpret_cast<uintptr_t>(r->data) : 0};
   p.sendq.push_back(std::move(item));
   if (p.sendq.size() == 1) pump_out(p);
+}
+
+// The send goes in line (never single-copy: it is written as it arrives), then the receive.
+void ShmTransport::post_forward(const ReqPtr& recv, const ReqPtr& send) {
+  Peer& q = peers_[send->peer];
+  if (q.said_bye) throw left_job(*send);
+  send->forwarded = true;
+  recv->fwd_send = send;
+  q.sendq.push_back({send, {kFrameMagic, q.send_seq++, send->tag, send->length, 0}, 0});
+  if (q.sendq.size() == 1) pump_out(q);
+  post(recv);
 }
 
 // Tells every peer that this rank aborted, and why (the first reason stays).

@@ -44,6 +44,10 @@ struct ShmOptions {
   // (irecv_sink), instead of copying it into a slot and reducing from there. false: the copy,
   // for comparison (bench/shm_vs_tcp.cc).
   bool reduce_in_ring = true;
+  // With reduce_in_ring: the ring also sends each message on as it arrives, reduced or copied
+  // straight into the next rank's ring (irecv_forward), instead of into its own buffer first and
+  // copied from there (NCCL's recvReduceSend and recvCopySend). false: no forwards, for comparison.
+  bool forward = true;
   std::string key_prefix = "shm";  // store namespace, for several transports on one store
 };
 
