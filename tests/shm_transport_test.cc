@@ -516,6 +516,21 @@ TEST(ShmTransportHostile, HeadBehindTail) {
   EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "corrupt")) << e;
 }
 
+// Every message takes a multiple of 8 bytes of the ring, so a position that is not is corrupt,
+// for the head a writer publishes as for the tail a reader does.
+TEST(ShmTransportHostile, UnalignedHeadOrTail) {
+  auto e = against_fake(receive8, [](FakePeer& f) { f.to_real->head.store(3); });
+  EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "corrupt")) << e;
+  e = against_fake(
+      [](Transport& t) {
+        std::vector<char> buf(100000);
+        auto b = t.register_buffer(buf.data(), buf.size());
+        t.isend(1, *b, 0, buf.size(), 1)->wait(5s);
+      },
+      [](FakePeer& f) { f.from_real->tail.store(12); }, opts("fake", 16 << 10, 5000ms, /*single_copy=*/false));
+  EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "corrupt")) << e;
+}
+
 TEST(ShmTransportHostile, BadFrameMagicAndSequence) {
   auto e = against_fake(receive8, [](FakePeer& f) { f.send_header(0xdeadbeef, 0, 1, 8); });
   EXPECT_TRUE(contains(e, "peer 1: ") && contains(e, "magic")) << e;
