@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/store.h"
@@ -148,6 +149,7 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   bool read_header(Peer& p);
   bool match(Peer& p);
   size_t read_payload(Peer& p, ReqState& r);
+  std::pair<const char*, size_t> next_piece(Peer& p, const ReqState& r);
   size_t sink_payload(Peer& p, ReqState& r);
   size_t forward_payload(Peer& p, ReqState& r);
   bool can_fuse(Peer& q, const ReqState& send) const;

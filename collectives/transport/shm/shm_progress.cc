@@ -180,45 +180,35 @@ size_t ShmTransport::read_payload(Peer& p, ReqState& r) {
   return n;
 }
 
-// A sink takes the payload where it lies in the ring (no copy); a single-copy piece goes
-// through a bounce buffer.
-size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
+// The next piece of the current payload, where a sink or a forward can take it: in the ring
+// (peeked, to consume once taken), or (single-copy) read out of the sender into the bounce
+// buffer. A count of kCorrupt once the transport failed.
+std::pair<const char*, size_t> ShmTransport::next_piece(Peer& p, const ReqState& r) {
   if (p.rx_cma) {
     p.bounce.resize(kCmaPieceBytes);
-    const size_t n = read_cma(p, p.bounce.data(), std::min(r.length - p.got, kCmaPieceBytes));
-    if (n == kCorrupt || !to_sink(p, r, p.bounce.data(), n)) return kCorrupt;
-    return n;
+    return {p.bounce.data(), read_cma(p, p.bounce.data(), std::min(r.length - p.got, kCmaPieceBytes))};
   }
-  const auto [bytes, n] = p.in.peek(std::min(r.length - p.got, kPublishBytes));
-  if (n == kCorrupt) {
-    corrupt(p, "its ring's head is outside the ring");
-    return kCorrupt;
-  }
-  if (n == 0) return 0;
+  const auto piece = p.in.peek(std::min(r.length - p.got, kPublishBytes));
+  if (piece.second == kCorrupt) corrupt(p, "its ring's head is outside the ring");
+  return piece;
+}
+
+// A sink takes the payload where it lies in the ring (no copy).
+size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
+  const auto [bytes, n] = next_piece(p, r);
+  if (n == kCorrupt || n == 0) return n;
   if (!to_sink(p, r, bytes, n)) return kCorrupt;
-  p.in.consume(n);
+  if (!p.rx_cma) p.in.consume(n);
   return n;
 }
 
 // A forward's next piece goes straight into the next rank's ring when its send is first in line
 // there, caught up, and the ring has room; else into home, for pump_out to send from there: a
 // full ring never stops the receive, so ranks that all forward to each other cannot deadlock.
-// A single-copy piece goes through the bounce buffer.
 size_t ShmTransport::forward_payload(Peer& p, ReqState& r) {
   ReqState& send = *r.fwd_send;
-  if (p.rx_cma) {
-    p.bounce.resize(kCmaPieceBytes);
-    const size_t n = read_cma(p, p.bounce.data(), std::min(r.length - p.got, kCmaPieceBytes));
-    if (n == kCorrupt || !to_forward(p, r, p.bounce.data(), n, nullptr)) return kCorrupt;
-    send.fwd_ready += n;
-    return n;
-  }
-  const auto [bytes, n] = p.in.peek(std::min(r.length - p.got, kPublishBytes));
-  if (n == kCorrupt) {
-    corrupt(p, "its ring's head is outside the ring");
-    return kCorrupt;
-  }
-  if (n == 0) return 0;
+  const auto [bytes, n] = next_piece(p, r);
+  if (n == kCorrupt || n == 0) return n;
   Peer& q = peers_[send.peer];
   if (!can_fuse(q, send)) pump_out(q);  // its header, or what waits in home, may go out now
   if (fatal_) return kCorrupt;
@@ -230,11 +220,15 @@ size_t ShmTransport::forward_payload(Peer& p, ReqState& r) {
       corrupt(q, "its ring's tail is outside the ring");
       return kCorrupt;
     }
-    // Positions are aligned, so a piece shorter than the rest of the payload is too.
-    if (room == n || room >= kAlign) next = dst, m = room == n ? n : room / kAlign * kAlign;
+    // Positions are aligned, so a piece shorter than the rest of the payload is too. A
+    // single-copy piece, read out of the sender whole, goes in whole or into home.
+    if (room == n)
+      next = dst;
+    else if (room >= kAlign && !p.rx_cma)
+      next = dst, m = room / kAlign * kAlign;
   }
   if (!to_forward(p, r, bytes, m, next)) return kCorrupt;
-  p.in.consume(m);
+  if (!p.rx_cma) p.in.consume(m);
   send.fwd_ready += m;
   if (next) {
     q.out.commit(m);
