@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -153,10 +154,9 @@ class ShmTransport : public transport_core::TransportCore<ReqState> {
   size_t sink_payload(Peer& p, ReqState& r);
   size_t forward_payload(Peer& p, ReqState& r);
   bool can_fuse(Peer& q, const ReqState& send) const;
-  bool to_forward(Peer& p, ReqState& r, const char* bytes, size_t n, char* next);
   void publish_fused();
   size_t read_cma(Peer& p, char* dst, size_t n);
-  bool to_sink(Peer& p, ReqState& r, const char* bytes, size_t n);
+  bool hand_over(Peer& p, const char* failed, const std::function<void()>& take);
   void ack(Peer& p);
   bool collect_acks(Peer& p);
   void check_flags(Peer& p);

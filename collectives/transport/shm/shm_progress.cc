@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "base/errors.h"
@@ -197,7 +198,7 @@ std::pair<const char*, size_t> ShmTransport::next_piece(Peer& p, const ReqState&
 size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
   const auto [bytes, n] = next_piece(p, r);
   if (n == kCorrupt || n == 0) return n;
-  if (!to_sink(p, r, bytes, n)) return kCorrupt;
+  if (!hand_over(p, "consumed", [&] { r.sink(bytes, n); })) return kCorrupt;
   if (!p.rx_cma) p.in.consume(n);
   return n;
 }
@@ -227,7 +228,7 @@ size_t ShmTransport::forward_payload(Peer& p, ReqState& r) {
     else if (room >= kAlign && !p.rx_cma)
       next = dst, m = room / kAlign * kAlign;
   }
-  if (!to_forward(p, r, bytes, m, next)) return kCorrupt;
+  if (!hand_over(p, "forwarded", [&] { r.forward(bytes, p.got, m, next); })) return kCorrupt;
   if (!p.rx_cma) p.in.consume(m);
   send.fwd_ready += m;
   if (next) {
@@ -256,33 +257,18 @@ void ShmTransport::publish_fused() {
   if (!q.sendq.empty() && !fatal_) pump_out(q);
 }
 
-// Hands a piece to a forward's function; one that throws fails the transport.
-bool ShmTransport::to_forward(Peer& p, ReqState& r, const char* bytes, size_t n, char* next) {
+// Hands a piece to a receive's sink or forward function (`take`); one that throws fails the
+// transport, naming the sender.
+bool ShmTransport::hand_over(Peer& p, const char* failed, const std::function<void()>& take) {
   std::string why;
   try {
-    r.forward(bytes, p.got, n, next);
+    take();
     return true;
   } catch (const std::exception& e) {
     why = std::string(": ") + e.what();
   } catch (...) {
   }
-  fail(std::make_exception_ptr(
-      IoError(p.rank, me() + ": a message from " + who(p.rank) + " could not be forwarded" + why)));
-  return false;
-}
-
-// Hands a piece to the receive's sink; a sink that throws fails the transport.
-bool ShmTransport::to_sink(Peer& p, ReqState& r, const char* bytes, size_t n) {
-  std::string why;
-  try {
-    r.sink(bytes, n);
-    return true;
-  } catch (const std::exception& e) {
-    why = std::string(": ") + e.what();
-  } catch (...) {
-  }
-  fail(std::make_exception_ptr(
-      IoError(p.rank, me() + ": a message from " + who(p.rank) + " could not be consumed" + why)));
+  fail(std::make_exception_ptr(IoError(p.rank, me() + ": a message from " + who(p.rank) + " could not be " + failed + why)));
   return false;
 }
 
