@@ -22,7 +22,9 @@ namespace ringbench {
 
 struct RingOptions {
   // Pipeline granularity: each chunk is cut into at least `segments_per_chunk` segments of
-  // at most `segment_bytes`, but not below `min_segment_bytes` (unless segment_bytes is).
+  // at most `segment_bytes`, but not below `min_segment_bytes` (unless segment_bytes is). Over a
+  // forwarding transport, segments are what it asks for (caps().forward_bytes), at most
+  // `segment_bytes`, and the buffer goes round in rounds of one segment per chunk.
   size_t segment_bytes = 1 << 20;
   size_t min_segment_bytes = 64 << 10;
   size_t segments_per_chunk = 4;

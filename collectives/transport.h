@@ -35,6 +35,9 @@ struct TransportCaps {
   double link_gbps = 0;      // nominal link speed per peer in Gbit/s, 0 when unknown
   bool recv_sink = false;    // offers irecv_sink()
   bool forward = false;      // offers irecv_forward()
+  // With forward: the message size that goes straight through best (a fraction of the
+  // transport's buffering to the next rank, so that a forward finds room while it arrives).
+  size_t forward_bytes = 0;
 };
 
 // Takes a received payload in order, piece by piece (bytes, count); pieces may split an element.

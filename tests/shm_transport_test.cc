@@ -88,6 +88,8 @@ TEST(ShmTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(p["reduce"], "on the way to the next rank");
     EXPECT_TRUE(t.caps().recv_sink);
     EXPECT_TRUE(t.caps().forward);
+    EXPECT_EQ(t.caps().forward_bytes, size_t{4} << 10);  // a quarter of the ring
+    EXPECT_EQ(p["forward_bytes"], "4096");
   });
   ShmOptions in_ring = opts("in_ring");
   in_ring.forward = false;
@@ -95,6 +97,7 @@ TEST(ShmTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(t.path_info()["reduce"], "from the ring");
     EXPECT_TRUE(t.caps().recv_sink);
     EXPECT_FALSE(t.caps().forward);
+    EXPECT_EQ(t.path_info().count("forward_bytes"), 0u);
   }, in_ring);
   ShmOptions copying = opts("copying");
   copying.reduce_in_ring = false;

@@ -70,9 +70,10 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--spin-us", a.spin_us, "Microseconds a waiting rank polls its socket before "
                  "sleeping")->capture_default_str();
   add_backend_options(cmd);
-  cmd.add_option("--segment", a.segment, "Ring pipeline segment size")->capture_default_str();
+  cmd.add_option("--segment", a.segment, "Ring pipeline segment size (the largest; over shm with "
+                 "--shm-reduce forward, a quarter of its ring: the path's forward_bytes)")->capture_default_str();
   cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
-                 "4 segments")->capture_default_str();
+                 "4 segments (not with forwards)")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
   cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
                  "direct; ring above), ring, direct (one-shot) or rd (recursive doubling)")

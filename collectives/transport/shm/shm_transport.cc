@@ -33,7 +33,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, const ShmOptions& o
   pid_ns_ = shm_segment::pid_namespace();
   own_ = Segment::create(opts.job_id, rank, size, opts.ring_bytes);
   connect(store);  // on failure, own_ removes the segment as it goes
-  caps_ = {"shm", true, false, 0, opts.reduce_in_ring, opts.reduce_in_ring && opts.forward};
+  const bool forward = opts.reduce_in_ring && opts.forward;
+  caps_ = {"shm", true, false, 0, opts.reduce_in_ring, forward, forward ? opts.ring_bytes / 4 : 0};
   path_ = {{"transport", "shm"},
            {"ring_bytes", std::to_string(opts.ring_bytes)},
            {"wakeup", "futex"},
@@ -42,6 +43,7 @@ ShmTransport::ShmTransport(Store& store, int rank, int size, const ShmOptions& o
            {"reduce", !opts.reduce_in_ring ? "after a copy" : opts.forward ? "on the way to the next rank" : "from the ring"},
            {"heartbeat_ms", std::to_string(heartbeat_.count())},
            {"segment_mib", std::to_string(segment_bytes(size, opts.ring_bytes) >> 20)}};
+  if (forward) path_["forward_bytes"] = std::to_string(caps_.forward_bytes);
   housekeeper_ = std::thread([this] { housekeeping(); });
 }
 
