@@ -85,28 +85,30 @@ TEST(ShmTransport, DeclaresHostMemoryAndPath) {
     EXPECT_EQ(p["wakeup"], "futex");
     EXPECT_EQ(p["spin_us"], "200");
     EXPECT_EQ(p["single_copy"], "cma >= 65536 bytes");  // threads of one process may read each other
-    EXPECT_EQ(p["reduce"], "on the way to the next rank");
-    EXPECT_TRUE(t.caps().recv_sink);
-    EXPECT_TRUE(t.caps().forward);
     EXPECT_EQ(t.caps().forward_bytes, size_t{4} << 10);  // a quarter of the ring
     EXPECT_EQ(p["forward_bytes"], "4096");
   });
-  ShmOptions in_ring = opts("in_ring");
-  in_ring.forward = false;
-  run_shm(2, [](Transport& t) {
-    EXPECT_EQ(t.path_info()["reduce"], "from the ring");
-    EXPECT_TRUE(t.caps().recv_sink);
-    EXPECT_FALSE(t.caps().forward);
-    EXPECT_EQ(t.path_info().count("forward_bytes"), 0u);
-  }, in_ring);
-  ShmOptions copying = opts("copying");
-  copying.reduce_in_ring = false;
-  run_shm(2, [](Transport& t) {
-    EXPECT_EQ(t.path_info()["reduce"], "after a copy");
-    EXPECT_FALSE(t.caps().recv_sink);
-    EXPECT_FALSE(t.caps().forward);
-    EXPECT_THROW(t.irecv_sink(1 - t.rank(), 4, 1, [](const char*, size_t) {}), Error);
-  }, copying);
+  // --shm-reduce forward (the default), ring and copy: what the caps offer and the path says.
+  struct Way {
+    bool in_ring, forward;
+    const char* says;
+  };
+  for (Way w : {Way{true, true, "on the way to the next rank"}, Way{true, false, "from the ring"},
+                Way{false, false, "after a copy"}}) {
+    SCOPED_TRACE(w.says);
+    ShmOptions o = opts("reduce");
+    o.reduce_in_ring = w.in_ring;
+    o.forward = w.forward;
+    run_shm(2, [&](Transport& t) {
+      EXPECT_EQ(t.path_info()["reduce"], w.says);
+      EXPECT_EQ(t.caps().recv_sink, w.in_ring);
+      EXPECT_EQ(t.caps().forward, w.forward);
+      EXPECT_EQ(t.path_info().count("forward_bytes"), w.forward ? 1u : 0u);
+      if (!w.in_ring) {
+        EXPECT_THROW(t.irecv_sink(1 - t.rank(), 4, 1, [](const char*, size_t) {}), Error);
+      }
+    }, o);
+  }
 }
 
 // A sink receive reduces a message as it streams through the 16 KiB ring (wrapping it many

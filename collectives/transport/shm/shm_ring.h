@@ -35,6 +35,9 @@ class RingEnd {
   }
   uint64_t capacity() const { return cap_; }
   uint64_t unpublished() const { return pos_ - published_; }
+  // Ends a payload of `n` bytes: moves past its padding. It always fits: the writer's room left
+  // is aligned while its position is not; the reader's writer published an aligned position.
+  void pad(size_t n) { pos_ += padding(n); }
 
  protected:
   // Bytes between the writer's position `head` and the reader's `tail`, or kCorrupt. `theirs`
@@ -44,6 +47,13 @@ class RingEnd {
     return u > cap_ || theirs % kAlign != 0 ? kCorrupt : static_cast<size_t>(u);
   }
   size_t offset(uint64_t pos) const { return static_cast<size_t>(pos & (cap_ - 1)); }
+  // Of the `have` bytes at this end's position (free or readable), those that lie in one piece
+  // (up to the ring's end), at most `n`.
+  std::pair<char*, size_t> in_one_piece(size_t n, size_t have) const {
+    if (have == kCorrupt) return {nullptr, kCorrupt};
+    const size_t off = offset(pos_);
+    return {data_ + off, std::min({n, have, static_cast<size_t>(cap_) - off})};
+  }
 
   shm_layout::RingControl* ctl_ = nullptr;
   char* data_ = nullptr;
@@ -62,16 +72,8 @@ class RingWriter : public RingEnd {
   }
   // The free bytes that lie in one piece at the write position (up to the ring's end), at most
   // `n`: a pointer and a count (kCorrupt when the ring is). commit() moves past what was written.
-  std::pair<char*, size_t> space(size_t n) const {
-    const size_t free = room();
-    if (free == kCorrupt) return {nullptr, kCorrupt};
-    const size_t off = offset(pos_);
-    return {data_ + off, std::min({n, free, static_cast<size_t>(cap_) - off})};
-  }
+  std::pair<char*, size_t> space(size_t n) const { return in_one_piece(n, room()); }
   void commit(size_t n) { pos_ += n; }
-  // Ends a payload of `n` bytes: moves past its padding (which always fits: the room left is
-  // aligned, the position is not).
-  void pad(size_t n) { pos_ += padding(n); }
   // Copies up to `n` bytes in (unpublished); returns how many fit, or kCorrupt.
   size_t write(const char* src, size_t n) {
     const size_t free = room();
@@ -111,15 +113,8 @@ class RingReader : public RingEnd {
   }
   // The readable bytes that lie in one piece at the read position (up to the ring's end), at
   // most `n`: a pointer and a count (kCorrupt when the ring is). consume() moves past them.
-  std::pair<const char*, size_t> peek(size_t n) const {
-    const size_t have = available();
-    if (have == kCorrupt) return {nullptr, kCorrupt};
-    const size_t off = offset(pos_);
-    return {data_ + off, std::min({n, have, static_cast<size_t>(cap_) - off})};
-  }
+  std::pair<const char*, size_t> peek(size_t n) const { return in_one_piece(n, available()); }
   void consume(size_t n) { pos_ += n; }
-  // Ends a payload of `n` bytes (its padding is in: the writer published an aligned position).
-  void pad(size_t n) { pos_ += padding(n); }
   void publish() {
     ctl_->tail.store(pos_, std::memory_order_release);
     published_ = pos_;
