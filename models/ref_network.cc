@@ -51,59 +51,53 @@ int64_t conv_weight_index(const ConvSpec& s, int cin_per_group, int o, int ci, i
   return ((int64_t(o) * cin_per_group + ci) * s.kh + ky) * s.kw + kx;
 }
 
-void conv_forward(const ConvSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
-                  const float* w, const float* b, float* y) {
+// Calls f(n, o, oy, ox, c0, wy, wx) for every output element (sample n, channel o, position
+// oy, ox), where c0 is the first input channel of o's group and wy, wx the kernel's window.
+template <class F>
+void for_each_output(const ConvSpec& s, const Dims& in, const Dims& out, int batch, F f) {
   const int cin_g = in.c / s.groups, cout_g = out.c / s.groups;
   for (int n = 0; n < batch; ++n)
-    for (int o = 0; o < out.c; ++o) {
-      const int group = o / cout_g;
+    for (int o = 0; o < out.c; ++o)
       for (int oy = 0; oy < out.h; ++oy) {
         const Window wy = window(oy, s.stride_h, s.pad.top, s.kh, in.h);
-        for (int ox = 0; ox < out.w; ++ox) {
-          const Window wx = window(ox, s.stride_w, s.pad.left, s.kw, in.w);
-          double acc = b ? double(b[o]) : 0.0;
-          for (int ci = 0; ci < cin_g; ++ci) {
-            const int c = group * cin_g + ci;
-            for (int ky = wy.lo; ky < wy.hi; ++ky)
-              for (int kx = wx.lo; kx < wx.hi; ++kx)
-                acc += double(w[conv_weight_index(s, cin_g, o, ci, ky, kx)]) *
-                       double(x[at(in, n, c, wy.start + ky, wx.start + kx)]);
-          }
-          y[at(out, n, o, oy, ox)] = float(acc);
-        }
+        for (int ox = 0; ox < out.w; ++ox)
+          f(n, o, oy, ox, (o / cout_g) * cin_g, wy, window(ox, s.stride_w, s.pad.left, s.kw, in.w));
       }
-    }
+}
+
+void conv_forward(const ConvSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
+                  const float* w, const float* b, float* y) {
+  const int cin_g = in.c / s.groups;
+  for_each_output(s, in, out, batch, [&](int n, int o, int oy, int ox, int c0, const Window& wy, const Window& wx) {
+    double acc = b ? double(b[o]) : 0.0;
+    for (int ci = 0; ci < cin_g; ++ci)
+      for (int ky = wy.lo; ky < wy.hi; ++ky)
+        for (int kx = wx.lo; kx < wx.hi; ++kx)
+          acc += double(w[conv_weight_index(s, cin_g, o, ci, ky, kx)]) *
+                 double(x[at(in, n, c0 + ci, wy.start + ky, wx.start + kx)]);
+    y[at(out, n, o, oy, ox)] = float(acc);
+  });
 }
 
 // dx is accumulated into (+=); dw and db (when not null) are overwritten.
 void conv_backward(const ConvSpec& s, const Dims& in, const Dims& out, int batch, const float* x,
                    const float* w, const float* dy, float* dx, float* dw, float* db) {
-  const int cin_g = in.c / s.groups, cout_g = out.c / s.groups;
+  const int cin_g = in.c / s.groups;
   std::vector<double> dwd(size_t(out.c) * cin_g * s.kh * s.kw, 0.0);
   std::vector<double> dbd(size_t(out.c), 0.0);
   DeviceVector<double> dxd(size_t(batch) * size_t(in.numel()), 0.0, DeviceAllocator<double>("conv backward workspace"));
-  for (int n = 0; n < batch; ++n)
-    for (int o = 0; o < out.c; ++o) {
-      const int group = o / cout_g;
-      for (int oy = 0; oy < out.h; ++oy) {
-        const Window wy = window(oy, s.stride_h, s.pad.top, s.kh, in.h);
-        for (int ox = 0; ox < out.w; ++ox) {
-          const Window wx = window(ox, s.stride_w, s.pad.left, s.kw, in.w);
-          const double g = dy[at(out, n, o, oy, ox)];
-          dbd[o] += g;
-          for (int ci = 0; ci < cin_g; ++ci) {
-            const int c = group * cin_g + ci;
-            for (int ky = wy.lo; ky < wy.hi; ++ky)
-              for (int kx = wx.lo; kx < wx.hi; ++kx) {
-                const int64_t wi = conv_weight_index(s, cin_g, o, ci, ky, kx);
-                const int64_t xi = at(in, n, c, wy.start + ky, wx.start + kx);
-                dwd[wi] += g * double(x[xi]);
-                dxd[xi] += g * double(w[wi]);
-              }
-          }
+  for_each_output(s, in, out, batch, [&](int n, int o, int oy, int ox, int c0, const Window& wy, const Window& wx) {
+    const double g = dy[at(out, n, o, oy, ox)];
+    dbd[o] += g;
+    for (int ci = 0; ci < cin_g; ++ci)
+      for (int ky = wy.lo; ky < wy.hi; ++ky)
+        for (int kx = wx.lo; kx < wx.hi; ++kx) {
+          const int64_t wi = conv_weight_index(s, cin_g, o, ci, ky, kx);
+          const int64_t xi = at(in, n, c0 + ci, wy.start + ky, wx.start + kx);
+          dwd[wi] += g * double(x[xi]);
+          dxd[xi] += g * double(w[wi]);
         }
-      }
-    }
+  });
   for (size_t i = 0; i < dwd.size(); ++i) dw[i] = float(dwd[i]);
   if (db)
     for (size_t i = 0; i < dbd.size(); ++i) db[i] = float(dbd[i]);
@@ -494,21 +488,29 @@ class ReferenceNetwork final : public Network {
       case OpKind::avg_pool:
         avg_pool_forward(n.pool, in, n.out, batch_, x, y);
         break;
-      case OpKind::concat: {
-        int64_t offset = 0;
-        for (int src : n.inputs) {
-          const int64_t part = g_.nodes[src].out.numel();
+      case OpKind::concat:
+        for_each_part(n, [&](int src, int64_t offset, int64_t part) {
           concat_forward_part(batch_, n.out.numel(), offset, part, data_[src].y.data(), y);
-          offset += part;
-        }
+        });
         break;
-      }
       case OpKind::fc:
         fc_forward(batch_, in.numel(), n.out.c, x, param(n, 0), n.fc.bias ? param(n, 1) : nullptr, y);
         break;
       case OpKind::dropout:
         dropout_forward(args, id, n.dropout.rate, batch_, n.out.numel(), x, y, data_[id].keep);
         break;
+    }
+  }
+
+  // Calls f(src, offset, part) for each input of concat node `n`: where its part of a sample
+  // starts in the output, and how long it is.
+  template <class F>
+  void for_each_part(const Node& n, F f) const {
+    int64_t offset = 0;
+    for (int src : n.inputs) {
+      const int64_t part = g_.nodes[src].out.numel();
+      f(src, offset, part);
+      offset += part;
     }
   }
 
@@ -544,15 +546,11 @@ class ReferenceNetwork final : public Network {
       case OpKind::avg_pool:
         avg_pool_backward(n.pool, in, n.out, batch_, dy, dx);
         break;
-      case OpKind::concat: {
-        int64_t offset = 0;
-        for (int src : n.inputs) {
-          const int64_t part = g_.nodes[src].out.numel();
+      case OpKind::concat:
+        for_each_part(n, [&](int src, int64_t offset, int64_t part) {
           concat_backward_part(batch_, n.out.numel(), offset, part, dy, data_[src].dy.data());
-          offset += part;
-        }
+        });
         break;
-      }
       case OpKind::fc:
         fc_backward(batch_, in.numel(), n.out.c, x, param(n, 0), dy, dx, grad(n, 0),
                     n.fc.bias ? grad(n, 1) : nullptr);
