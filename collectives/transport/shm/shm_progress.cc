@@ -196,7 +196,9 @@ std::pair<const char*, size_t> ShmTransport::next_piece(Peer& p, const ReqState&
 
 // A sink takes the payload where it lies in the ring (no copy).
 size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
-  const auto [bytes, n] = next_piece(p, r);
+  const auto piece = next_piece(p, r);  // no structured binding: lambdas capture these
+  const char* bytes = piece.first;
+  const size_t n = piece.second;
   if (n == kCorrupt || n == 0) return n;
   if (!hand_over(p, "consumed", [&] { r.sink(bytes, n); })) return kCorrupt;
   if (!p.rx_cma) p.in.consume(n);
@@ -208,7 +210,9 @@ size_t ShmTransport::sink_payload(Peer& p, ReqState& r) {
 // full ring never stops the receive, so ranks that all forward to each other cannot deadlock.
 size_t ShmTransport::forward_payload(Peer& p, ReqState& r) {
   ReqState& send = *r.fwd_send;
-  const auto [bytes, n] = next_piece(p, r);
+  const auto piece = next_piece(p, r);
+  const char* bytes = piece.first;
+  const size_t n = piece.second;
   if (n == kCorrupt || n == 0) return n;
   Peer& q = peers_[send.peer];
   if (!can_fuse(q, send)) pump_out(q);  // its header, or what waits in home, may go out now
