@@ -68,11 +68,14 @@ void RingAllreduce::run(size_t count, size_t offset) {
   // Small chunks get small segments, so that even a chunk of a few hundred KiB pipelines. A
   // forwarding transport pipelines each message itself, piece by piece, but needs them short
   // enough to find room at the next rank while they arrive: it says how short (forward_bytes).
-  const size_t chunk_elems = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
-  const size_t min_seg = std::clamp<size_t>(opts_.min_segment_bytes / esize_, 1, max_seg_elems_);
-  seg_elems_ = std::clamp((chunk_elems + opts_.segments_per_chunk - 1) / opts_.segments_per_chunk,
-                          min_seg, max_seg_elems_);
-  if (t_.caps().forward) seg_elems_ = std::clamp<size_t>(t_.caps().forward_bytes / esize_, 1, max_seg_elems_);
+  if (t_.caps().forward) {
+    seg_elems_ = std::clamp<size_t>(t_.caps().forward_bytes / esize_, 1, max_seg_elems_);
+  } else {
+    const size_t chunk_elems = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+    const size_t min_seg = std::clamp<size_t>(opts_.min_segment_bytes / esize_, 1, max_seg_elems_);
+    seg_elems_ = std::clamp((chunk_elems + opts_.segments_per_chunk - 1) / opts_.segments_per_chunk,
+                            min_seg, max_seg_elems_);
+  }
   uint64_t tag = collective_tag(
       {count, uint64_t(dtype_), uint64_t(op_), uint64_t{seg_elems_ * esize_}, runs_++});
   run_collective(
