@@ -49,6 +49,28 @@ inline CommandResult run_command(const std::string& cmd) {
   return {code, ss.str()};
 }
 
+// A sweep config file with `body` under a fresh name; returns its path.
+inline std::string write_config(const std::string& body) {
+  const std::string path = temp_path("sweep") + ".yaml";
+  std::ofstream(path) << body;
+  return path;
+}
+
+// `bin sweep` of the config `yaml` into `out_dir`; `env` goes before the command
+// ("OMP_WAIT_POLICY=passive").
+inline CommandResult run_sweep(const std::string& bin, const std::string& yaml, const std::string& out_dir,
+                               const std::string& env = "") {
+  return run_command((env.empty() ? "" : env + " ") + bin + " sweep " + write_config(yaml) + " --out " + out_dir);
+}
+
+// A sweep's records: raw.jsonl of `dir`, one JSON object per line.
+inline std::vector<nlohmann::json> read_raw(const std::string& dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(dir + "/raw.jsonl");
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 // Every one of `parts` is in `text`; a failure names the missing ones, then the text.
 inline ::testing::AssertionResult has_all(const std::string& text, const std::vector<std::string>& parts) {
   std::string missing;

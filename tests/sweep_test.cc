@@ -1,6 +1,7 @@
 // End-to-end tests of `ringbench sweep`, `report` and `compare` with the real binary: points on
 // loopback, a failed point that does not stop the sweep, skipped transports, Ctrl-C and
-// --resume, the emulated cluster (as root) and the sweep under mpirun.
+// --resume, the emulated cluster (as root), the sweep under mpirun, and tiny infer and migrate
+// sweeps.
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -25,25 +27,9 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using testing::run_command;
-using testing::read_text;
-using testing::temp_path;
+using namespace testing;  // tests/run_command.h
 namespace fs = std::filesystem;
 const std::string kBin = RINGBENCH_BIN;
-
-std::vector<json> read_raw(const std::string& dir) {
-  std::vector<json> out;
-  std::ifstream f(dir + "/raw.jsonl");
-  for (std::string line; std::getline(f, line);) out.push_back(json::parse(line));
-  return out;
-}
-
-// A config file with `body` under a fresh name; returns its path.
-std::string write_config(const std::string& body) {
-  const std::string path = temp_path("sweep") + ".yaml";
-  std::ofstream(path) << body;
-  return path;
-}
 
 const std::string kLenet = R"(
 train:
@@ -366,6 +352,106 @@ TEST_F(SweepTest, UnderMpirunARankMovesToTheStandbyOfNodeBsSweepRank) {
   EXPECT_NE(raw[0]["cluster"]["note"].get<std::string>().find("standby target on sweep rank 2"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir_ + "/" + raw[0]["logs"].get<std::string>() + ".standby.log"));
   EXPECT_NE(read_text(dir_ + "/report.md").find("(a standby process started with the job there)"), std::string::npos);
+}
+
+// infer points: a tiny infer config (LeNet, runs of a fraction of a second): its raw.jsonl
+// records, the report's Inference section, and the report regenerated from raw.jsonl alone.
+TEST_F(SweepTest, InferTinyLenetConfigEndToEnd) {
+  const auto r = run_sweep(kBin, "name: tiny-infer\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
+                           "infer:\n  models: [{model: lenet, max_batch: 4}]\n  batches: [1, 4]\n"
+                           "  latency_bound_ms: 100\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n",
+                           dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[1/1] infer/lenet/b4/none r1: ok"), std::string::npos) << r.output;
+
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 1u);
+  const json& rec = raw[0];
+  EXPECT_EQ(rec["kind"], "infer");
+  EXPECT_EQ(rec["status"], "ok") << rec.dump();
+  EXPECT_EQ(rec["batch"], 4);
+  ASSERT_EQ(rec["infer"]["offline"].size(), 2u) << rec.dump();
+  EXPECT_GT(rec["infer"]["offline"][1]["samples_per_s"].get<double>(), 0);
+  EXPECT_FALSE(rec["infer"]["offline"][0]["validity"]["valid"].get<bool>());  // far below LoadGen's 600 s
+  EXPECT_GT(rec["infer"]["single_stream"]["latency"]["p90_s"].get<double>(), 0);
+  EXPECT_EQ(rec["infer"]["server"]["runs"].size(), 1u);
+  EXPECT_EQ(rec["infer"]["meta"]["input"], "1x28x28");
+  const auto& cmd = rec["command"];
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--threads"), cmd.end()) << cmd.dump();
+
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_TRUE(has_all(report, {"## Inference", "### lenet, batches up to 4 (infer/lenet/b4/none)",
+                               "| 4 | ", "INVALID (min duration 600 s", "SingleStream", "Server at one rate"}));
+  EXPECT_TRUE(testing::report_regenerates(kBin, dir_));
+}
+
+// The same under a time-sliced profile, alone and as 2 VMs serving at once under fixed share:
+// each VM's results in raw.jsonl, the report's QPS at the p99 bound per profile and policy.
+TEST_F(SweepTest, InferTwoVmsServingAtOnceEndToEnd) {
+  const auto r = run_sweep(kBin, "name: tiny-infer-share\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
+                           "infer:\n  models: [{model: lenet, max_batch: 4}]\n  scenarios: [offline, server]\n"
+                           "  latency_bound_ms: 200\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n"
+                           "  profiles: [T4-8C]\n  sharing: {vms_per_gpu: 2, policy: fixed_share}\n",
+                           dir_, "OMP_WAIT_POLICY=passive");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_all(r.output, {"[1/3] infer/lenet/b4/T4-8C r1: ok",
+                                 "[3/3] infer/lenet/b4/T4-8C/fixed_share/vms2 r1: ok"})) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 3u);
+  const json& shared = raw.back();  // 2 VMs
+  EXPECT_EQ(shared["status"], "ok") << shared.dump();
+  EXPECT_EQ(shared["policy"], "fixed_share");
+  EXPECT_EQ(shared["vms"], 2);
+  ASSERT_EQ(shared["infer"]["vms"].size(), 2u) << shared.dump();
+  for (const auto& vm : shared["infer"]["vms"]) {
+    EXPECT_EQ(vm["offline"].size(), 1u);  // at the largest batch only
+    EXPECT_EQ(vm["offline"][0]["batch"], 4);
+    EXPECT_GT(vm["device"]["utilization"].get<double>(), 0);
+  }
+  EXPECT_EQ(shared["infer"]["meta"]["vgpu"]["mode"], "emulated");
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_TRUE(has_all(report, {"### QPS at the p99 bound per profile and policy",
+                               "| lenet b4 | T4-8C | none (alone) | 1 |", "| lenet b4 | T4-8C | fixed_share | 2 |",
+                               "Offline samples/s per VM"}));
+  EXPECT_TRUE(testing::report_regenerates(kBin, dir_));
+}
+
+// migrate points: LeNet on 3 local ranks, 30 steps, rank 2 moved by pre-copy and by
+// stop-and-copy with 32 and 64 MiB framebuffers: raw.jsonl with the migration, the report's
+// Live migration section, and the report regenerated from raw.jsonl alone.
+TEST_F(SweepTest, MigrateTinyLenetConfigEndToEnd) {
+  const auto r = run_sweep(kBin, "name: tiny-migrate\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
+                           "migrate:\n  model: {model: lenet, batch: 8}\n  nodes: 3\n  at_step: 6\n  warmup: 2\n"
+                           "  steps: 30\n  methods: [precopy, stopcopy]\n  framebuffers: [32M, 64M]\n",
+                           dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_all(r.output, {"[1/4] migrate/lenet/b8/n3/tcp/precopy/fb32M r1: ok ", "precopy of 32 MiB: stun ",
+                                 "[4/4] migrate/lenet/b8/n3/tcp/stopcopy/fb64M r1: ok ",
+                                 "stopcopy of 64 MiB: stun "}));
+
+  const auto raw = read_raw(dir_);
+  EXPECT_EQ(raw.size(), 4u);
+  for (const json& rec : raw) {
+    EXPECT_EQ(rec["kind"], "migrate");
+    EXPECT_EQ(rec["status"], "ok") << rec.dump();
+    EXPECT_EQ(rec["migrate_at"], 6);
+    const json& m = rec["migrate"]["migration"];
+    EXPECT_EQ(m["moved"], true) << m.dump();
+    EXPECT_EQ(m["rank"], 2);
+    EXPECT_EQ(m["method"], rec["method"]);
+    EXPECT_EQ(m["framebuffer_bytes"].get<double>(), rec["framebuffer"] == "32M" ? 32 << 20 : 64 << 20);
+    EXPECT_GT(m["stun_s"].get<double>(), 0);
+    EXPECT_EQ(rec["migrate"]["ranks"][0]["step_s"].size(), 30u);
+    const auto& cmd = rec["command"];
+    EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--migrate-at"), cmd.end()) << cmd.dump();
+    EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--threads"), cmd.end()) << cmd.dump();
+  }
+
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_TRUE(has_all(report, {"## Live migration", "### lenet b8 on 3 nodes (tcp)", "| pre-copy | 32 MiB | 1/1 |",
+                               "| stop-and-copy | 64 MiB | 1/1 |", "**Model**", "| pre-copy | 24 GiB |",
+                               "(predicted)"}));
+  EXPECT_TRUE(testing::report_regenerates(kBin, dir_));
 }
 
 }  // namespace

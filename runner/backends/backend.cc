@@ -65,12 +65,25 @@ const Backend& backend_for(const std::string& option, const std::string& name,
 
 void add_backend_options(CLI::App& cmd) {
   for (const Backend* b : backends())
-    if (b->add_options) b->add_options(cmd);
+    if (b->options.add) b->options.add(cmd);
 }
 
 void validate_backend_options() {
   for (const Backend* b : backends())
-    if (b->validate_options) b->validate_options();
+    if (b->options.validate) b->options.validate();
+}
+
+std::string options_line(const std::vector<OptionAsRun>& options) {
+  std::string line;
+  for (const OptionAsRun& o : options)
+    line += " " + o.flag + " " + (o.value.is_string() ? o.value.get<std::string>() : o.value.dump());
+  return line;
+}
+
+nlohmann::json options_json(const std::vector<OptionAsRun>& options) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const OptionAsRun& o : options) j[o.key] = o.value;
+  return j;
 }
 
 std::string backend_unavailable(const std::string& name) {

@@ -77,6 +77,26 @@ class Communicator {
   virtual std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) = 0;
 };
 
+// One of a backend's own options as a run used it: `--ib-port 1` on the `# options:` line,
+// "ib_port": 1 in meta.options.
+struct OptionAsRun {
+  std::string flag;       // "--ib-port"
+  std::string key;        // "ib_port"
+  nlohmann::json value;   // a string or a number
+};
+// " --ib-port 1 --gid-index 3": the line's part (strings as they are, numbers in decimal).
+std::string options_line(const std::vector<OptionAsRun>& options);
+nlohmann::json options_json(const std::vector<OptionAsRun>& options);
+
+// A backend's own options: added to every command that takes --transport and validated
+// whichever backend runs; as_run() gives their values when it runs, for the `# options:` line
+// and meta.options.
+struct BackendOptions {
+  std::function<void(CLI::App&)> add;
+  std::function<void()> validate;
+  std::function<std::vector<OptionAsRun>()> as_run;
+};
+
 struct Backend {
   std::string name;         // the value of --transport, of --impl for a backend of its own, and of a point
   int order = 0;            // where it sorts in help, tables and reports
@@ -90,12 +110,7 @@ struct Backend {
   std::string help;         // one phrase for --help
   // "" when this build and host can run it, else why not (for a point: skipped, with this).
   std::function<std::string()> unavailable;
-  // Its own options (or empty): added to every command that takes --transport; validated,
-  // and recorded in the metadata, whichever backend runs.
-  std::function<void(CLI::App&)> add_options;
-  std::function<void()> validate_options;
-  std::function<nlohmann::json()> options_json;  // merged into meta.options when it runs
-  std::function<std::string()> options_line;     // appended to the `# options:` line when it runs
+  BackendOptions options;  // its own options, or none
   std::function<std::unique_ptr<Communicator>(const BackendSetup&)> make;
   // The environment a rank on an emulated cluster's node needs for the backend to see the node
   // as a host of its own (`host_id`), talking over `iface`; or empty.

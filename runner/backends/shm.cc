@@ -71,18 +71,15 @@ std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {
   return make_shm_transport(s.store, s.rank, s.size, o);
 }
 
+std::vector<OptionAsRun> options_as_run() {
+  return {{"--shm-single-copy", "shm_single_copy_bytes", parse_bytes(args.single_copy)},
+          {"--shm-reduce", "shm_reduce", args.reduce}};
+}
+
 Backend shm() {
   Backend b = ring_backend("shm", 30, "our ring over shared memory, ranks of one host", connect_shm);
   b.one_host = true;
-  b.add_options = add_options;
-  b.validate_options = validate_options;
-  b.options_json = [] {
-    return nlohmann::json{{"shm_single_copy_bytes", parse_bytes(args.single_copy)}, {"shm_reduce", args.reduce}};
-  };
-  b.options_line = [] {
-    return " --transport shm --shm-single-copy " + std::to_string(parse_bytes(args.single_copy)) + " --shm-reduce " +
-           args.reduce;
-  };
+  b.options = {add_options, validate_options, options_as_run};
   return b;
 }
 

@@ -68,20 +68,17 @@ std::unique_ptr<Transport> connect_verbs(const BackendSetup& s) {
 #endif
 }
 
+std::vector<OptionAsRun> options_as_run() {
+  return {{"--ib-dev", "ib_dev", args.ib_dev.empty() ? "auto" : args.ib_dev},
+          {"--ib-port", "ib_port", args.ib_port},
+          {"--gid-index", "gid_index", args.gid_index},
+          {"--mr-chunk", "mr_chunk_bytes", parse_bytes(args.mr_chunk)}};
+}
+
 Backend verbs() {
   Backend b = ring_backend("verbs", 20, "our ring over RDMA verbs", connect_verbs);
   b.unavailable = unavailable;
-  b.add_options = add_options;
-  b.validate_options = validate_options;
-  b.options_json = [] {
-    return nlohmann::json{{"ib_dev", args.ib_dev}, {"ib_port", args.ib_port}, {"gid_index", args.gid_index},
-                          {"mr_chunk_bytes", parse_bytes(args.mr_chunk)}};
-  };
-  b.options_line = [] {
-    return " --transport verbs --ib-dev " + (args.ib_dev.empty() ? std::string("auto") : args.ib_dev) +
-           " --ib-port " + std::to_string(args.ib_port) + " --gid-index " + std::to_string(args.gid_index) +
-           " --mr-chunk " + std::to_string(parse_bytes(args.mr_chunk));
-  };
+  b.options = {add_options, validate_options, options_as_run};
   return b;
 }
 

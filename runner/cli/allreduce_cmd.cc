@@ -149,7 +149,7 @@ json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, cons
                             {"min_segment_bytes", parse_bytes(a.min_segment)},
                             {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
                             {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}}});
-  if (backend.options_json) meta["options"].update(backend.options_json());
+  if (backend.options.as_run) meta["options"].update(options_json(backend.options.as_run()));
   return meta;
 }
 
@@ -173,7 +173,8 @@ void print_header(const RankJob& job, const Sweep& s, const Backend& backend, co
                 parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
                 a.spin_us, a.algo.c_str(),
                 parse_bytes(a.direct_max));
-  if (backend.options_line) std::printf("%s", backend.options_line().c_str());
+  if (backend.options.as_run)
+    std::printf(" --transport %s%s", backend.name.c_str(), options_line(backend.options.as_run()).c_str());
   std::printf("\n");
   if (backend.ring)
     std::printf("# algorithm per row: %s\n",
