@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Training beside a noisy neighbour: `ringbench train` (1 rank) quiet, beside a busy loop pinned
 # to the last CPU, and beside `stress-ng --cpu <CPUs>` (one unpinned hog per CPU), with the default
-# thread count (--threads 0: auto) and with every CPU (--threads <CPUs>, what the default was
-# before auto), interleaved REPEATS times so that drift hits every condition alike. The hog starts
+# thread count (--threads 0: auto, which beside a busy CPU also computes the weight gradients on a
+# second thread there), with auto but that second thread off (--weight-grad-thread off: auto as it
+# was before it), and with every CPU (--threads <CPUs>, what the default was before auto),
+# interleaved REPEATS times so that drift hits every condition alike. The hog starts
 # before ringbench, as on a shared server. Writes raw JSON and table.md (median img/s, spread,
 # and each condition's share of the quiet median of the same thread setting).
 #   bench/noisy_neighbour.sh [OUT_DIR]   (env: MODELS, BATCH, IMAGE_SIZE, STEPS, WARMUP, REPEATS, BIN)
@@ -34,12 +36,14 @@ for rep in $(seq 1 "$repeats"); do
     size=""; [ "$model" = mobilenet_v1 ] && size="--image-size ${IMAGE_SIZE:-96}"
     for cond in quiet pinned hogs; do
       start_hog "$cond"
-      for threads in 0 "$cpus"; do
-        f="$out/raw/${model}_${cond}_t${threads}_r${rep}.json"
+      for setting in 0 0off "$cpus"; do
+        threads=${setting%off}
+        wg=auto; [ "$setting" = 0off ] && wg=off
+        f="$out/raw/${model}_${cond}_t${setting}_r${rep}.json"
         # shellcheck disable=SC2086
         "$bin" train --model "$model" --batch "$batch" $size --steps "$steps" --warmup "$warmup" \
-          --threads "$threads" --log-every 0 --json "$f" >/dev/null
-        echo "$model $cond threads=$threads repeat $rep: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["summary"]["total_img_s"]["mean"],1), "img/s with", d["meta"]["threads_per_rank"], "threads")' "$f")"
+          --threads "$threads" --weight-grad-thread "$wg" --log-every 0 --json "$f" >/dev/null
+        echo "$model $cond threads=$threads weight-grad-thread=$wg repeat $rep: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["meta"]; print(round(d["summary"]["total_img_s"]["mean"],1), "img/s with", m["threads_per_rank"], "threads" + (" + weight gradients beside" if m.get("weight_grad_thread") else ""))' "$f")"
       done
       stop_hog
     done
@@ -53,20 +57,21 @@ for f in sorted(glob.glob(os.path.join(raw, "*.json"))):
     model, cond, t, _ = os.path.basename(f)[:-5].rsplit("_", 3)
     d = json.load(open(f))
     runs.setdefault((model, t), {}).setdefault(cond, []).append(
-        (d["summary"]["total_img_s"]["mean"], d["meta"]["threads_per_rank"]))
+        (d["summary"]["total_img_s"]["mean"],
+         str(d["meta"]["threads_per_rank"]) + ("+wg" if d["meta"].get("weight_grad_thread") else "")))
 print(f"# Noisy neighbour: 1-rank training, {cpus} CPUs; pinned = a busy loop on the last CPU, "
       f"hogs = stress-ng --cpu {cpus}\n")
-print("| model | --threads | condition | threads used | img/s median | min-max | share of quiet |")
+print("| model | --threads | condition | threads used (+wg: weight gradients on a second thread) | img/s median | min-max | share of quiet |")
 print("|---|---|---|---|---|---|---|")
 for (model, t), conds in sorted(runs.items()):
-    quiet = statistics.median(x for x, _ in conds.get("quiet", [(float("nan"), 0)]))
+    quiet = statistics.median(x for x, _ in conds.get("quiet", [(float("nan"), "")]))
     for cond in ("quiet", "pinned", "hogs"):
         xs = [x for x, _ in conds.get(cond, [])]
         if not xs:
             continue
         used = sorted({u for _, u in conds[cond]})
         med = statistics.median(xs)
-        label = "0 (auto)" if t == "t0" else t[1:]
+        label = {"t0": "0 (auto)", "t0off": "0 (auto), --weight-grad-thread off"}.get(t, t[1:])
         print(f"| {model} | {label} | {cond} | {','.join(map(str, used))} | {med:.1f} | "
               f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% |")
 PY

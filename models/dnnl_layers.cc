@@ -33,6 +33,8 @@ void OnednnNetwork::plan_backward_data(int i, const typename Primitive::primitiv
 template <class Primitive>
 void OnednnNetwork::plan_backward_weights(int i, const typename Primitive::primitive_desc& pd, const WeightedIo& io,
                                           const std::string& family) {
+  planning_weights_ = true;
+  need_weights_scratch(pd);
   std::vector<Op>& b = bwd_[i];
   const memory src_w = convert(io.src, pd.src_desc(), b, "reorder src", i);
   const memory dd_w = convert(io.dy, pd.diff_dst_desc(), b, "reorder diff_dst", i);
@@ -42,6 +44,7 @@ void OnednnNetwork::plan_backward_weights(int i, const typename Primitive::primi
   if (io.bias) wargs[DNNL_ARG_DIFF_BIAS] = view(io.b_md, Buf::grads, param_offset(i, 1));
   b.push_back(prim_op(note(family, pd), Primitive(pd), std::move(wargs)));
   if (gw.get() != gw_plain.get()) weights_to_plain(gw, gw_plain, b);
+  planning_weights_ = false;
 }
 
 void OnednnNetwork::setup_conv(int i) {
@@ -82,7 +85,7 @@ void OnednnNetwork::setup_conv(int i) {
 
   // Backward weights.
   const convolution_backward_weights::primitive_desc bwpd(
-      {alg, src_any, w_any, b_md, dst_any, strides, pad_l, pad_r}, eng_, fpd);
+      {alg, src_any, w_any, b_md, dst_any, strides, pad_l, pad_r}, weights_attr(), eng_, fpd);
   plan_backward_weights<convolution_backward_weights>(i, bwpd, io, "conv bwd_weights");
 }
 
@@ -312,9 +315,9 @@ void OnednnNetwork::setup_fc(int i) {
   // Backward weights, into the flat gradient buffer directly if possible.
   inner_product_backward_weights::primitive_desc bwpd;
   try {
-    bwpd = {{fpd.src_desc(), w_plain_md, b_md, dst_md}, eng_, fpd};
+    bwpd = {{fpd.src_desc(), w_plain_md, b_md, dst_md}, weights_attr(), eng_, fpd};
   } catch (const dnnl::error&) {
-    bwpd = {{fpd.src_desc(), w_any, b_md, dst_md}, eng_, fpd};
+    bwpd = {{fpd.src_desc(), w_any, b_md, dst_md}, weights_attr(), eng_, fpd};
   }
   plan_backward_weights<inner_product_backward_weights>(i, bwpd, io, "fc bwd_weights");
 }

@@ -42,6 +42,7 @@
 #include "base/errors.h"
 #include "models/backends.h"
 #include "models/dnnl_network_impl.h"
+#include "models/network.h"
 
 namespace ringbench::models {
 namespace onednn {
@@ -96,6 +97,17 @@ OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only)
     scratch_buf_ = alloc(Md({memory::dim(scratch_bytes_ / sizeof(float) + 1)}, f32, Tag::x));
     for (memory& m : scratch_users_) m.set_data_handle(scratch_buf_.get_data_handle());
   }
+  if (!inference_) weights_scratch_[0] = alloc(Md({memory::dim(weights_scratch_bytes_ / sizeof(float) + 1)}, f32, Tag::x));
+}
+
+dnnl::primitive_attr OnednnNetwork::weights_attr() const {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void OnednnNetwork::need_weights_scratch(const dnnl::primitive_desc_base& pd) {
+  weights_scratch_bytes_ = std::max(weights_scratch_bytes_, pd.scratchpad_desc().get_size());
 }
 
 memory OnednnNetwork::alloc(const Md& d) {
@@ -131,6 +143,7 @@ Op OnednnNetwork::prim_op(std::string what, dnnl::primitive prim, Args args, Mod
   op.args = std::move(args);
   op.mode = mode;
   op.input_grad_only = deferred;
+  op.weights_grad = planning_weights_;
   return op;
 }
 
@@ -142,7 +155,9 @@ Op OnednnNetwork::reorder_op(const memory& from, const memory& to, const std::st
     po.append_sum(1.0f);
     attr.set_post_ops(po);
   }
+  if (planning_weights_) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::reorder::primitive_desc pd(eng_, from.get_desc(), eng_, to.get_desc(), attr);
+  if (planning_weights_) need_weights_scratch(pd);
   return prim_op(note(what, pd), dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, Mode::always,
                  deferred);
 }
@@ -229,6 +244,42 @@ std::string OnednnNetwork::describe() const {
 // ---------------------------------------------------------------------------------------------
 // Execution
 
+void OnednnNetwork::run(const Op& op, int lane) {
+  if (!op.prim) {
+    strm_.wait();
+    op.fn();
+  } else if (!op.weights_grad) {
+    op.prim.execute(strm_, op.args);
+  } else {
+    Args args = op.args;
+    args[DNNL_ARG_SCRATCHPAD] = weights_scratch_[lane];
+    op.prim.execute(lane == 0 ? strm_ : side_strm_, args);
+  }
+}
+
+void OnednnNetwork::run_weight_grads(int node, int lane) {
+  for (const Op& op : bwd_[size_t(node)])
+    if (op.weights_grad && !op.input_grad_only && active(op.mode, last_training_)) run(op, lane);
+  (lane == 0 ? strm_ : side_strm_).wait();
+}
+
+bool OnednnNetwork::set_weight_grad_thread(bool on, const std::vector<int>& cpus) {
+  if (!on || inference_) {
+    side_.reset();
+    return !on;
+  }
+  if (side_) return true;
+  weights_scratch_[1] = alloc(weights_scratch_[0].get_desc());
+  side_strm_ = dnnl::stream(eng_);
+  // One OpenMP thread there, with the calling thread's floating-point mode (set_compute_threads).
+  side_ = std::make_unique<SideThread>([this](int node, int lane) { run_weight_grads(node, lane); },
+                                       [cpus] {
+                                         pin_this_thread(cpus);
+                                         set_compute_threads(1);
+                                       });
+  return true;
+}
+
 void OnednnNetwork::bind(float* params, float* grads, float* state) {
   check_bind_args(g_, params, grads, state, "onednn network", inference_);
   state_ = state;
@@ -304,6 +355,16 @@ void OnednnNetwork::backward(const std::function<void(int node)>& on_param_grads
     out_dy_set_[k] = false;  // outputs not set before the next backward get zero
   }
   for (const Op& op : out_grad_ops_) run(op);
+  if (side_ && !gate_ && !trace_) {
+    backward_beside(on_param_grads);
+  } else {
+    backward_here(on_param_grads);
+  }
+  backwarded_ = true;
+  input_grad_ready_ = !has_deferred_;
+}
+
+void OnednnNetwork::backward_here(const std::function<void(int node)>& on_param_grads) {
   for (size_t i = bwd_.size() - 1; i >= 1; --i) {
     if (gate_) gate_->checkpoint();
     const auto begin = trace_ ? Clock::now() : Clock::time_point{};
@@ -314,8 +375,43 @@ void OnednnNetwork::backward(const std::function<void(int node)>& on_param_grads
     if (on_param_grads && !g_.nodes[i].params.empty()) on_param_grads(int(i));
     if (trace_) trace_(int(i), Phase::backward, begin, end);
   }
-  backwarded_ = true;
-  input_grad_ready_ = !has_deferred_;
+}
+
+// The data gradients here, each weighted node's weight gradients on the side thread as soon as
+// the node's data gradient is out; on_param_grads in node order as they become final.
+void OnednnNetwork::backward_beside(const std::function<void(int node)>& on_param_grads) {
+  side_->begin(bwd_.size());
+  std::vector<std::pair<int, bool>> with_params;  // node, on the side thread
+  size_t told = 0;
+  auto tell = [&](bool wait_done) {
+    for (; told < with_params.size(); ++told) {
+      const auto [node, beside] = with_params[told];
+      if (beside && !wait_done && !side_->done(node)) return;
+      if (on_param_grads) on_param_grads(node);
+    }
+  };
+  try {
+    for (size_t i = bwd_.size() - 1; i >= 1; --i) {
+      bool beside = false;
+      for (const Op& op : bwd_[i])
+        if (!op.input_grad_only && active(op.mode, last_training_)) {
+          if (op.weights_grad) beside = true;
+          else run(op);
+        }
+      strm_.wait();
+      if (beside) side_->post(int(i));
+      if (!g_.nodes[i].params.empty()) with_params.emplace_back(int(i), beside);
+      tell(false);
+    }
+  } catch (...) {
+    try {
+      side_->finish();  // nothing may run on after this backward has failed
+    } catch (...) {
+    }
+    throw;
+  }
+  side_->finish();
+  tell(true);
 }
 
 void OnednnNetwork::get_input_grad(float* dx) {

@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "models/dnnl_network.h"
 #include "models/graph.h"
 #include "models/network.h"
+#include "models/side_thread.h"
 
 namespace ringbench::models::onednn {
 
@@ -60,6 +62,9 @@ struct Op {
   std::function<void()> fn;
   Mode mode = Mode::always;
   bool input_grad_only = false;  // backward: feeds only the network input's gradient
+  // backward: computes a weight gradient (with a scratchpad of the executing thread's own: it
+  // may run on the side thread, set_weight_grad_thread)
+  bool weights_grad = false;
 };
 
 class OnednnNetwork final : public Network {
@@ -80,6 +85,7 @@ class OnednnNetwork final : public Network {
   void set_output_grad(size_t i, const float* dy) override;
   void backward(const std::function<void(int node)>& on_param_grads) override;
   void get_input_grad(float* dx) override;
+  bool set_weight_grad_thread(bool on, const std::vector<int>& cpus = {}) override;
 
   // See profile_onednn_primitives(); call after a training forward and a backward.
   std::vector<PrimitiveTime> profile(int reps);
@@ -152,15 +158,16 @@ class OnednnNetwork final : public Network {
   // Where a forward plans the reorder of its plain weights: param_ops_ when inference-only.
   std::vector<Op>& weight_ops(std::vector<Op>& fwd) { return inference_ ? param_ops_ : fwd; }
 
-  // Execution.
-  void run(const Op& op) {
-    if (op.prim) {
-      op.prim.execute(strm_, op.args);
-    } else {
-      strm_.wait();
-      op.fn();
-    }
-  }
+  // Weight-gradient ops read their scratchpad from the caller (user mode): the library's
+  // shared one may only be used by the thread that created the primitive.
+  dnnl::primitive_attr weights_attr() const;
+  void need_weights_scratch(const dnnl::primitive_desc_base& pd);
+
+  // Execution. lane 0: the calling thread; 1: the side thread (weight-gradient ops only).
+  void run(const Op& op, int lane = 0);
+  void run_weight_grads(int node, int lane);
+  void backward_here(const std::function<void(int node)>& on_param_grads);
+  void backward_beside(const std::function<void(int node)>& on_param_grads);
 
   Graph g_;
   int batch_;
@@ -197,6 +204,12 @@ class OnednnNetwork final : public Network {
   ForwardArgs args_;
   bool bound_ = false, forwarded_ = false, backwarded_ = false, last_training_ = true;
   bool input_grad_ready_ = false;
+
+  bool planning_weights_ = false;  // setup: the ops planned now compute weight gradients
+  size_t weights_scratch_bytes_ = 0;
+  memory weights_scratch_[2];      // per lane
+  dnnl::stream side_strm_;
+  std::unique_ptr<SideThread> side_;
 };
 
 }  // namespace ringbench::models::onednn

@@ -1,5 +1,7 @@
 #include "models/network.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -142,6 +144,15 @@ void set_compute_threads(int n) {
 #else
   (void)n;
 #endif
+}
+
+bool pin_this_thread(const std::vector<int>& cpus) {
+  if (cpus.empty()) return true;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;  // 0: this thread
 }
 
 int compute_threads() {

@@ -68,6 +68,17 @@ class Network {
   virtual bool on_device() const { return false; }
   virtual void* stream() const { return nullptr; }
 
+  // CPU backends: compute the weight gradients on a second thread (one OpenMP thread), beside
+  // the data gradients on the calling thread. Meant for a CPU that other work keeps busy: that
+  // thread takes what share of the busy CPU it gets without holding up the data gradients (the
+  // critical path), where one more OpenMP thread in every primitive stalls the others at each
+  // of its barriers while the busy CPU runs someone else. `cpus`: where that thread may run
+  // (empty: anywhere). Returns whether the backend does it.
+  virtual bool set_weight_grad_thread(bool on, const std::vector<int>& cpus = {}) {
+    (void)cpus;
+    return !on;
+  }
+
   // Built with NetworkOptions::inference_only: forward(training = false) only.
   virtual bool inference_only() const { return false; }
 
@@ -101,6 +112,9 @@ std::vector<std::string> available_backends();
 
 // Threads the CPU backend computes with (OpenMP); ranks sharing a machine should split its cores.
 void set_compute_threads(int n);
+// Keeps the calling thread on `cpus` (empty: leaves it where it may run); false if the kernel
+// refused.
+bool pin_this_thread(const std::vector<int>& cpus);
 int compute_threads();
 
 }  // namespace ringbench::models

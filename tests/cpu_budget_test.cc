@@ -15,6 +15,20 @@ TEST(CpuBudget, FreeCpusSplitBetweenTheRanksHere) {
   EXPECT_EQ(decide_cpu_budget(16, 0, 0, 32).threads, 1);
 }
 
+// A second thread for weight gradients when busy CPUs took some of this rank's share, but not
+// all CPUs are busy (then it only adds one more thread to share them).
+TEST(CpuBudget, WeightGradientsBesideWhenSomeButNotAllCpusAreBusy) {
+  EXPECT_FALSE(decide_cpu_budget(2, 0, 0, 1).weight_grad_thread);  // quiet
+  EXPECT_TRUE(decide_cpu_budget(2, 0, 1, 1).weight_grad_thread);   // a busy neighbour
+  EXPECT_FALSE(decide_cpu_budget(2, 0, 2, 1).weight_grad_thread);  // all busy
+  EXPECT_FALSE(decide_cpu_budget(2, 0, 0, 2).weight_grad_thread);  // two ranks, one CPU each
+  EXPECT_FALSE(decide_cpu_budget(2, 0, 1, 2).weight_grad_thread);  // their share is one CPU: still 1
+  EXPECT_TRUE(decide_cpu_budget(16, 0, 4, 4).weight_grad_thread);  // 3 of a share of 4
+  EXPECT_TRUE(decide_cpu_budget(16, 4.0, 1, 1).weight_grad_thread);
+  EXPECT_NE(decide_cpu_budget(2, 0, 1, 1).describe().find("weight gradients on a second thread"), std::string::npos);
+  EXPECT_EQ(decide_cpu_budget(2, 0, 1, 1).to_json()["weight_grad_thread"], true);
+}
+
 TEST(CpuBudget, TheCgroupQuotaCaps) {
   EXPECT_EQ(decide_cpu_budget(16, 2.0, 0, 1).threads, 2);
   EXPECT_EQ(decide_cpu_budget(16, 1.5, 0, 1).threads, 2);  // a part of a CPU still runs a thread
@@ -43,6 +57,8 @@ TEST(CpuBudget, MeasuredOnThisMachine) {
   EXPECT_LE(b.threads, b.allowed);
   EXPECT_NE(b.describe().find("auto: " + std::to_string(b.allowed) + " CPU"), std::string::npos) << b.describe();
   EXPECT_EQ(b.to_json()["threads"], b.threads);
+  EXPECT_EQ(int(b.busy_cpus.size()), b.busy);
+  EXPECT_LE(int(b.busy_cpus.size() + b.free_cpus.size()), b.allowed);  // (a CPU without ticks is neither)
 }
 
 }  // namespace

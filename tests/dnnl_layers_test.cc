@@ -105,6 +105,66 @@ TEST(DnnlGraph, BatchNormOnInputKeepsInputGradient) { check_batch_norm_on_input(
 TEST(DnnlGraph, SecondStepAndRebind) { check_second_step_and_rebind(onednn()); }
 
 // ---------------------------------------------------------------------------------------------
+// Weight gradients on a side thread (Network::set_weight_grad_thread)
+
+NetworkFactory onednn_beside() {
+  return [](const Graph& g, int batch) {
+    auto net = make_network("onednn", g, batch);
+    EXPECT_TRUE(net->set_weight_grad_thread(true));
+    return net;
+  };
+}
+
+TEST(DnnlWeightGradThread, GraphsMatchReference) {
+  compare_with_reference(onednn_beside(), lenet_like(), {.batch = 3});
+  compare_with_reference(onednn_beside(), inception_like(false), {.batch = 2, .tol = 3e-4});
+  check_fan_out(onednn_beside());
+  check_second_step_and_rebind(onednn_beside());
+}
+
+// With one OpenMP thread on either side every primitive computes alike: the results are the
+// same bits as without the side thread, at every step.
+TEST(DnnlWeightGradThread, SameBitsAsWithout) {
+  const int threads = compute_threads();
+  set_compute_threads(1);
+  const Graph g = build_model("mobilenet_v1", {.classes = 10, .image_size = 32});
+  std::vector<float> params, state;
+  random_params(g, 5, params, state);
+  const std::vector<float> x = random_vector(in_count(g, 4), 6);
+  const std::vector<std::vector<float>> dys{random_vector(out_count(g, 0, 4), 7)};
+  for (uint64_t seed : {1, 2}) {
+    const StepResult here = run_step(onednn(), g, 4, params, state, x, dys, {.training = true, .seed = seed});
+    const StepResult beside = run_step(onednn_beside(), g, 4, params, state, x, dys, {.training = true, .seed = seed});
+    EXPECT_EQ(here.grads, beside.grads);
+    EXPECT_EQ(here.dx, beside.dx);
+    EXPECT_EQ(here.state, beside.state);
+  }
+  set_compute_threads(threads);
+}
+
+TEST(DnnlWeightGradThread, ParamGradsCallbackOrderAndFinality) {
+  const Graph g = inception_like(true);
+  auto net = onednn_beside()(g, 2);
+  std::vector<float> params, state, grads(g.param_count, 0.0f);
+  random_params(g, 2, params, state);
+  net->bind(params.data(), grads.data(), state.data());
+  check_param_grads_callback(*net, 2, [&](size_t offset, size_t n) {
+    return std::vector<float>(grads.begin() + long(offset), grads.begin() + long(offset + n));
+  });
+}
+
+TEST(DnnlWeightGradThread, OffAndInferenceOnly) {
+  auto net = make_network("onednn", lenet_like(), 2);
+  EXPECT_TRUE(net->set_weight_grad_thread(true));
+  EXPECT_TRUE(net->set_weight_grad_thread(false));
+  auto infer = make_network("onednn", lenet_like(), 2, {.inference_only = true});
+  EXPECT_FALSE(infer->set_weight_grad_thread(true));  // no backward to share
+  auto ref = make_network("reference", lenet_like(), 2);
+  EXPECT_FALSE(ref->set_weight_grad_thread(true));
+  EXPECT_TRUE(ref->set_weight_grad_thread(false));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Interface behaviour
 
 // The network bound to host buffers, initialised as the comparison's.

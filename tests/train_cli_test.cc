@@ -60,6 +60,25 @@ TEST(TrainCli, SingleRankNoAllreduce) {
   EXPECT_NE(r.output.find("Total img/sec on 1 rank(s):"), std::string::npos) << r.output;
 }
 
+// --weight-grad-thread on: the weight gradients on a second thread, said in the header and the
+// JSON, for each rank; where it cannot be (the reference backend), a clear error.
+TEST(TrainCli, WeightGradientsOnASecondThread) {
+  auto [code, output, doc] = run_json(kBin + " train --model lenet --batch 4 --steps 2 --warmup 1 --ranks 2 "
+                                      "--threads 1 --weight-grad-thread on");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("threads per rank 1 (--threads), weight gradients on a second thread"), std::string::npos)
+      << output;
+  EXPECT_EQ(doc["meta"]["weight_grad_thread"], true);
+  for (const auto& h : doc["meta"]["hosts"]) EXPECT_EQ(h["weight_grad_thread"], true) << h.dump();
+  EXPECT_TRUE(fails_saying(kBin + " train --backend reference --weight-grad-thread on --steps 1",
+                           "--weight-grad-thread on: the reference backend"));
+  EXPECT_TRUE(fails_saying(kBin + " train --weight-grad-thread maybe", "--weight-grad-thread"));
+  auto [off_code, off_output, off_doc] = run_json(kBin + " train --model lenet --batch 4 --steps 1 --warmup 0 "
+                                                  "--weight-grad-thread off");
+  ASSERT_EQ(off_code, 0) << off_output;
+  EXPECT_EQ(off_doc["meta"]["weight_grad_thread"], false);
+}
+
 // --layer-times: extra steps after the measured ones, every layer timed, the table on rank 0.
 TEST(TrainCli, LayerTimesSayWhereTheStepGoes) {
   auto [code, output, doc] =

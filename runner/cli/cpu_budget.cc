@@ -74,6 +74,9 @@ CpuBudget decide_cpu_budget(int allowed, double quota, int busy, int ranks_here)
   int usable = b.allowed;
   if (b.quota > 0) usable = std::min(usable, std::max(1, static_cast<int>(std::ceil(b.quota))));
   b.threads = std::max(1, (usable - std::min(b.busy, usable)) / b.ranks_here);
+  // Not when every CPU is busy: a second thread then only adds one more to share them (measured
+  // slower for lenet's small layers, even for MobileNet).
+  b.weight_grad_thread = b.threads < std::max(1, usable / b.ranks_here) && b.busy < usable;
   return b;
 }
 
@@ -83,7 +86,7 @@ CpuBudget measure_cpu_budget(int ranks_here, int sample_ms) {
   const bool have_mask = sched_getaffinity(0, sizeof set, &set) == 0;
   const int allowed = have_mask ? CPU_COUNT(&set)
                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int busy = 0;
+  std::vector<int> busy_cpus, free_cpus;
   const auto before = read_proc_stat();
   std::this_thread::sleep_for(std::chrono::milliseconds(sample_ms));
   const auto after = read_proc_stat();
@@ -91,9 +94,13 @@ CpuBudget measure_cpu_budget(int ranks_here, int sample_ms) {
     if (have_mask && (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set))) continue;
     const auto it = before.find(cpu);
     if (it == before.end() || t1.total <= it->second.total || t1.busy < it->second.busy) continue;
-    if (double(t1.busy - it->second.busy) >= 0.5 * double(t1.total - it->second.total)) ++busy;
+    const bool busy = double(t1.busy - it->second.busy) >= 0.5 * double(t1.total - it->second.total);
+    (busy ? busy_cpus : free_cpus).push_back(cpu);
   }
-  return decide_cpu_budget(allowed, cgroup_quota_cpus(), busy, ranks_here);
+  CpuBudget b = decide_cpu_budget(allowed, cgroup_quota_cpus(), int(busy_cpus.size()), ranks_here);
+  b.busy_cpus = std::move(busy_cpus);
+  b.free_cpus = std::move(free_cpus);
+  return b;
 }
 
 std::string CpuBudget::describe() const {
@@ -101,13 +108,15 @@ std::string CpuBudget::describe() const {
   s << threads << " (auto: " << allowed << " CPU" << (allowed == 1 ? "" : "s");
   if (quota > 0) s << ", cgroup quota " << quota;
   s << ", " << busy << " busy with other work, " << ranks_here << " rank" << (ranks_here == 1 ? "" : "s")
-    << " here; --threads N to choose)";
+    << " here" << (weight_grad_thread ? "; weight gradients on a second thread" : "")
+    << "; --threads N to choose)";
   return s.str();
 }
 
 nlohmann::json CpuBudget::to_json() const {
   return {{"allowed_cpus", allowed}, {"cgroup_quota_cpus", quota}, {"busy_cpus", busy},
-          {"ranks_here", ranks_here}, {"threads", threads}};
+          {"ranks_here", ranks_here}, {"threads", threads}, {"weight_grad_thread", weight_grad_thread},
+          {"busy_cpu_list", busy_cpus}, {"free_cpu_list", free_cpus}};
 }
 
 }  // namespace ringbench

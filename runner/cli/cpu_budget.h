@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,13 @@ struct CpuBudget {
   int busy = 0;          // allowed CPUs that others kept at least half busy during the sample
   int ranks_here = 1;    // ranks sharing this machine
   int threads = 1;       // the choice: max(1, (min(allowed, quota) - busy) / ranks_here)
+  // And weight gradients on a second thread when busy CPUs took some of this rank's share
+  // (min(allowed, quota) / ranks_here) but not all CPUs: that thread takes what it gets of a
+  // busy CPU, the others go on undisturbed on the free ones.
+  bool weight_grad_thread = false;
+  // Measured only (measure_cpu_budget): which allowed CPUs were busy and which free. With the
+  // second thread, the rank computes on the free ones and that thread runs on the busy ones.
+  std::vector<int> busy_cpus, free_cpus;
 
   std::string describe() const;  // "1 of 2 CPUs (1 busy with other work), 1 rank here"
   nlohmann::json to_json() const;

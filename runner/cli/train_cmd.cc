@@ -119,6 +119,7 @@ json host_self(const RankJob& job, const Compute& c, const json& path) {
   json self = job.host_record(path, gpu_json(c.gpu));  // the rank's device (-1: the current one, if any)
   self["threads"] = c.threads;
   self["threads_auto"] = c.budget ? c.budget->to_json() : json(nullptr);
+  self["weight_grad_thread"] = c.weight_grad_thread;
   return self;
 }
 
@@ -180,7 +181,7 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                {"param_tensors", t.graph.params.size()}, {"input", m::to_string(t.graph.input_dims())},
                {"classes", t.graph.output_node().out.c}, {"aux_logits", a.aux_logits},
                {"device", t.where.device}, {"backend", t.c.net->backend()}, {"backend_detail", t.c.net->describe()},
-               {"threads_per_rank", t.c.threads},
+               {"threads_per_rank", t.c.threads}, {"weight_grad_thread", t.c.weight_grad_thread},
                {"threads_auto", t.c.budget ? t.c.budget->to_json() : json(nullptr)},
                {"batch_per_rank", a.batch},
                {"transport", n > 1 ? a.transport : "none"}, {"allreduce", t.trainer.reducer()},
@@ -207,8 +208,9 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
   if (t.where.device == "cuda")
     std::printf("# backend %s on the GPU (--device cuda): %s\n", t.c.net->backend().c_str(), t.c.net->describe().c_str());
   else
-    std::printf("# backend %s, threads per rank %s: %s\n", t.c.net->backend().c_str(),
+    std::printf("# backend %s, threads per rank %s%s: %s\n", t.c.net->backend().c_str(),
                 t.c.budget ? t.c.budget->describe().c_str() : (std::to_string(t.c.threads) + " (--threads)").c_str(),
+                t.c.weight_grad_thread && !t.c.budget ? ", weight gradients on a second thread" : "",
                 t.c.net->describe().c_str());
   std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
               job.world->launcher.c_str(), a.batch, t.trainer.reducer().c_str(),

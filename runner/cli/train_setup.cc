@@ -136,6 +136,18 @@ void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const Train
   if (c.net->on_device() != on_gpu)
     throw Error("the " + c.net->backend() + " backend computes on the " + (c.net->on_device() ? "GPU" : "CPU") +
                 ", not on --device " + where.device);
+  const bool side = a.weight_grad_thread == "on" ||
+                    (a.weight_grad_thread == "auto" && c.budget && c.budget->weight_grad_thread);
+  if (side && !on_gpu) {
+    // Measured busy and free CPUs: the data gradients (the critical path) on the free ones, the
+    // weight gradients on the busy ones, where they take what share they get.
+    const bool place = c.budget && !c.budget->busy_cpus.empty() && !c.budget->free_cpus.empty();
+    c.weight_grad_thread = c.net->set_weight_grad_thread(true, place ? c.budget->busy_cpus : std::vector<int>{});
+    if (place && c.weight_grad_thread) m::pin_this_thread(c.budget->free_cpus);
+  }
+  if (a.weight_grad_thread == "on" && !c.weight_grad_thread)
+    throw Error("--weight-grad-thread on: the " + c.net->backend() + " backend on the " + (on_gpu ? "GPU" : "CPU") +
+                " has no second thread for weight gradients (the CPU's onednn backend has)");
 }
 
 

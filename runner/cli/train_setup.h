@@ -38,6 +38,7 @@ std::string train_shape(const TrainArgs& a, const models::Graph& graph, const Pl
 struct Compute {
   std::optional<CpuBudget> budget;  // --threads 0: what the machine has to spare
   int threads = 1;
+  bool weight_grad_thread = false;  // weight gradients on a second thread (--weight-grad-thread)
   int gpu = -1;
   std::unique_ptr<models::Network> net;
 };
