@@ -354,13 +354,16 @@ TEST_F(SweepTest, UnderMpirunARankMovesToTheStandbyOfNodeBsSweepRank) {
   EXPECT_NE(read_text(dir_ + "/report.md").find("(a standby process started with the job there)"), std::string::npos);
 }
 
+// A tiny infer sweep (LeNet up to batch 4, runs of a fraction of a second), `extra` under infer:.
+std::string tiny_infer(const std::string& name, const std::string& extra) {
+  return "name: " + name + "\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\ninfer:\n"
+         "  models: [{model: lenet, max_batch: 4}]\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n" + extra;
+}
+
 // infer points: a tiny infer config (LeNet, runs of a fraction of a second): its raw.jsonl
 // records, the report's Inference section, and the report regenerated from raw.jsonl alone.
 TEST_F(SweepTest, InferTinyLenetConfigEndToEnd) {
-  const auto r = run_sweep(kBin, "name: tiny-infer\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
-                           "infer:\n  models: [{model: lenet, max_batch: 4}]\n  batches: [1, 4]\n"
-                           "  latency_bound_ms: 100\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n",
-                           dir_);
+  const auto r = run_sweep(kBin, tiny_infer("tiny-infer", "  batches: [1, 4]\n  latency_bound_ms: 100\n"), dir_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[1/1] infer/lenet/b4/none r1: ok"), std::string::npos) << r.output;
 
@@ -388,10 +391,9 @@ TEST_F(SweepTest, InferTinyLenetConfigEndToEnd) {
 // The same under a time-sliced profile, alone and as 2 VMs serving at once under fixed share:
 // each VM's results in raw.jsonl, the report's QPS at the p99 bound per profile and policy.
 TEST_F(SweepTest, InferTwoVmsServingAtOnceEndToEnd) {
-  const auto r = run_sweep(kBin, "name: tiny-infer-share\nnodes: [1]\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
-                           "infer:\n  models: [{model: lenet, max_batch: 4}]\n  scenarios: [offline, server]\n"
-                           "  latency_bound_ms: 200\n  server_qps: 50\n  min_duration: 0.2\n  min_queries: 8\n"
-                           "  profiles: [T4-8C]\n  sharing: {vms_per_gpu: 2, policy: fixed_share}\n",
+  const auto r = run_sweep(kBin,
+                           tiny_infer("tiny-infer-share", "  scenarios: [offline, server]\n  latency_bound_ms: 200\n"
+                                                          "  profiles: [T4-8C]\n  sharing: {vms_per_gpu: 2, policy: fixed_share}\n"),
                            dir_, "OMP_WAIT_POLICY=passive");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_all(r.output, {"[1/3] infer/lenet/b4/T4-8C r1: ok",
@@ -416,14 +418,26 @@ TEST_F(SweepTest, InferTwoVmsServingAtOnceEndToEnd) {
   EXPECT_TRUE(testing::report_regenerates(kBin, dir_));
 }
 
+const std::string kTinyMigrate = R"(
+name: tiny-migrate
+repeats: 1
+timeout: 120
+cluster: {type: local}
+migrate:
+  model: {model: lenet, batch: 8}
+  nodes: 3
+  at_step: 6
+  warmup: 2
+  steps: 30
+  methods: [precopy, stopcopy]
+  framebuffers: [32M, 64M]
+)";
+
 // migrate points: LeNet on 3 local ranks, 30 steps, rank 2 moved by pre-copy and by
 // stop-and-copy with 32 and 64 MiB framebuffers: raw.jsonl with the migration, the report's
 // Live migration section, and the report regenerated from raw.jsonl alone.
 TEST_F(SweepTest, MigrateTinyLenetConfigEndToEnd) {
-  const auto r = run_sweep(kBin, "name: tiny-migrate\nrepeats: 1\ntimeout: 120\ncluster: {type: local}\n"
-                           "migrate:\n  model: {model: lenet, batch: 8}\n  nodes: 3\n  at_step: 6\n  warmup: 2\n"
-                           "  steps: 30\n  methods: [precopy, stopcopy]\n  framebuffers: [32M, 64M]\n",
-                           dir_);
+  const auto r = run_sweep(kBin, kTinyMigrate, dir_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_all(r.output, {"[1/4] migrate/lenet/b8/n3/tcp/precopy/fb32M r1: ok ", "precopy of 32 MiB: stun ",
                                  "[4/4] migrate/lenet/b8/n3/tcp/stopcopy/fb64M r1: ok ",
