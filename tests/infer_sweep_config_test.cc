@@ -17,6 +17,7 @@ namespace {
 
 using testing::error_of;
 using testing::expect_error;
+using testing::local_config;
 
 const std::string kInfer = R"(
 name: t
@@ -42,7 +43,7 @@ TEST(InferSweepConfig, DefaultsAreLoadGens) {
   EXPECT_EQ(c.infer.min_duration_s, -1);
   EXPECT_EQ(c.infer.min_queries, -1);
   const SweepConfig scalar =
-      parse_sweep_config("name: t\ncluster: {type: local}\ninfer:\n  models: [mobilenet_v1]\n", "test.yaml");
+      parse_sweep_config(local_config("infer:\n  models: [mobilenet_v1]\n"), "test.yaml");
   EXPECT_EQ(scalar.infer.models.back().model, "mobilenet_v1");
   EXPECT_EQ(scalar.infer.models.back().max_batch, 8);
 }
@@ -58,18 +59,17 @@ TEST(InferSweepConfig, MistakesNameTheirKey) {
   expect_error(with("  min_duration: 20\n  max_duration: 10\n"), {"infer.min_duration", "<= max_duration"});
   expect_error(with("  backend: tpu\n"), {"infer.backend", "'tpu'"});
   expect_error(with("  server_qps: -1\n"), {"infer.server_qps"});
-  expect_error("name: t\ncluster: {type: local}\ninfer:\n  models: [{model: resnet50}]\n",
+  expect_error(local_config("infer:\n  models: [{model: resnet50}]\n"),
                {"infer.models[0].model", "'resnet50'", "mobilenet_v1"});
-  expect_error("name: t\ncluster: {type: local}\ninfer:\n  models: [{model: inception_v3, image_size: 20}]\n",
+  expect_error(local_config("infer:\n  models: [{model: inception_v3, image_size: 20}]\n"),
                {"infer.models[0].image_size"});
-  expect_error("name: t\ncluster: {type: local}\ninfer:\n  models: [{model: lenet, max_batch: 0}]\n",
+  expect_error(local_config("infer:\n  models: [{model: lenet, max_batch: 0}]\n"),
                {"infer.models[0].max_batch", ">= 1"});
-  expect_error("name: t\ncluster: {type: local}\ninfer:\n  models: [{model: lenet, batch: 4}]\n",
+  expect_error(local_config("infer:\n  models: [{model: lenet, batch: 4}]\n"),
                {"infer.models[0].batch", "unknown key", "max_batch"});
-  expect_error("name: t\ncluster: {type: local}\ninfer:\n  models: [lenet, lenet]\n",
-               {"infer.models[1]", "listed twice"});
-  expect_error("name: t\ncluster: {type: local}\ninfer:\n  scenarios: [offline]\n", {"infer.models", "missing"});
-  expect_error("name: t\ncluster: {type: local}\ninfer: []\n", {"infer", "mapping"});
+  expect_error(local_config("infer:\n  models: [lenet, lenet]\n"), {"infer.models[1]", "listed twice"});
+  expect_error(local_config("infer:\n  scenarios: [offline]\n"), {"infer.models", "missing"});
+  expect_error(local_config("infer: []\n"), {"infer", "mapping"});
 }
 
 TEST(InferSweepConfig, OnePointPerModelAndRepeatOnOneNodeWhateverTheProfiles) {

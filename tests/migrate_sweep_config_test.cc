@@ -14,6 +14,7 @@ namespace ringbench {
 namespace {
 
 using testing::expect_error;
+using testing::local_config;
 
 const std::string kMigrate = R"(
 name: t
@@ -78,10 +79,10 @@ TEST(MigrateSweepConfig, MistakesNameTheirKey) {
   expect_error(with("  warmup: 2\n  steps: 10\n  at_step: 12\n"), {"migrate.at_step", "3..11"});
   expect_error(with("  transport: mpi\n"), {"migrate.transport", "'mpi'", "re-forms our ring"});
   expect_error(with("  backend: tpu\n"), {"migrate.backend", "'tpu'"});
-  expect_error("name: t\ncluster: {type: local}\nmigrate:\n  model: {model: resnet50}\n  framebuffers: [1G]\n",
+  expect_error(local_config("migrate:\n  model: {model: resnet50}\n  framebuffers: [1G]\n"),
                {"migrate.model.model", "'resnet50'", "mobilenet_v1"});
-  expect_error("name: t\ncluster: {type: local}\nmigrate:\n  framebuffers: [1G]\n", {"migrate.model", "missing"});
-  expect_error("name: t\ncluster: {type: local}\nmigrate:\n  model: {model: lenet, batch: 0}\n  framebuffers: [1G]\n",
+  expect_error(local_config("migrate:\n  framebuffers: [1G]\n"), {"migrate.model", "missing"});
+  expect_error(local_config("migrate:\n  model: {model: lenet, batch: 0}\n  framebuffers: [1G]\n"),
                {"migrate.model.batch", ">= 1"});
   // Under mpirun node B's sweep rank runs the standby, so B is a host without a rank of the job.
   expect_error("name: t\ncluster: {type: mpirun}\nmigrate:\n  model: lenet\n  to_node: 1\n  framebuffers: [1G]\n",
@@ -89,7 +90,7 @@ TEST(MigrateSweepConfig, MistakesNameTheirKey) {
   EXPECT_EQ(parse_sweep_config("name: t\ncluster: {type: mpirun}\nmigrate:\n  model: lenet\n  framebuffers: [1G]\n", "test.yaml")
                 .migrate.target_node(),
             3);
-  expect_error("name: t\ncluster: {type: local}\nmigrate: [lenet]\n", {"migrate", "mapping"});
+  expect_error(local_config("migrate: [lenet]\n"), {"migrate", "mapping"});
 }
 
 TEST(MigrateSweepConfig, PointsPerFramebufferThenProfileEachMethodRepeatsOutermost) {

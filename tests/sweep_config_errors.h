@@ -11,6 +11,9 @@
 
 namespace ringbench::testing {
 
+// A config with a name and a local cluster, then `rest`: all a test of one section needs.
+inline std::string local_config(const std::string& rest) { return "name: t\ncluster: {type: local}\n" + rest; }
+
 // The error message of parsing `yaml` (as test.yaml), or "" when it parses.
 inline std::string error_of(const std::string& yaml) {
   try {

@@ -14,6 +14,7 @@ namespace {
 
 using testing::error_of;
 using testing::expect_error;
+using testing::local_config;
 
 const std::string kMinimal = R"(
 name: t
@@ -62,7 +63,7 @@ TEST(SweepConfig, AsRunRoundTrips) {
 }
 
 TEST(SweepConfig, MistakesNameTheKey) {
-  const std::string kLocal = "name: t\ncluster: {type: local}\n";  // a name and a cluster, nothing to run
+  const std::string kLocal = local_config("");  // a name and a cluster, nothing to run
   expect_error(kLocal, {"train", "measures nothing"});
   expect_error(kMinimal + "speed: 3\n", {"speed", "unknown key", "transports"});
   expect_error(kMinimal + "nodes: [1, 0]\n", {"nodes", ">= 1"});
@@ -108,11 +109,11 @@ TEST(SweepConfig, RepeatedKeysAndEntriesAreErrors) {
   expect_error(kMinimal + "repeats: 2\nrepeats: 5\n", {"repeats", "appears twice", "line 7"});
   expect_error("name: t\ncluster: {type: local, type: emulated}\ntrain: {models: [lenet]}\n",
                {"cluster.type", "appears twice"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 8, batch: 16}]}\n",
+  expect_error(local_config("train: {models: [{model: lenet, batch: 8, batch: 16}]}\n"),
                {"train.models[0].batch", "appears twice"});
   expect_error(kMinimal + "transports: [tcp, tcp]\n", {"transports", "tcp is listed twice"});
   expect_error(kMinimal + "profiles: [none, none]\n", {"profiles", "twice"});
-  expect_error("name: t\ncluster: {type: local}\ntrain: {models: [lenet, {model: lenet, batch: 32}]}\n",
+  expect_error(local_config("train: {models: [lenet, {model: lenet, batch: 32}]}\n"),
                {"train.models[1]", "lenet with batch 32 and image_size 0 is listed twice"});
   expect_error("name: t\ncluster: {type: mpirun, hosts: [a, b, a]}\ntrain: {models: [lenet]}\n",
                {"cluster.hosts", "a is listed twice"});
