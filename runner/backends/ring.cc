@@ -38,15 +38,18 @@ class RingCommunicator : public Communicator {
 
 }  // namespace
 
-Backend ring_backend(const std::string& name, int order, const std::string& help, TransportMaker connect) {
+Backend ring_backend(RingBackendSpec spec) {
   Backend b;
-  b.name = name;
-  b.order = order;
+  b.name = spec.name;
+  b.order = spec.order;
   b.ring = true;
+  b.one_host = spec.one_host;
   b.title = "ring (ours)";
-  b.over = name;
-  b.help = help;
-  b.make = [connect](const BackendSetup& s) -> std::unique_ptr<Communicator> {
+  b.over = spec.name;
+  b.help = std::move(spec.help);
+  b.unavailable = std::move(spec.unavailable);
+  b.options = std::move(spec.options);
+  b.make = [connect = std::move(spec.connect)](const BackendSetup& s) -> std::unique_ptr<Communicator> {
     return std::make_unique<RingCommunicator>(connect(s), 2 * s.timeout);
   };
   return b;

@@ -13,8 +13,18 @@ namespace ringbench {
 
 using TransportMaker = std::function<std::unique_ptr<Transport>(const BackendSetup&)>;
 
-// A Backend of our ring over the transport `name`; the caller fills in what is its own
-// (availability, options) before registering it.
-Backend ring_backend(const std::string& name, int order, const std::string& help, TransportMaker connect);
+// What a transport's file says of its ring backend; the rest is the same for every transport.
+struct RingBackendSpec {
+  std::string name;  // the transport: --transport <name>
+  int order = 0;
+  std::string help;
+  TransportMaker connect;
+  BackendOptions options = {};                      // its own options, or none
+  std::function<std::string()> unavailable = {};    // empty: always available
+  bool one_host = false;                            // connects only ranks of one host
+};
+
+// The Backend of our ring over a transport, to register (RINGBENCH_REGISTER_BACKEND).
+Backend ring_backend(RingBackendSpec spec);
 
 }  // namespace ringbench

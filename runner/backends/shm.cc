@@ -76,14 +76,12 @@ std::vector<OptionAsRun> options_as_run() {
           {"--shm-reduce", "shm_reduce", args.reduce}};
 }
 
-Backend shm() {
-  Backend b = ring_backend("shm", 30, "our ring over shared memory, ranks of one host", connect_shm);
-  b.one_host = true;
-  b.options = {add_options, validate_options, options_as_run};
-  return b;
-}
-
-RINGBENCH_REGISTER_BACKEND(shm, shm());
+RINGBENCH_REGISTER_BACKEND(shm, ring_backend({.name = "shm",
+                                              .order = 30,
+                                              .help = "our ring over shared memory, ranks of one host",
+                                              .connect = connect_shm,
+                                              .options = {add_options, validate_options, options_as_run},
+                                              .one_host = true}));
 
 }  // namespace
 }  // namespace ringbench

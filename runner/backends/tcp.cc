@@ -21,7 +21,8 @@ std::unique_ptr<Transport> connect_tcp(const BackendSetup& s) {
   return make_tcp_transport(s.store, s.rank, s.size, o);
 }
 
-RINGBENCH_REGISTER_BACKEND(tcp, ring_backend("tcp", 10, "our ring over TCP", connect_tcp));
+RINGBENCH_REGISTER_BACKEND(tcp, ring_backend({.name = "tcp", .order = 10, .help = "our ring over TCP",
+                                              .connect = connect_tcp}));
 
 }  // namespace
 }  // namespace ringbench

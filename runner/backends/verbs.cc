@@ -75,14 +75,12 @@ std::vector<OptionAsRun> options_as_run() {
           {"--mr-chunk", "mr_chunk_bytes", parse_bytes(args.mr_chunk)}};
 }
 
-Backend verbs() {
-  Backend b = ring_backend("verbs", 20, "our ring over RDMA verbs", connect_verbs);
-  b.unavailable = unavailable;
-  b.options = {add_options, validate_options, options_as_run};
-  return b;
-}
-
-RINGBENCH_REGISTER_BACKEND(verbs, verbs());
+RINGBENCH_REGISTER_BACKEND(verbs, ring_backend({.name = "verbs",
+                                                .order = 20,
+                                                .help = "our ring over RDMA verbs",
+                                                .connect = connect_verbs,
+                                                .options = {add_options, validate_options, options_as_run},
+                                                .unavailable = unavailable}));
 
 }  // namespace
 }  // namespace ringbench

@@ -125,10 +125,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--threads", a.threads, "Compute threads per rank (0: auto, the CPUs this rank may "
                  "use (affinity, cgroup quota) that other work is not keeping busy, split between this "
                  "machine's ranks)")->capture_default_str();
-  cmd.add_option("--weight-grad-thread", a.weight_grad_thread, "CPU: compute the weight gradients on a second "
-                 "thread beside the data gradients, so that a CPU other work keeps busy still helps without "
-                 "stalling the rest (auto: with --threads 0, when other work keeps some, not all, of this "
-                 "rank's CPUs busy)")
+  cmd.add_option("--weight-grad-thread", a.weight_grad_thread, "CPU: weight gradients on a second thread, beside the "
+                 "data gradients (auto: with --threads 0 when other work keeps some, not all, CPUs busy)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   cmd.add_option("--log-every", a.log_every, "Print a line every this many steps (0: never)")->capture_default_str();
   cmd.add_option("--json", a.json, "Write the results and settings as JSON to this file");
