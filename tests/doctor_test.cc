@@ -13,7 +13,6 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using Millis = std::chrono::milliseconds;
 
 // A checked host record as doctor_checks() gathers it; `rdma` true gives it an active rxe0.
 json host(const std::string& name, int rank, bool rdma = true) {

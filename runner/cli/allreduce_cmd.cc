@@ -25,7 +25,6 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using Millis = std::chrono::milliseconds;
 
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t n) : bytes(std::max<size_t>(n, 64)) {

@@ -30,7 +30,6 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using Millis = std::chrono::milliseconds;
 
 // Registering memory pins it: below this much lockable memory the verbs ring cannot register
 // its buffers (ulimit -l, /etc/security/limits.conf).

@@ -43,7 +43,6 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 namespace m = ringbench::models;
 

@@ -19,7 +19,6 @@ using json = nlohmann::json;
 namespace {
 
 namespace m = ringbench::models;
-using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }

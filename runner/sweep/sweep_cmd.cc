@@ -35,7 +35,6 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using Millis = std::chrono::milliseconds;
 namespace fs = std::filesystem;
 
 std::atomic<bool> g_stop{false};

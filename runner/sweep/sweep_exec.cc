@@ -34,7 +34,6 @@ namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-using Millis = std::chrono::milliseconds;
 
 // A rank that failed gives its peers this long to report their own view before they are killed.
 constexpr Millis kGrace{30000};
