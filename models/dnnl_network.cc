@@ -42,7 +42,6 @@
 #include "base/errors.h"
 #include "models/backends.h"
 #include "models/dnnl_network_impl.h"
-#include "models/network.h"
 
 namespace ringbench::models {
 namespace onednn {

@@ -25,7 +25,8 @@ TEST(CpuBudget, WeightGradientsBesideWhenSomeButNotAllCpusAreBusy) {
   EXPECT_FALSE(decide_cpu_budget(2, 0, 1, 2).weight_grad_thread);  // their share is one CPU: still 1
   EXPECT_TRUE(decide_cpu_budget(16, 0, 4, 4).weight_grad_thread);  // 3 of a share of 4
   EXPECT_TRUE(decide_cpu_budget(16, 4.0, 1, 1).weight_grad_thread);
-  EXPECT_NE(decide_cpu_budget(2, 0, 1, 1).describe().find("weight gradients on a second thread"), std::string::npos);
+  // Only a recommendation: whether the thread ran is the network's to say (the # backend line).
+  EXPECT_EQ(decide_cpu_budget(2, 0, 1, 1).describe().find("weight gradients"), std::string::npos);
   EXPECT_EQ(decide_cpu_budget(2, 0, 1, 1).to_json()["weight_grad_thread"], true);
 }
 

@@ -77,6 +77,7 @@ TEST(TrainCli, WeightGradientsOnASecondThread) {
                                                   "--weight-grad-thread off");
   ASSERT_EQ(off_code, 0) << off_output;
   EXPECT_EQ(off_doc["meta"]["weight_grad_thread"], false);
+  EXPECT_EQ(off_output.find("weight gradients on a second thread"), std::string::npos) << off_output;
 }
 
 // --layer-times: extra steps after the measured ones, every layer timed, the table on rank 0.

@@ -108,8 +108,7 @@ std::string CpuBudget::describe() const {
   s << threads << " (auto: " << allowed << " CPU" << (allowed == 1 ? "" : "s");
   if (quota > 0) s << ", cgroup quota " << quota;
   s << ", " << busy << " busy with other work, " << ranks_here << " rank" << (ranks_here == 1 ? "" : "s")
-    << " here" << (weight_grad_thread ? "; weight gradients on a second thread" : "")
-    << "; --threads N to choose)";
+    << " here; --threads N to choose)";
   return s.str();
 }
 

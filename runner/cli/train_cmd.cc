@@ -209,7 +209,7 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
   else
     std::printf("# backend %s, threads per rank %s%s: %s\n", t.c.net->backend().c_str(),
                 t.c.budget ? t.c.budget->describe().c_str() : (std::to_string(t.c.threads) + " (--threads)").c_str(),
-                t.c.weight_grad_thread && !t.c.budget ? ", weight gradients on a second thread" : "",
+                t.c.weight_grad_thread ? ", weight gradients on a second thread" : "",
                 t.c.net->describe().c_str());
   std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
               job.world->launcher.c_str(), a.batch, t.trainer.reducer().c_str(),
