@@ -60,7 +60,11 @@ if [ -n "${PACK:-}" ]; then
   pack=$(cd "$PACK" && pwd) || { echo "scripts/gpu_check.sh: PACK=$PACK is not a folder" >&2; exit 2; }
   cp "$pack/MANIFEST" "$out/pack-manifest.txt"
   echo "== packed build: $(head -2 "$pack/MANIFEST" | tr '\n' ' ') =="
-  export RINGBENCH_CUDA_LIBS=${RINGBENCH_CUDA_LIBS:-$(find_cuda_libs 2>"$out/cuda-libs.txt")}
+  if [ -n "${RINGBENCH_CUDA_LIBS:-}" ]; then
+    echo "CUDA libraries from RINGBENCH_CUDA_LIBS=$RINGBENCH_CUDA_LIBS" >"$out/cuda-libs.txt"
+  else
+    export RINGBENCH_CUDA_LIBS=$(find_cuda_libs 2>"$out/cuda-libs.txt")
+  fi
   cat "$out/cuda-libs.txt"
   bindir=$pack/bin
   lib_path=$pack/lib:$RINGBENCH_CUDA_LIBS
