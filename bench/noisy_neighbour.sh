@@ -3,10 +3,12 @@
 # to the last CPU, and beside `stress-ng --cpu <CPUs>` (one unpinned hog per CPU), with the default
 # thread count (--threads 0: auto, which beside a busy CPU also computes the weight gradients on a
 # second thread there), with auto but that second thread off (--weight-grad-thread off: auto as it
-# was before it), and with every CPU (--threads <CPUs>, what the default was before auto),
-# interleaved REPEATS times so that drift hits every condition alike. The hog starts
-# before ringbench, as on a shared server. Writes raw JSON and table.md (median img/s, spread,
-# and each condition's share of the quiet median of the same thread setting).
+# was before it), with one thread (--threads 1: what one core gives, quiet and shared) and with
+# every CPU (--threads <CPUs>, what the default was before auto), interleaved REPEATS times so
+# that drift hits every condition alike. The hog starts before ringbench, as on a shared server.
+# Writes raw JSON and table.md: median img/s, spread, each condition's share of the quiet median
+# of the same setting, how many CPUs the rank kept busy (its CPU time / wall time: the share the
+# kernel gave it) and img/s per busy CPU (how well it used that share).
 #   bench/noisy_neighbour.sh [OUT_DIR]   (env: MODELS, BATCH, IMAGE_SIZE, STEPS, WARMUP, REPEATS, BIN)
 set -euo pipefail
 out=${1:-results/noisy-neighbour-cpu}
@@ -36,14 +38,15 @@ for rep in $(seq 1 "$repeats"); do
     size=""; [ "$model" = mobilenet_v1 ] && size="--image-size ${IMAGE_SIZE:-96}"
     for cond in quiet pinned hogs; do
       start_hog "$cond"
-      for setting in 0 0off "$cpus"; do
+      settings="0 0off 1"; [ "$cpus" -gt 1 ] && settings="$settings $cpus"
+      for setting in $settings; do
         threads=${setting%off}
         wg=auto; [ "$setting" = 0off ] && wg=off
         f="$out/raw/${model}_${cond}_t${setting}_r${rep}.json"
         # shellcheck disable=SC2086
         "$bin" train --model "$model" --batch "$batch" $size --steps "$steps" --warmup "$warmup" \
           --threads "$threads" --weight-grad-thread "$wg" --log-every 0 --json "$f" >/dev/null
-        echo "$model $cond threads=$threads weight-grad-thread=$wg repeat $rep: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["meta"]; print(round(d["summary"]["total_img_s"]["mean"],1), "img/s with", m["threads_per_rank"], "threads" + (" + weight gradients beside" if m.get("weight_grad_thread") else ""))' "$f")"
+        echo "$model $cond threads=$threads weight-grad-thread=$wg repeat $rep: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["meta"]; print(round(d["summary"]["total_img_s"]["mean"],1), "img/s with", m["threads_per_rank"], "threads" + (" + weight gradients beside" if m.get("weight_grad_thread") else ""), "keeping", round(d["summary"]["cpus_busy_per_rank"],2), "CPUs busy")' "$f")"
       done
       stop_hog
     done
@@ -58,21 +61,23 @@ for f in sorted(glob.glob(os.path.join(raw, "*.json"))):
     d = json.load(open(f))
     runs.setdefault((model, t), {}).setdefault(cond, []).append(
         (d["summary"]["total_img_s"]["mean"],
-         str(d["meta"]["threads_per_rank"]) + ("+wg" if d["meta"].get("weight_grad_thread") else "")))
+         str(d["meta"]["threads_per_rank"]) + ("+wg" if d["meta"].get("weight_grad_thread") else ""),
+         d["summary"]["cpus_busy_per_rank"]))
 print(f"# Noisy neighbour: 1-rank training, {cpus} CPUs; pinned = a busy loop on the last CPU, "
       f"hogs = stress-ng --cpu {cpus}\n")
-print("| model | --threads | condition | threads used (+wg: weight gradients on a second thread) | img/s median | min-max | share of quiet |")
-print("|---|---|---|---|---|---|---|")
+print("| model | --threads | condition | threads used (+wg: weight gradients on a second thread) | img/s median | min-max | share of quiet | CPUs busy | img/s per busy CPU |")
+print("|---|---|---|---|---|---|---|---|---|")
 for (model, t), conds in sorted(runs.items()):
-    quiet = statistics.median(x for x, _ in conds.get("quiet", [(float("nan"), "")]))
+    quiet = statistics.median(x for x, _, _ in conds.get("quiet", [(float("nan"), "", 0)]))
     for cond in ("quiet", "pinned", "hogs"):
-        xs = [x for x, _ in conds.get(cond, [])]
+        xs = [x for x, _, _ in conds.get(cond, [])]
         if not xs:
             continue
-        used = sorted({u for _, u in conds[cond]})
+        used = sorted({u for _, u, _ in conds[cond]})
         med = statistics.median(xs)
+        cpus_busy = statistics.median(c for _, _, c in conds[cond])
         label = {"t0": "0 (auto)", "t0off": "0 (auto), --weight-grad-thread off"}.get(t, t[1:])
         print(f"| {model} | {label} | {cond} | {','.join(map(str, used))} | {med:.1f} | "
-              f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% |")
+              f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% | {cpus_busy:.2f} | {med / cpus_busy:.0f} |")
 PY
 cat "$out/table.md"

@@ -1,5 +1,7 @@
 #include "models/trainer.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -15,6 +17,13 @@ namespace ringbench::models {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// This process's CPU time, every thread's.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -303,6 +312,7 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   const DeviceGate::Usage u0 = gate ? gate->usage() : DeviceGate::Usage{};
   LeaveOnError holding{gate};
   const auto t0 = Clock::now();
+  const double cpu0 = process_cpu_seconds();
   if (gate) gate->enter();
   forward_loss(data, r);
   const auto t_fwd = Clock::now();
@@ -317,6 +327,7 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
     r.device_wait_s = u1.waited_s - u0.waited_s;
   }
   const auto t_end = Clock::now();
+  r.cpu_s = process_cpu_seconds() - cpu0;
   if (tl) tl->add(1, "step " + std::to_string(steps_), "step", t0, t_end);
   r.step_s = seconds(t0, t_end);
   r.compute_s = seconds(t0, t_bwd) - sliced_wait;

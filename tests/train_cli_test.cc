@@ -80,6 +80,20 @@ TEST(TrainCli, WeightGradientsOnASecondThread) {
   EXPECT_EQ(off_output.find("weight gradients on a second thread"), std::string::npos) << off_output;
 }
 
+// How many CPUs the rank kept busy (its CPU time over its wall time): one compute thread and no
+// communication thread keep at most about one busy, and some of one even on a loaded machine.
+TEST(TrainCli, SaysHowManyCpusTheRankKeptBusy) {
+  auto [code, output, doc] = run_json(kBin + " train --model lenet --batch 8 --steps 6 --warmup 1 --threads 1 "
+                                      "--weight-grad-thread off");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("# CPUs busy per rank: "), std::string::npos) << output;
+  ASSERT_EQ(doc["ranks"][0]["cpu_s"].size(), 6u);
+  const double busy = doc["summary"]["cpus_busy_per_rank"];
+  EXPECT_GT(busy, 0.05);
+  EXPECT_LT(busy, 1.2);
+  EXPECT_GT(doc["summary"]["cpu_s"]["mean_over_ranks"].get<double>(), 0);
+}
+
 // --layer-times: extra steps after the measured ones, every layer timed, the table on rank 0.
 TEST(TrainCli, LayerTimesSayWhereTheStepGoes) {
   auto [code, output, doc] =

@@ -25,7 +25,7 @@ json to_json(const MeanCi& m) { return {{"mean", m.mean}, {"ci95", m.ci95}}; }
 
 // The per-step series of a rank's record: one number per step, and one array per step.
 constexpr const char* kSeries[] = {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s",
-                                   "optimizer_s", "device_s", "device_wait_s", "loss", "img_s"};
+                                   "optimizer_s", "device_s", "device_wait_s", "cpu_s", "loss", "img_s"};
 constexpr const char* kBucketSeries[] = {"bucket_ready_s", "bucket_allreduce_s"};
 
 // Per-rank figures of the measured steps, sent to rank 0 through the store.
@@ -37,7 +37,8 @@ json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
     for (auto [k, v] : {std::pair{"step_s", s.step_s}, {"compute_s", s.compute_s}, {"forward_s", s.forward_s},
                         {"backward_s", s.backward_s}, {"allreduce_s", s.allreduce_s}, {"exposed_s", s.exposed_s},
                         {"optimizer_s", s.optimizer_s}, {"device_s", s.device_s},
-                        {"device_wait_s", s.device_wait_s}, {"loss", s.loss}, {"img_s", batch / s.step_s}})
+                        {"device_wait_s", s.device_wait_s}, {"cpu_s", s.cpu_s}, {"loss", s.loss},
+                        {"img_s", batch / s.step_s}})
       r[k].push_back(v);
     r["bucket_ready_s"].push_back(s.bucket_ready_s);
     r["bucket_allreduce_s"].push_back(s.bucket_allreduce_s);
@@ -154,8 +155,17 @@ json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>&
   }
   json summary = {{"img_s_per_rank", to_json(mean_ci(per_rank_means))}, {"total_img_s", to_json(mean_ci(totals))},
                   {"final_loss", measured.empty() ? 0.0 : measured.back().loss}};
-  for (const char* k : {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s", "optimizer_s"})
+  for (const char* k :
+       {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s", "optimizer_s", "cpu_s"})
     summary[k] = across_ranks(ranks, k);
+  // CPUs busy per rank: its CPU time over its wall time, summed over the steps (mean over ranks).
+  double cpus = 0;
+  for (const auto& r : ranks) {
+    double cpu = 0, wall = 0;
+    for (size_t i = 0; i < r["cpu_s"].size(); ++i) cpu += r["cpu_s"][i].get<double>(), wall += r["step_s"][i].get<double>();
+    cpus += wall > 0 ? cpu / wall / double(ranks.size()) : 0;
+  }
+  summary["cpus_busy_per_rank"] = cpus;
   const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
   summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
   auto& mem = DeviceMemory::instance();
@@ -213,6 +223,8 @@ void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vg
                 summary[k]["max_over_ranks"].get<double>());
   if (!summary["hidden_fraction"].is_null())
     std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
+  std::printf("# CPUs busy per rank: %.2f over the measured steps (process CPU time / wall time; below the thread "
+              "count when other work shares the CPUs)\n", summary["cpus_busy_per_rank"].get<double>());
   if (vgpu.gate)
     std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
                 vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),

@@ -30,10 +30,10 @@ std::vector<float> read_floats(const Framebuffer& fb, size_t offset, size_t coun
 
 // The per-step numbers of a record, in one order for encoding and decoding.
 constexpr const char* kFields[] = {"step_s",      "compute_s", "allreduce_s", "exposed_s",  "optimizer_s",
-                                   "device_s",    "device_wait_s", "forward_s", "backward_s", "loss"};
+                                   "device_s",    "device_wait_s", "forward_s", "backward_s", "loss", "cpu_s"};
 double* field(models::StepRecord& r, size_t i) {
   double* p[] = {&r.step_s,   &r.compute_s,     &r.allreduce_s, &r.exposed_s,  &r.optimizer_s,
-                 &r.device_s, &r.device_wait_s, &r.forward_s,   &r.backward_s, &r.loss};
+                 &r.device_s, &r.device_wait_s, &r.forward_s,   &r.backward_s, &r.loss, &r.cpu_s};
   return p[i];
 }
 
