@@ -52,32 +52,5 @@ for rep in $(seq 1 "$repeats"); do
     done
   done
 done
-python3 - "$out/raw" "$cpus" > "$out/table.md" <<'PY'
-import glob, json, os, statistics, sys
-raw, cpus = sys.argv[1], sys.argv[2]
-runs = {}
-for f in sorted(glob.glob(os.path.join(raw, "*.json"))):
-    model, cond, t, _ = os.path.basename(f)[:-5].rsplit("_", 3)
-    d = json.load(open(f))
-    runs.setdefault((model, t), {}).setdefault(cond, []).append(
-        (d["summary"]["total_img_s"]["mean"],
-         str(d["meta"]["threads_per_rank"]) + ("+wg" if d["meta"].get("weight_grad_thread") else ""),
-         d["summary"]["cpus_busy_per_rank"]))
-print(f"# Noisy neighbour: 1-rank training, {cpus} CPUs; pinned = a busy loop on the last CPU, "
-      f"hogs = stress-ng --cpu {cpus}\n")
-print("| model | --threads | condition | threads used (+wg: weight gradients on a second thread) | img/s median | min-max | share of quiet | CPUs busy | img/s per busy CPU |")
-print("|---|---|---|---|---|---|---|---|---|")
-for (model, t), conds in sorted(runs.items()):
-    quiet = statistics.median(x for x, _, _ in conds.get("quiet", [(float("nan"), "", 0)]))
-    for cond in ("quiet", "pinned", "hogs"):
-        xs = [x for x, _, _ in conds.get(cond, [])]
-        if not xs:
-            continue
-        used = sorted({u for _, u, _ in conds[cond]})
-        med = statistics.median(xs)
-        cpus_busy = statistics.median(c for _, _, c in conds[cond])
-        label = {"t0": "0 (auto)", "t0off": "0 (auto), --weight-grad-thread off"}.get(t, t[1:])
-        print(f"| {model} | {label} | {cond} | {','.join(map(str, used))} | {med:.1f} | "
-              f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% | {cpus_busy:.2f} | {med / cpus_busy:.0f} |")
-PY
+python3 "$(dirname "$0")/summarize_noisy.py" "$out/raw" "$cpus" > "$out/table.md"
 cat "$out/table.md"
