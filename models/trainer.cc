@@ -15,14 +15,14 @@
 
 namespace ringbench::models {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-// This process's CPU time, every thread's.
 double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
+
+namespace {
+using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();

@@ -234,9 +234,23 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
 struct Steps {
   std::vector<m::StepRecord> measured;
   Clock::time_point begin, end;
+  // The process's CPU time from `begin` to `end`; -1 when they fall in two processes (a
+  // migration target that did not measure from the start).
+  double cpu_s = -1;
   int64_t tail_steps = 0;
   bool left = false;  // the rank migrated: its target trains on
 };
+
+// How many CPUs this rank kept busy over its measured steps: its CPU time over its wall time, over
+// the whole window where this process measured both (exact to a tick), else summed over the steps.
+double cpus_busy(const Steps& st) {
+  double cpu = st.cpu_s, wall = std::chrono::duration<double>(st.end - st.begin).count();
+  if (cpu < 0) {
+    cpu = wall = 0;
+    for (const auto& r : st.measured) cpu += r.cpu_s, wall += r.step_s;
+  }
+  return wall > 0 ? cpu / wall : 0;
+}
 
 // What a migrating rank has done before step s, for its target.
 migrate::LoopState loop_state(const Steps& st, int64_t s, int traced, const m::BatchSource& source) {
@@ -266,12 +280,14 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
   Steps st;
   st.measured = std::move(from.measured);
   int traced = from.traced;
+  double cpu_begin = -1;
   if (from.begin_ns) st.begin = Clock::time_point(std::chrono::nanoseconds(from.begin_ns));
   for (int64_t s = from.steps_done; s < total_steps; ++s) {
     const bool measuring = s >= a.warmup;
     if (s == a.warmup) {
       if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
       st.begin = Clock::now();
+      cpu_begin = m::process_cpu_seconds();
     }
     double stalled = 0;  // at this step's boundary, for a migration: part of the job's step
     if (mig && mig->before_step(s, trainer, loop_state(st, s, traced, source)) == migrate::Migration::Next::leave) {
@@ -291,6 +307,7 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
       log_step(a, s, total_steps, measuring, r);
   }
   st.end = Clock::now();
+  if (cpu_begin >= 0) st.cpu_s = m::process_cpu_seconds() - cpu_begin;
   // Keep the shared device busy, unmeasured, until every VM sharing it has measured.
   while (vgpu.gate && vgpu.gate->others_measuring()) {
     if (Clock::now() - st.end > job.timeout)
@@ -395,7 +412,8 @@ void finish_rank(RankJob& job, const TrainPlan& p, m::Trainer& trainer, TrainDat
                  const VgpuSetup& vgpu, m::Timeline* timeline, migrate::Migration* mig, json& doc) {
   const TrainArgs& a = p.a;
   const auto profile = profile_layers(trainer, *data.source, a, p.graph);
-  const std::vector<json> ranks = gather_steps(*job.store, job.rank, job.n, st.measured, a.batch, 2 * p.timeout);
+  const std::vector<json> ranks =
+      gather_steps(*job.store, job.rank, job.n, st.measured, cpus_busy(st), a.batch, 2 * p.timeout);
   const json hashes = final_hashes(job, trainer);
   const json eval = data.test_set.labels.empty()
                         ? json()

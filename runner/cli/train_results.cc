@@ -29,8 +29,8 @@ constexpr const char* kSeries[] = {"step_s", "compute_s", "forward_s", "backward
 constexpr const char* kBucketSeries[] = {"bucket_ready_s", "bucket_allreduce_s"};
 
 // Per-rank figures of the measured steps, sent to rank 0 through the store.
-json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
-  json r = {{"rank", rank}};
+json rank_record(int rank, const std::vector<m::StepRecord>& steps, double cpus_busy, int batch) {
+  json r = {{"rank", rank}, {"cpus_busy", cpus_busy}};
   for (const char* k : kSeries) r[k] = json::array();
   for (const char* k : kBucketSeries) r[k] = json::array();
   for (const auto& s : steps) {
@@ -46,6 +46,8 @@ json rank_record(int rank, const std::vector<m::StepRecord>& steps, int batch) {
   return r;
 }
 
+constexpr int kMaxCpus = 1 << 16;  // more than any one machine has
+
 // A time as rank 0 reads it from the store: a finite number >= 0.
 bool is_time(const json& v) { return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0; }
 
@@ -55,6 +57,8 @@ bool is_time(const json& v) { return v.is_number() && std::isfinite(v.get<double
 void check_rank_record(const json& r, const std::string& key, int sender, size_t steps, const json& buckets) {
   const std::string from = "store key " + key + " (from rank " + std::to_string(sender) + "): ";
   if (!r.contains("rank") || r["rank"] != sender) throw Error(from + "it is not rank " + std::to_string(sender) + "'s record");
+  if (!r.contains("cpus_busy") || !is_time(r["cpus_busy"]) || r["cpus_busy"].get<double>() > kMaxCpus)
+    throw Error(from + "\"cpus_busy\" must be a number of CPUs from 0 to " + std::to_string(kMaxCpus));
   for (const char* k : kSeries) {
     if (!r.contains(k) || !r[k].is_array() || r[k].size() != steps)
       throw Error(from + "\"" + k + "\" must be an array of " + std::to_string(steps) + " numbers");
@@ -122,9 +126,9 @@ json gather_eval(m::Trainer& trainer, const m::Dataset& test_set, Store& store, 
 }
 
 // Every rank's measured steps, checked, as rank 0 reads them (every rank publishes its own).
-std::vector<json> gather_steps(Store& store, int rank, int n, const std::vector<m::StepRecord>& measured, int batch,
-                               Millis timeout) {
-  const json own = rank_record(rank, measured, batch);
+std::vector<json> gather_steps(Store& store, int rank, int n, const std::vector<m::StepRecord>& measured,
+                               double cpus_busy, int batch, Millis timeout) {
+  const json own = rank_record(rank, measured, cpus_busy, batch);
   store.set("train/steps/" + std::to_string(rank), own.dump());
   json buckets = json::object();  // rank 0's own per-bucket arrays: how long each must be
   for (const char* k : kBucketSeries) buckets[k] = own[k].empty() ? json::array() : own[k][0];
@@ -158,13 +162,8 @@ json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>&
   for (const char* k :
        {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s", "optimizer_s", "cpu_s"})
     summary[k] = across_ranks(ranks, k);
-  // CPUs busy per rank: its CPU time over its wall time, summed over the steps (mean over ranks).
   double cpus = 0;
-  for (const auto& r : ranks) {
-    double cpu = 0, wall = 0;
-    for (size_t i = 0; i < r["cpu_s"].size(); ++i) cpu += r["cpu_s"][i].get<double>(), wall += r["step_s"][i].get<double>();
-    cpus += wall > 0 ? cpu / wall / double(ranks.size()) : 0;
-  }
+  for (const auto& r : ranks) cpus += r["cpus_busy"].get<double>() / double(ranks.size());
   summary["cpus_busy_per_rank"] = cpus;
   const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
   summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);

@@ -18,9 +18,10 @@ namespace ringbench {
 nlohmann::json gather_eval(models::Trainer& trainer, const models::Dataset& test_set, Store& store, int rank, int n,
                  std::chrono::milliseconds timeout);
 
-// Every rank's measured steps, checked, as rank 0 reads them (every rank publishes its own).
+// Every rank's measured steps and how many CPUs it kept busy, checked, as rank 0 reads them
+// (every rank publishes its own).
 std::vector<nlohmann::json> gather_steps(Store& store, int rank, int n,
-                                        const std::vector<models::StepRecord>& measured, int batch,
+                                        const std::vector<models::StepRecord>& measured, double cpus_busy, int batch,
                                         std::chrono::milliseconds timeout);
 
 // Each rank's img/s, mean and 95% CI over its steps.
