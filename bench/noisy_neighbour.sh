@@ -21,6 +21,11 @@ repeats=${REPEATS:-5}
 cpus=$(nproc)
 command -v stress-ng >/dev/null || { echo "noisy_neighbour: needs stress-ng (apt-get install stress-ng)" >&2; exit 1; }
 [ -x "$bin" ] || { echo "noisy_neighbour: no $bin (build first, or BIN=...)" >&2; exit 1; }
+# A table over runs of two invocations would mix settings; results already there stay as they are.
+if [ -n "$(ls -A "$out/raw" 2>/dev/null)" ]; then
+  echo "noisy_neighbour: $out/raw already holds runs: choose another OUT_DIR" >&2
+  exit 1
+fi
 mkdir -p "$out/raw"
 hog=""
 stop_hog() { if [ -n "$hog" ]; then kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null || true; fi; hog=""; }

@@ -25,8 +25,9 @@ def load(raw):
         d = json.load(open(f))
         m, s = d["meta"], d["summary"]
         used = str(m["threads_per_rank"]) + ("+wg" if m.get("weight_grad_thread") else "")
+        # Runs older than train's CPU time have no CPUs busy (NaN: shown as "-").
         runs.setdefault((model, setting), {}).setdefault(cond, []).append(
-            (s["total_img_s"]["mean"], used, s["cpus_busy_per_rank"]))
+            (s["total_img_s"]["mean"], used, s.get("cpus_busy_per_rank", float("nan"))))
     return runs
 
 
@@ -38,6 +39,14 @@ def default_quiet(runs, model):
     config = statistics.mode(u for _, u, _ in default)
     return statistics.median(x for (m, _), conds in runs.items() if m == model
                              for x, u, _ in conds.get("quiet", []) if u == config)
+
+
+def pct(x, base):
+    return f"{100 * x / base:.0f}%" if base > 0 else "-"
+
+
+def per(x, cpus):
+    return f"{x / cpus:.0f}" if cpus > 0 else "-"
 
 
 def main():
@@ -61,11 +70,13 @@ def main():
             med = statistics.median(xs)
             busy = statistics.median(c for _, _, c in conds[cond])
             print(f"| {model} | {LABELS.get(setting, setting[1:])} | {cond} | {used} | {med:.1f} | "
-                  f"{min(xs):.1f}-{max(xs):.1f} | {100 * med / quiet:.0f}% | {100 * med / base:.0f}% | "
-                  f"{busy:.2f} | {med / busy:.0f} |")
+                  f"{min(xs):.1f}-{max(xs):.1f} | {pct(med, quiet)} | {pct(med, base)} | "
+                  f"{'-' if busy != busy else f'{busy:.2f}'} | {per(med, busy)} |")
     for model in sorted({m for m, _ in runs}):
-        print(f"\nThe default's quiet throughput, {model}: {default_quiet(runs, model):.1f} img/s (median of "
-              "every quiet run that trained as the default did).")
+        base = default_quiet(runs, model)
+        print(f"\nThe default's quiet throughput, {model}: " +
+              (f"{base:.1f} img/s (median of every quiet run that trained as the default did)." if base > 0
+               else "not measured (no quiet run with --threads 0): its shares are \"-\"."))
 
 
 if __name__ == "__main__":

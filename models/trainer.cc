@@ -17,7 +17,7 @@ namespace ringbench::models {
 
 double process_cpu_seconds() {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;  // not on Linux: reads as no CPU time
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
@@ -327,7 +327,7 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
     r.device_wait_s = u1.waited_s - u0.waited_s;
   }
   const auto t_end = Clock::now();
-  r.cpu_s = process_cpu_seconds() - cpu0;
+  r.cpu_s = std::max(0.0, process_cpu_seconds() - cpu0);
   if (tl) tl->add(1, "step " + std::to_string(steps_), "step", t0, t_end);
   r.step_s = seconds(t0, t_end);
   r.compute_s = seconds(t0, t_bwd) - sliced_wait;

@@ -74,8 +74,9 @@ struct StepRecord {
   // backward released it, in seconds from backward's start (backward_s for the buckets released
   // after it; GPU: when its kernels were queued), and how long its allreduce took.
   double forward_s = 0, backward_s = 0;
-  // CPU time this process used during the step, all its threads together: cpu_s / step_s is how
-  // many CPUs the rank kept busy (beside a noisy neighbour: what share the kernel gave it).
+  // CPU time this process used during the step, all its threads together. The kernel adds another
+  // thread's run time at its next tick, so over one short step this is approximate; train's
+  // "CPUs busy" takes the CPU time over the whole measured window instead.
   double cpu_s = 0;
   std::vector<double> bucket_ready_s, bucket_allreduce_s;
 };

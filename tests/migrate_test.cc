@@ -187,9 +187,11 @@ TEST(RankState, LoopStateRoundTripsAndBadRecordsAreRefused) {
   s.traced = 1;
   s.begin_ns = 123;
   s.stun_ns = 456;
+  s.cpu_s = 0.75;
   models::StepRecord r;
   r.step = 5;
   r.step_s = 0.5;
+  r.cpu_s = 0.4;
   r.loss = 2.25;
   r.bucket_ready_s = {0.1, 0.2};
   r.bucket_allreduce_s = {0.01, 0.02};
@@ -199,6 +201,8 @@ TEST(RankState, LoopStateRoundTripsAndBadRecordsAreRefused) {
   EXPECT_EQ(back.cursor, s.cursor);
   ASSERT_EQ(back.measured.size(), 1u);
   EXPECT_EQ(back.measured[0].loss, 2.25);
+  EXPECT_EQ(back.measured[0].cpu_s, 0.4);
+  EXPECT_EQ(back.cpu_s, 0.75);
   EXPECT_EQ(back.measured[0].bucket_allreduce_s, r.bucket_allreduce_s);
   EXPECT_THROW(decode_loop_state(encode(s), 7, 2), Error);   // steps_done past the run
   EXPECT_THROW(decode_loop_state(encode(s), 10, 3), Error);  // another bucket plan
@@ -206,6 +210,9 @@ TEST(RankState, LoopStateRoundTripsAndBadRecordsAreRefused) {
   json j = json::parse(encode(s));
   j["measured"][0]["step_s"] = "fast";
   EXPECT_THROW(decode_loop_state(j.dump(), 10, 2), Error);
+  json k = json::parse(encode(s));
+  k["cpu_s"] = -1;  // the window's CPU time so far
+  EXPECT_THROW(decode_loop_state(k.dump(), 10, 2), Error);
 }
 
 TEST(MigratePlan, ChecksItsOptions) {

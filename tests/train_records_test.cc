@@ -50,11 +50,13 @@ TEST(TrainRecords, EachRanksCpusBusyComesBackAndAverages) {
   EXPECT_EQ(ranks[1]["cpu_s"], json({0.015, 0.015}));
   const json s = summarize(ranks, two_steps(), VgpuSetup{}, 0, {});
   EXPECT_DOUBLE_EQ(s["cpus_busy_per_rank"].get<double>(), 1.125);
+  EXPECT_EQ(s["cpus_busy_min_max"], json({0.75, 1.5}));
   EXPECT_DOUBLE_EQ(s["cpu_s"]["mean_over_ranks"].get<double>(), 0.015);
 }
 
 TEST(TrainRecords, ForgedCpuFiguresNameTheKeyAndSender) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  // NaN reaches the store as null (JSON has no NaN); json() stands for a missing key.
   for (const json& bad : {json(-1.0), json(nan), json(1e9), json("2"), json()}) {
     const std::string e = gather_with([&](json& r) {
       if (bad.is_null()) r.erase("cpus_busy"); else r["cpus_busy"] = bad;

@@ -234,22 +234,24 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
 struct Steps {
   std::vector<m::StepRecord> measured;
   Clock::time_point begin, end;
-  // The process's CPU time from `begin` to `end`; -1 when they fall in two processes (a
-  // migration target that did not measure from the start).
-  double cpu_s = -1;
+  // CPU time from `begin` to `end`, this process's and a migrated rank's earlier ones': what the
+  // earlier processes used (`cpu_before`) and this process's CPU clock when it began counting.
+  double cpu_s = 0, cpu_before = 0, cpu_mark = -1;
   int64_t tail_steps = 0;
   bool left = false;  // the rank migrated: its target trains on
 };
 
-// How many CPUs this rank kept busy over its measured steps: its CPU time over its wall time, over
-// the whole window where this process measured both (exact to a tick), else summed over the steps.
+// The measured window's CPU time so far (0 before it begins).
+double window_cpu_s(const Steps& st) {
+  return st.cpu_before + (st.cpu_mark >= 0 ? m::process_cpu_seconds() - st.cpu_mark : 0);
+}
+
+// How many CPUs this rank kept busy over its measured steps: its CPU time over its wall time,
+// over the whole window (exact to a scheduler tick at either end; per-step sums would count the
+// gaps between steps on one side only).
 double cpus_busy(const Steps& st) {
-  double cpu = st.cpu_s, wall = std::chrono::duration<double>(st.end - st.begin).count();
-  if (cpu < 0) {
-    cpu = wall = 0;
-    for (const auto& r : st.measured) cpu += r.cpu_s, wall += r.step_s;
-  }
-  return wall > 0 ? cpu / wall : 0;
+  const double wall = std::chrono::duration<double>(st.end - st.begin).count();
+  return wall > 0 ? st.cpu_s / wall : 0;
 }
 
 // What a migrating rank has done before step s, for its target.
@@ -260,6 +262,7 @@ migrate::LoopState loop_state(const Steps& st, int64_t s, int traced, const m::B
   l.measured = st.measured;
   l.traced = traced;
   l.begin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(st.begin.time_since_epoch()).count();
+  l.cpu_s = window_cpu_s(st);
   return l;
 }
 
@@ -280,14 +283,17 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
   Steps st;
   st.measured = std::move(from.measured);
   int traced = from.traced;
-  double cpu_begin = -1;
-  if (from.begin_ns) st.begin = Clock::time_point(std::chrono::nanoseconds(from.begin_ns));
+  if (from.begin_ns) {  // a migration target, measuring since its source began
+    st.begin = Clock::time_point(std::chrono::nanoseconds(from.begin_ns));
+    st.cpu_before = from.cpu_s;
+    st.cpu_mark = m::process_cpu_seconds();
+  }
   for (int64_t s = from.steps_done; s < total_steps; ++s) {
     const bool measuring = s >= a.warmup;
     if (s == a.warmup) {
       if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
       st.begin = Clock::now();
-      cpu_begin = m::process_cpu_seconds();
+      st.cpu_mark = m::process_cpu_seconds();
     }
     double stalled = 0;  // at this step's boundary, for a migration: part of the job's step
     if (mig && mig->before_step(s, trainer, loop_state(st, s, traced, source)) == migrate::Migration::Next::leave) {
@@ -307,7 +313,7 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
       log_step(a, s, total_steps, measuring, r);
   }
   st.end = Clock::now();
-  if (cpu_begin >= 0) st.cpu_s = m::process_cpu_seconds() - cpu_begin;
+  st.cpu_s = window_cpu_s(st);
   // Keep the shared device busy, unmeasured, until every VM sharing it has measured.
   while (vgpu.gate && vgpu.gate->others_measuring()) {
     if (Clock::now() - st.end > job.timeout)

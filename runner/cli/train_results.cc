@@ -162,9 +162,16 @@ json summarize(const std::vector<json>& ranks, const std::vector<m::StepRecord>&
   for (const char* k :
        {"step_s", "compute_s", "forward_s", "backward_s", "allreduce_s", "exposed_s", "optimizer_s", "cpu_s"})
     summary[k] = across_ranks(ranks, k);
-  double cpus = 0;
-  for (const auto& r : ranks) cpus += r["cpus_busy"].get<double>() / double(ranks.size());
+  // CPUs each rank kept busy: the mean over ranks, and the least and most of one rank.
+  double cpus = 0, least = 0, most = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const double c = ranks[i]["cpus_busy"].get<double>();
+    cpus += c / double(ranks.size());
+    least = i ? std::min(least, c) : c;
+    most = std::max(most, c);
+  }
   summary["cpus_busy_per_rank"] = cpus;
+  summary["cpus_busy_min_max"] = {least, most};
   const double ar = summary["allreduce_s"]["mean_over_ranks"], ex = summary["exposed_s"]["mean_over_ranks"];
   summary["hidden_fraction"] = ar > 0 ? json(std::clamp(1.0 - ex / ar, 0.0, 1.0)) : json(nullptr);
   auto& mem = DeviceMemory::instance();
@@ -222,8 +229,11 @@ void print_summary(const json& summary, size_t steps, int n, const VgpuSetup& vg
                 summary[k]["max_over_ranks"].get<double>());
   if (!summary["hidden_fraction"].is_null())
     std::printf("#   allreduce hidden behind backward: %.0f%%\n", 100 * summary["hidden_fraction"].get<double>());
-  std::printf("# CPUs busy per rank: %.2f over the measured steps (process CPU time / wall time; below the thread "
-              "count when other work shares the CPUs)\n", summary["cpus_busy_per_rank"].get<double>());
+  const json& spread = summary["cpus_busy_min_max"];
+  std::printf("# CPUs busy per rank (process CPU time / wall time over the measured steps): %.2f",
+              summary["cpus_busy_per_rank"].get<double>());
+  if (n > 1) std::printf(" mean over ranks, min %.2f, max %.2f", spread[0].get<double>(), spread[1].get<double>());
+  std::printf("\n");
   if (vgpu.gate)
     std::printf("# device (time-sliced, %s): held %.4f s and waited %.4f s per step, utilization %.1f%%\n",
                 vgpu.profile.c_str(), summary["device"]["held_s_per_step"].get<double>(),

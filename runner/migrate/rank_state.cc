@@ -114,7 +114,7 @@ std::string encode(const LoopState& s) {
   json records = json::array();
   for (const auto& r : s.measured) records.push_back(record_json(r));
   return json{{"steps_done", s.steps_done}, {"cursor", s.cursor}, {"measured", records}, {"traced", s.traced},
-              {"begin_ns", s.begin_ns}, {"stun_ns", s.stun_ns}}
+              {"begin_ns", s.begin_ns}, {"stun_ns", s.stun_ns}, {"cpu_s", s.cpu_s}}
       .dump();
 }
 
@@ -130,6 +130,8 @@ LoopState decode_loop_state(const std::string& bytes, int64_t total_steps, size_
     s.traced = j.at("traced").get<int>();
     s.begin_ns = j.at("begin_ns").get<int64_t>();
     s.stun_ns = j.at("stun_ns").get<int64_t>();
+    s.cpu_s = j.at("cpu_s").get<double>();
+    if (!std::isfinite(s.cpu_s) || s.cpu_s < 0) throw Error("cpu_s " + j.at("cpu_s").dump() + " is not a CPU time");
     const json& m = j.at("measured");
     if (!m.is_array() || int64_t(m.size()) > s.steps_done) throw Error("more measured steps than steps done");
     for (const json& r : m) s.measured.push_back(record_of(r, buckets));

@@ -38,6 +38,7 @@ struct LoopState {
   std::vector<models::StepRecord> measured;
   int traced = 0;                 // measured steps already in the timeline
   int64_t begin_ns = 0;           // the measured window's start (steady clock; 0: not yet)
+  double cpu_s = 0;               // CPU seconds the window has used so far, in this and earlier processes
   int64_t stun_ns = 0;            // when the source stopped (steady clock)
 };
 std::string encode(const LoopState& s);

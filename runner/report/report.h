@@ -32,7 +32,7 @@
 //   command      argv of the point's rank 0
 //   train        (kind train, when the point produced results) the `ringbench train --json`
 //                document's "summary", "per_rank", "ranks" (per-rank per-step series: step_s,
-//                compute_s, allreduce_s, exposed_s, optimizer_s, loss, img_s) and a "meta"
+//                compute_s, allreduce_s, exposed_s, optimizer_s, cpu_s, loss, img_s; and cpus_busy) and a "meta"
 //                subset (params, backend, threads_per_rank, allreduce, steps, warmup,
 //                buckets: count, hosts: [{rank, host, path}], vgpu). The summary also has forward_s,
 //                backward_s ({mean,max}_over_ranks) and "timeline": {"bucket_bytes",
