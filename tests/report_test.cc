@@ -177,6 +177,22 @@ TEST(Report, RecordOfTheWrongTypeIsLeftOutNamingItsLine) {
   }
 }
 
+// "Where the time goes" gains a CPUs-busy column when the runs measured it, and reports of older
+// runs stay as they were.
+TEST(Report, CpusBusyColumnOnlyWhenTheRunsMeasuredIt) {
+  Sweep s = standard_sweep();
+  TempDir plain, measured;
+  write_report(make_run(plain, s.jsonl()), no_plots());
+  EXPECT_EQ(read_file(plain.path() + "/report.md").find("CPUs busy"), std::string::npos);
+  for (auto& r : s.records)
+    if (r.contains("train")) r["train"]["summary"]["cpus_busy_per_rank"] = r["nodes"] == 1 ? 1.0 : 1.25;
+  write_report(make_run(measured, s.jsonl()), no_plots());
+  const std::string md = read_file(measured.path() + "/report.md");
+  EXPECT_NE(md.find("| hidden % | CPUs busy |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1.25 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1.00 |"), std::string::npos) << md;
+}
+
 // Found by fuzz/raw_jsonl_fuzz: a number JSON cannot hold (1e999) threw past the reader.
 TEST(Report, NumberOutOfRangeIsInvalidJsonNamingItsLine) {
   const std::string full = standard_sweep().jsonl();

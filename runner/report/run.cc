@@ -56,6 +56,7 @@ void train_stats(Point& p, double margin) {
   p.allreduce_s = mean_over(ok, "/train/summary/allreduce_s/mean_over_ranks");
   p.optimizer_s = mean_over(ok, "/train/summary/optimizer_s/mean_over_ranks");
   p.hidden = mean_over(ok, "/train/summary/hidden_fraction");
+  p.cpus_busy = mean_over(ok, "/train/summary/cpus_busy_per_rank");
 }
 
 void share_stats(Point& p) {

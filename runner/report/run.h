@@ -45,6 +45,7 @@ struct Point : PointCoords {
   std::map<int, double> total;  // total img/s by repeat (infer: Offline samples/s at the largest batch)
   std::vector<double> per_rank;
   std::optional<double> step_s, compute_s, exposed_s, allreduce_s, optimizer_s, hidden;
+  std::optional<double> cpus_busy;  // CPUs a rank kept busy (train runs since it was measured)
   std::optional<MeanCi> efficiency, ratio_vs_tcp;
   std::string efficiency_na;  // why there is no efficiency
   std::vector<Straggler> stragglers;
