@@ -9,6 +9,10 @@
 
 namespace ringbench::store_detail {
 
+// Connections at most that wait at once to prove they know the secret (TcpStoreServer): a new
+// one drops the oldest of them, counted in TcpStoreServer::rejected().
+inline constexpr int kMaxStrangers = 64;
+
 // "0.2", "30", "1.5": seconds, for error messages.
 std::string seconds_text(Millis ms);
 

@@ -35,6 +35,9 @@ using net::close_fd;
 
 // How long a connection may take to prove it knows the secret before the server drops it.
 constexpr Millis kHelloTimeout = std::chrono::seconds(10);
+// How long the server stops accepting when it is out of descriptors or memory: the pending
+// connection keeps the listening socket readable, so retrying at once would spin.
+constexpr Millis kAcceptBackoff = std::chrono::milliseconds(100);
 
 // ---------------------------------------------------------------------------------------
 // Server state; lives on the serve() thread's stack.
@@ -96,6 +99,7 @@ class Server {
   static constexpr size_t kReadPerEvent = size_t{4} << 20;
 
   void accept_all();
+  void make_room_for_a_stranger();
   void read_from(Conn& c);
   void write_to(Conn& c);
   bool process(Conn& c);  // parses and executes what it can; true if it made progress
@@ -124,6 +128,7 @@ class Server {
   std::atomic<int>& rejected_;  // connections that failed the challenge
   const std::string secret_;
   uint64_t next_id_ = 0;
+  TimePoint accept_paused_until_{};  // out of descriptors: no accept before then
   std::map<uint64_t, Conn> conns_;
   std::map<std::string, Bytes> kv_;
   std::map<std::string, std::vector<uint64_t>> waiters_;  // key -> parked connections
@@ -137,9 +142,10 @@ void Server::run() {
     fds.clear();
     ids.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
-    bool have_deadline = false;
-    TimePoint next_deadline{};
+    const bool accept_paused = Clock::now() < accept_paused_until_;
+    fds.push_back({listen_fd_, static_cast<short>(accept_paused ? 0 : POLLIN), 0});
+    bool have_deadline = accept_paused;
+    TimePoint next_deadline = accept_paused_until_;
     for (auto& [id, c] : conns_) {
       short events = 0;
       if (c.unparsed() < read_cap(c)) events |= POLLIN;
@@ -194,8 +200,11 @@ void Server::accept_all() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or out of descriptors: try again on the next readiness
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_paused_until_ = Clock::now() + kAcceptBackoff;
+      return;  // EAGAIN: on the next readiness
     }
+    make_room_for_a_stranger();
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const uint64_t id = next_id_++;
@@ -207,6 +216,23 @@ void Server::accept_all() {
     c.out.assign(kMagic, sizeof kMagic);
     c.out += c.nonce;
   }
+}
+
+// At most store_detail::kMaxStrangers connections wait to prove they know the secret: the
+// oldest is dropped for a new one. A rank answers its challenge within a round trip, so only a
+// stranger that stalls (or a flood of them) ever waits long enough to be the oldest.
+void Server::make_room_for_a_stranger() {
+  int strangers = 0;
+  Conn* oldest = nullptr;
+  for (auto& [id, c] : conns_) {
+    if (c.authenticated() || c.dead) continue;
+    ++strangers;
+    if (!oldest) oldest = &c;  // ids grow with time
+  }
+  if (strangers < store_detail::kMaxStrangers) return;
+  close_fd(oldest->fd);  // now, not at the next reap: a flood must not pile up descriptors
+  oldest->dead = true;
+  ++rejected_;
 }
 
 void Server::read_from(Conn& c) {

@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "collectives/auth.h"
+#include "collectives/store_internal.h"
 #include "base/errors.h"
 
 namespace ringbench {
@@ -162,9 +165,17 @@ TEST(ParseHostPort, Malformed) {
 // A raw client socket connected to 127.0.0.1:port, for speaking (or breaking) the protocol.
 class RawClient {
  public:
-  explicit RawClient(int port) {
+  // `connect_now` false: only the socket, connected later by connect_to().
+  explicit RawClient(int port, bool connect_now = true) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     EXPECT_GE(fd_, 0);
+    if (connect_now) connect_to(port);
+  }
+  ~RawClient() { ::close(fd_); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  void connect_to(int port) {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(static_cast<uint16_t>(port));
@@ -172,9 +183,6 @@ class RawClient {
     EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0)
         << std::strerror(errno);
   }
-  ~RawClient() { ::close(fd_); }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
 
   void send_bytes(const std::string& s) {
     ASSERT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
@@ -531,6 +539,86 @@ TEST_F(TcpStoreTest, ServerStopsPromptlyWithStalledClients) {
   server_.reset();
   EXPECT_LT(elapsed_since(start), 500ms);
   t.join();
+}
+
+// This process out of file descriptors for as long as it lives: the soft limit lowered (to at
+// most 1024, so that filling it is quick) and every descriptor below it taken.
+class DescriptorsExhausted {
+ public:
+  DescriptorsExhausted() {
+    EXPECT_EQ(::getrlimit(RLIMIT_NOFILE, &saved_), 0);
+    rlimit low = saved_;
+    low.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 1024);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (;;) {
+      const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        EXPECT_EQ(errno, EMFILE) << std::strerror(errno);
+        break;
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~DescriptorsExhausted() {
+    release();
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  DescriptorsExhausted(const DescriptorsExhausted&) = delete;
+  DescriptorsExhausted& operator=(const DescriptorsExhausted&) = delete;
+  void release() {
+    for (int fd : fds_) ::close(fd);
+    fds_.clear();
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> fds_;
+};
+
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Out of descriptors, the server cannot accept a waiting connection, which keeps its listening
+// socket readable: it backs off instead of spinning on it (a spin takes a whole CPU, ~1 s of
+// CPU time in this 1 s), and accepts the connection once descriptors are free again.
+TEST_F(TcpStoreTest, OutOfDescriptorsTheServerBacksOffAndRecovers) {
+  RawClient waiting(port_, /*connect_now=*/false);
+  {
+    DescriptorsExhausted full;
+    waiting.connect_to(port_);  // the kernel completes it; the server's accept4 fails (EMFILE)
+    const double cpu_before = process_cpu_seconds();
+    std::this_thread::sleep_for(1000ms);  // this thread sleeps: the CPU time is the server's
+    const double cpu = process_cpu_seconds() - cpu_before;
+    EXPECT_LT(cpu, 0.5) << "the store server spun while out of descriptors";
+  }
+  EXPECT_EQ(waiting.recv_bytes(40, 5000ms).substr(0, 8), "RBSTORE2");
+  auto store = client();
+  store->set("after", "recovered");
+  EXPECT_EQ(store->get("after", 200ms), "recovered");
+}
+
+// At most kMaxStrangers connections wait to prove they know the secret: the oldest gives way to a
+// new one at once (not after its 10 s to answer), so a crowd of idle strangers neither holds the
+// server's descriptors nor keeps a rank out, and each one dropped is counted.
+TEST_F(TcpStoreTest, StrangersAreCappedAndDoNotKeepRanksOut) {
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i <= store_detail::kMaxStrangers; ++i) strangers.push_back(std::make_unique<RawClient>(port_));
+  bool eof = false;
+  strangers[0]->recv_bytes(41, 3000ms, &eof);  // its challenge (unless dropped before it went out), then EOF
+  EXPECT_TRUE(eof) << "the oldest stranger was not dropped for a new one";
+  eof = false;
+  EXPECT_EQ(strangers[1]->recv_bytes(41, 200ms, &eof).size(), 40u);
+  EXPECT_FALSE(eof);  // the others still have their time to answer
+  auto store = client();  // drops strangers[1], and is served
+  store->set("k", "v");
+  EXPECT_EQ(server_->rejected(), 2);
+  for (int i = 0; i < 2 * store_detail::kMaxStrangers; ++i) strangers.push_back(std::make_unique<RawClient>(port_));
+  EXPECT_EQ(store->get("k", 1000ms), "v");  // a rank that proved itself is never dropped
+  auto late = client();  // nor kept out by a fresh crowd
+  EXPECT_EQ(late->add("n", 1), 1);
 }
 
 // A TCP socket bound to an ephemeral port of the loopback interface (not listening): sets `fd`
