@@ -2,10 +2,14 @@
 // RINGBENCH_* environment: output, JSON, exit codes, and the errors users get for bad input.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -300,6 +304,99 @@ TEST(Cli, RanksStartedByHandNeedTheJobsSecret) {
                   std::string(64, 'b') + " " + env + kBin + " allreduce -e 4K --timeout 3");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rejected this rank: it does not share the job's secret"), std::string::npos) << r.output;
+}
+
+// The name of an interface with an IPv4 address off loopback ("" when this machine has none).
+std::string non_loopback_iface() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* it = list; it && name.empty(); it = it->ifa_next) {
+    if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET) continue;
+    const uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr.s_addr);
+    if ((a >> 24) != 127) name = it->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;
+}
+
+// Without a secret every MAC is keyed by the empty string, which anyone can compute: a rank
+// started by hand without one listens only on loopback (its store, its ring, its migration), and
+// an --addr or --iface off loopback is refused at once, naming the option. With a secret, or on
+// loopback, the same run goes ahead.
+TEST(Cli, RanksWithoutASecretListenOnlyOnLoopback) {
+  int port = 0;
+  ::close(net::listen_tcp("127.0.0.1", 0, &port));
+  const std::string env = "RINGBENCH_RANK=0 RINGBENCH_STORE_SERVE=1 RINGBENCH_WORLD_SIZE=1 RINGBENCH_STORE=127.0.0.1:" +
+                          std::to_string(port) + " ";
+  const std::string run = kBin + " allreduce -b 4K -e 4K -n 2 -w 1 --timeout 5 ";
+  auto r = run_command(env + run + "--addr 0.0.0.0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has_all(r.output, {"--addr 0.0.0.0: without a secret every listener must be on loopback (0.0.0.0 is "
+                                 "not); set RINGBENCH_SECRET or --secret-file"}));
+  if (const std::string iface = non_loopback_iface(); !iface.empty()) {
+    r = run_command(env + run + "--iface " + iface);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(has_all(r.output, {"--iface " + iface + ": without a secret every listener must be on loopback"}));
+  }
+  r = run_command(env + run + "--addr 127.0.0.1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(env + run + "--iface lo");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_command("RINGBENCH_SECRET=" + std::string(64, 'a') + " " + env + run + "--addr 0.0.0.0");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The command line of `pid` (its arguments joined by spaces; "" when it is gone).
+std::string cmdline_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// A standby that is stopped (SIGSTOP: it never exits by itself) gets the ranks' bounded wait:
+// when every rank has ended, the --ranks launcher kills it `grace` later (2 x --timeout + 2 s)
+// and fails, naming it, instead of waiting for it forever.
+TEST(Cli, AStoppedStandbyIsKilledAfterTheRanksEnd) {
+  const std::string out = temp_path("standby") + ".txt";
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(kBin.c_str(), kBin.c_str(), "train", "--ranks", "2", "--model", "lenet", "--batch", "8", "--warmup", "1",
+          "--steps", "8", "--log-every", "0", "--threads", "1", "--timeout", "2", "--migrate-at", "4",
+          "--migrate-to", "standby", "--framebuffer", "32M", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t standby = 0;
+  const auto found_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (standby == 0 && std::chrono::steady_clock::now() < found_by) {
+    for (pid_t c : children_of(launcher))
+      if (cmdline_of(c).find("--migrate-standby") != std::string::npos) standby = c;
+    if (standby == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(standby, 0) << "the launcher did not start a standby";
+  kill(standby, SIGSTOP);
+  // Training takes a few seconds, the grace 6 s; a launcher still waiting after 60 s hangs.
+  int status = 0;
+  pid_t done = 0;
+  const auto hang_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((done = waitpid(launcher, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < hang_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (done == 0) {
+    kill(launcher, SIGKILL);  // its ranks and standby die with it (PR_SET_PDEATHSIG)
+    waitpid(launcher, &status, 0);
+  }
+  std::ifstream f(out);
+  const std::string output((std::istreambuf_iterator<char>(f)), {});
+  ASSERT_NE(done, 0) << "the launcher still waited for its stopped standby 60 s on:\n" << output;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << output;
+  EXPECT_TRUE(has_all(output, {"ringbench: killing the standby of rank 1 (pid " + std::to_string(standby) +
+                               "): still running 6000 ms after every rank ended (stopped, or hung)"}));
+  EXPECT_FALSE(running(standby));
 }
 
 TEST(Cli, RanksWithDifferentOptionsFail) {

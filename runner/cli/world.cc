@@ -71,6 +71,22 @@ std::string reachable_address(const WorldOptions& o) {
   return ip;
 }
 
+// Without a secret every MAC is keyed by the empty string, which anyone can compute: only
+// loopback keeps strangers out, so a rank without one listens nowhere else. `option` names where
+// the address came from ("--addr 0.0.0.0").
+void check_loopback_without_secret(const std::string& ip, const std::string& option) {
+  if (net::is_loopback_host(ip)) return;
+  throw Error(option + ": without a secret every listener must be on loopback (" + ip + " is not); set "
+              "RINGBENCH_SECRET or --secret-file, the same on every rank of the job, or use --addr 127.0.0.1");
+}
+
+// The addresses a rank started by hand without a secret would listen on: the store's (when it
+// serves it), its transport's and its migration's (--addr, else --iface, else `default_addr`).
+void check_listeners_without_secret(const WorldOptions& o) {
+  if (!o.addr.empty()) check_loopback_without_secret(o.addr, "--addr " + o.addr);
+  else if (!o.iface.empty()) check_loopback_without_secret(net::iface_ipv4(o.iface), "--iface " + o.iface);
+}
+
 // Rank and size from MPI; rank 0 hosts the store and broadcasts its address and the job id.
 void setup_mpirun_world(World& w, const WorldOptions& o) {
   w.launcher = "mpirun";
@@ -153,6 +169,7 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
       throw Error("the store " + std::string(store_addr) + " is not on loopback, and this rank has no secret: set "
                   "RINGBENCH_SECRET (e.g. `openssl rand -hex 32`) or --secret-file, the same on every rank of the "
                   "job; only ranks that are all on this machine's loopback may run without one");
+    if (w->secret.empty()) check_listeners_without_secret(o);
     // Ranks started by hand: rank 0 serves the store when asked to, on the store's address.
     if (w->rank == 0 && env("RINGBENCH_STORE_SERVE"))
       w->server = std::make_unique<TcpStoreServer>(host, port, w->secret);
@@ -161,6 +178,7 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
                                         : "job-" + auth::to_hex(auth::mac(w->secret, "job id", host, std::to_string(port))).substr(0, 16);
     auto store = std::make_unique<TcpStore>(host, port, o.timeout, w->secret);
     w->default_addr = store->local_address();
+    if (w->secret.empty()) check_loopback_without_secret(w->default_addr, "the store " + std::string(store_addr));
     w->store = std::move(store);
     return w;
   }
@@ -205,11 +223,21 @@ pid_t fork_rank(const LocalJob& j, int r, int ranks, pid_t launcher, bool standb
   _exit(127);
 }
 
-// Reaps every rank: the first failure's exit code (128 + signal for a killed rank), and the
-// ranks still running `grace` after it are killed.
-int wait_ranks(std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
-  int result = 0, alive = int(pids.size());
+// What a process of the launch is called in the launcher's messages.
+std::string process_name(size_t index, int ranks, int standby_rank, pid_t pid) {
+  const std::string p = "(pid " + std::to_string(pid) + ")";
+  if (index < size_t(ranks)) return "rank " + std::to_string(index) + " " + p;
+  return "the standby of rank " + std::to_string(standby_rank) + " " + p;
+}
+
+// Reaps every process of the launch (the first `ranks` of `pids` are the ranks, a last one the
+// standby of rank `standby_rank`): the first failure's exit code (128 + signal for a killed
+// process). Those still running `grace` after the first failure are killed, and so is a standby
+// still running `grace` after every rank ended: a stopped one would hold the launcher forever.
+int wait_ranks(std::vector<pid_t>& pids, int ranks, int standby_rank, std::chrono::milliseconds grace) {
+  int result = 0, alive = int(pids.size()), ranks_alive = ranks;
   auto kill_at = std::chrono::steady_clock::time_point::max();
+  bool waiting_for_standby = false;  // kill_at is the standby's, after the ranks ended
   while (alive > 0) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -219,20 +247,35 @@ int wait_ranks(std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
       return result ? result : 1;
     }
     if (pid > 0) {
+      const size_t index = size_t(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+      if (index == pids.size()) continue;  // not ours
+      pids[index] = 0;  // reaped: never signal this pid again
       --alive;
-      for (pid_t& p : pids)
-        if (p == pid) p = 0;  // reaped: never signal this pid again
+      if (index < size_t(ranks)) --ranks_alive;
       int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       if (code != 0 && result == 0) {
         result = code;
         kill_at = std::chrono::steady_clock::now() + grace;
+        waiting_for_standby = false;
         if (WIFSIGNALED(status))
-          std::cerr << "ringbench: a rank (pid " << pid << ") was killed by signal " << WTERMSIG(status) << "\n";
+          std::cerr << "ringbench: " << process_name(index, ranks, standby_rank, pid) << " was killed by signal "
+                    << WTERMSIG(status) << "\n";
+      }
+      if (ranks_alive == 0 && alive > 0 && kill_at == std::chrono::steady_clock::time_point::max()) {
+        kill_at = std::chrono::steady_clock::now() + grace;
+        waiting_for_standby = true;
       }
       continue;
     }
     if (std::chrono::steady_clock::now() > kill_at) {
-      std::cerr << "ringbench: killing the ranks still running " << grace.count() << " ms after the first failure\n";
+      if (waiting_for_standby) {
+        for (size_t i = size_t(ranks); i < pids.size(); ++i)
+          if (pids[i] > 0)
+            std::cerr << "ringbench: killing " << process_name(i, ranks, standby_rank, pids[i])
+                      << ": still running " << grace.count() << " ms after every rank ended (stopped, or hung)\n";
+      } else {
+        std::cerr << "ringbench: killing the ranks still running " << grace.count() << " ms after the first failure\n";
+      }
       kill_ranks(pids);
       kill_at = std::chrono::steady_clock::time_point::max();
     }
@@ -285,7 +328,7 @@ int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::m
     kill_ranks(pids);
     throw;
   }
-  return wait_ranks(pids, grace);
+  return wait_ranks(pids, ranks, standby_rank, grace);
 }
 
 std::unique_ptr<World> make_command_world(const WorldOptions& opts, bool need_mpi) {

@@ -35,7 +35,8 @@ struct World {
   // The job's secret (collectives/auth.h): every store and transport connection proves it knows
   // it. Made by rank 0 under mpirun (shared over MPI) and by `--ranks N` (handed to the children
   // in their environment); ranks started by hand read RINGBENCH_SECRET or --secret-file. Empty
-  // only for one rank, or ranks started by hand that are all on loopback.
+  // only for one rank, or ranks started by hand that are all on loopback: their store, and every
+  // address they listen on (--addr, --iface), or the rank refuses to start.
   std::string secret;
   std::string default_addr = "127.0.0.1";  // address to advertise when --addr/--iface unset
   std::unique_ptr<TcpStoreServer> server;
@@ -59,7 +60,8 @@ std::unique_ptr<World> make_world(const WorldOptions& opts, bool need_mpi);
 // ranks succeeded, else the first failing rank's code. A rank that fails makes the others
 // get `grace` to report their own errors before they are killed.
 // `standby_rank` >= 0: also a standby target for that rank (its args plus --migrate-standby,
-// train --migrate-to standby).
+// train --migrate-to standby); one still running `grace` after every rank ended (stopped, or
+// hung) is killed, and the job fails.
 int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::milliseconds grace,
                  int standby_rank = -1);
 
