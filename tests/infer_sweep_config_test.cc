@@ -53,7 +53,7 @@ TEST(InferSweepConfig, MistakesNameTheirKey) {
   expect_error(with("  scenarios: [offline, multi-stream]\n"), {"infer.scenarios", "multi-stream", "single-stream"});
   expect_error(with("  batches: [1, 8]\n"), {"infer.batches", "8 is outside 1..max_batch (4"});
   expect_error(with("  batches: [2, 2]\n"), {"infer.batches", "listed twice"});
-  expect_error(with("  latency_bound_ms: 0\n"), {"infer.latency_bound_ms", "> 0"});
+  expect_error(with("  latency_bound_ms: 0\n"), {"infer.latency_bound_ms", "must be from 0.001 to"});
   expect_error(with("  min_duration: -2\n"), {"infer.min_duration", "-1 for LoadGen's 600 s"});
   expect_error(with("  min_queries: -5\n"), {"infer.min_queries"});
   expect_error(with("  min_duration: 20\n  max_duration: 10\n"), {"infer.min_duration", "<= max_duration"});
@@ -64,7 +64,7 @@ TEST(InferSweepConfig, MistakesNameTheirKey) {
   expect_error(local_config("infer:\n  models: [{model: inception_v3, image_size: 20}]\n"),
                {"infer.models[0].image_size"});
   expect_error(local_config("infer:\n  models: [{model: lenet, max_batch: 0}]\n"),
-               {"infer.models[0].max_batch", ">= 1"});
+               {"infer.models[0].max_batch", "must be from 1 to"});
   expect_error(local_config("infer:\n  models: [{model: lenet, batch: 4}]\n"),
                {"infer.models[0].batch", "unknown key", "max_batch"});
   expect_error(local_config("infer:\n  models: [lenet, lenet]\n"), {"infer.models[1]", "listed twice"});
@@ -126,7 +126,7 @@ TEST(InferSweepConfig, ProfilesAndSharingMistakesNameTheirKey) {
   expect_error(with("  profiles: [T4-4C]\n  sharing: {policy: round_robin}\n"), {"infer.sharing.policy", "round_robin"});
   expect_error(with("  profiles: [T4-4C]\n  sharing: {policy: [fixed_share, fixed_share]}\n"),
                {"infer.sharing.policy", "listed twice"});
-  expect_error(with("  profiles: [T4-4C]\n  sharing: {vms_per_gpu: 0}\n"), {"infer.sharing.vms_per_gpu", ">= 1"});
+  expect_error(with("  profiles: [T4-4C]\n  sharing: {vms_per_gpu: 0}\n"), {"infer.sharing.vms_per_gpu", "must be from 1 to"});
   expect_error(with("  profiles: [T4-4C]\n  sharing: {slice_ms: 5000}\n"), {"infer.sharing.slice_ms", "<= 1000"});
   expect_error(with("  profiles: [T4-4C]\n  sharing: {vms: 2}\n"), {"infer.sharing.vms", "unknown key", "vms_per_gpu"});
   expect_error(with("  profiles: [T4-4C]\n  sharing: {scenarios: [offline, batch]}\n"),

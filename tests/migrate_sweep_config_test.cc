@@ -69,7 +69,7 @@ TEST(MigrateSweepConfig, MistakesNameTheirKey) {
   expect_error(with("  profiles: [none]\n"), {"migrate.profiles", "none has no framebuffer"});
   expect_error(with("  methods: [precopy, postcopy]\n"), {"migrate.methods", "'postcopy'", "precopy, stopcopy"});
   expect_error(with("  methods: [precopy, precopy]\n"), {"migrate.methods", "listed twice"});
-  expect_error(with("  nodes: 1\n"), {"migrate.nodes", ">= 2"});
+  expect_error(with("  nodes: 1\n"), {"migrate.nodes", "must be from 2 to 4096 (got 1)"});
   expect_error(with("  rank: 0\n"), {"migrate.rank", "1..2 or -1", "rank 0 writes the job's results"});
   expect_error(with("  rank: 3\n"), {"migrate.rank", "1..2"});
   expect_error(with("  rank: 1\n  to_node: 1\n"), {"migrate.to_node", "node 1, where rank 1 already runs"});
@@ -83,7 +83,7 @@ TEST(MigrateSweepConfig, MistakesNameTheirKey) {
                {"migrate.model.model", "'resnet50'", "mobilenet_v1"});
   expect_error(local_config("migrate:\n  framebuffers: [1G]\n"), {"migrate.model", "missing"});
   expect_error(local_config("migrate:\n  model: {model: lenet, batch: 0}\n  framebuffers: [1G]\n"),
-               {"migrate.model.batch", ">= 1"});
+               {"migrate.model.batch", "must be from 1 to"});
   // Under mpirun node B's sweep rank runs the standby, so B is a host without a rank of the job.
   expect_error("name: t\ncluster: {type: mpirun}\nmigrate:\n  model: lenet\n  to_node: 1\n  framebuffers: [1G]\n",
                {"migrate.to_node", "is node 1, which runs a rank of the job", "3 or above"});

@@ -296,6 +296,26 @@ TEST(WhatIf, EveryNumberNeedsItsSource) {
   EXPECT_THROW(parse_what_if(what_if_yaml() + "baseline: fast\n", "w.yaml"), Error);  // the first is compared
 }
 
+// Issue 38: check_nodes had no upper bound, and compute_s: 0 was refused "must be in [0.000, ...]".
+TEST(WhatIf, NumbersOutOfRangeSayTheRangeTheyMiss) {
+  const auto error_of = [](const std::string& yaml) -> std::string {
+    try {
+      parse_what_if(yaml, "w.yaml");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string big = what_if_yaml();
+  big.replace(big.find("check_nodes: 2"), 14, "check_nodes: 2000000000");
+  EXPECT_NE(error_of(big).find("w.yaml: check_nodes: must be from 2 to 1048576 (got 2000000000)"), std::string::npos)
+      << error_of(big);
+  std::string zero = what_if_yaml();
+  zero.replace(zero.find("compute_s: {value: 0.020000"), 27, "compute_s: {value: 0");
+  EXPECT_NE(error_of(zero).find("models[0].compute_s.value: must be from 1e-09 to 1e+06 (got 0)"), std::string::npos)
+      << error_of(zero);
+}
+
 TEST(WhatIf, ScalesTheMeasuredTimelineToTheDescribedCompute) {
   TempRun run;
   run.train(1, 0.012);  // compute 10 ms (4 + 6), two 1 MiB buckets ready at 6 and 9 ms, optimizer 2 ms

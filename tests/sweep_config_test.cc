@@ -66,22 +66,22 @@ TEST(SweepConfig, MistakesNameTheKey) {
   const std::string kLocal = local_config("");  // a name and a cluster, nothing to run
   expect_error(kLocal, {"train", "measures nothing"});
   expect_error(kMinimal + "speed: 3\n", {"speed", "unknown key", "transports"});
-  expect_error(kMinimal + "nodes: [1, 0]\n", {"nodes", ">= 1"});
+  expect_error(kMinimal + "nodes: [1, 0]\n", {"nodes", "must be from 1 to 4096 (got 0)"});
   expect_error(kMinimal + "nodes: [2, 2]\n", {"nodes", "twice"});
   expect_error(kMinimal + "nodes: [1, two]\n", {"nodes[1]", "node counts"});
   expect_error(kMinimal + "nodes: 4\n", {"nodes", "list"});
   expect_error(kMinimal + "transports: [tcp, rdma]\n", {"transports", "'rdma'", "verbs"});
   expect_error(kMinimal + "profiles: [grid_a100-4c]\n", {"profiles", "grid_a100-4c", "ringbench vgpu profiles"});
   expect_error(kMinimal + "profiles: [T4-4C, t4-4c]\n", {"profiles", "T4-4C", "twice"});
-  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {vms_per_gpu: 0}\n", {"sharing.vms_per_gpu", ">= 1"});
+  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {vms_per_gpu: 0}\n", {"sharing.vms_per_gpu", "must be from 1 to"});
   expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {policy: fair}\n", {"sharing.policy", "fair", "fixed_share"});
   expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {policy: [fixed_share, fixed_share]}\n", {"sharing.policy", "twice"});
-  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {slice_ms: 0}\n", {"sharing.slice_ms", ">="});
+  expect_error(kMinimal + "profiles: [T4-4C]\nsharing: {slice_ms: 0}\n", {"sharing.slice_ms", "must be from 0.1 to"});
   expect_error(kMinimal + "sharing: {vms_per_gpu: 2}\n", {"sharing", "time-sliced"});
   expect_error(kMinimal + "profiles: [passthrough]\nsharing: {vms_per_gpu: 2}\n", {"sharing", "time-sliced"});
   expect_error(kLocal + "profiles: [T4-4C]\nsharing: {}\ncollectives: {}\n", {"sharing", "train"});
   expect_error(kMinimal + "vgpu_catalog: /nonexistent/catalog.yaml\n", {"vgpu_catalog", "/nonexistent/catalog.yaml"});
-  expect_error(kMinimal + "repeats: 0\n", {"repeats", ">= 1"});
+  expect_error(kMinimal + "repeats: 0\n", {"repeats", "must be from 1 to"});
   expect_error(kMinimal + "timeout: soon\n", {"timeout", "number", "soon"});
   expect_error("name: t\ntrain: {models: [lenet]}\n", {"cluster", "missing"});
   expect_error("name: t\ncluster: {type: cloud}\ntrain: {models: [lenet]}\n", {"cluster.type", "cloud", "emulated"});
@@ -90,7 +90,7 @@ TEST(SweepConfig, MistakesNameTheKey) {
   expect_error("name: t\ncluster: {type: local, hosts: [a]}\ntrain: {models: [lenet]}\n", {"cluster.hosts", "mpirun"});
   expect_error(kLocal + "train: {steps: 3}\n", {"train.models", "missing"});
   expect_error(kLocal + "train: {models: [resnet50]}\n", {"train.models[0].model", "resnet50", "inception_v3"});
-  expect_error(kLocal + "train: {models: [{model: lenet, batch: 0}]}\n", {"train.models[0].batch", ">= 1"});
+  expect_error(kLocal + "train: {models: [{model: lenet, batch: 0}]}\n", {"train.models[0].batch", "must be from 1 to"});
   expect_error(kLocal + "train: {models: [{model: lenet, batch: many}]}\n", {"train.models[0].batch", "integer", "many"});
   expect_error(kLocal + "train: {models: [{model: lenet, size: 3}]}\n", {"train.models[0].size", "unknown key"});
   expect_error(kLocal + "train: {models: [lenet], backend: cuda}\n", {"train.backend", "cuda", "onednn"});
@@ -126,8 +126,28 @@ TEST(SweepConfig, KeysThatAreNotNamesAreErrors) {
                {"cluster", "a key must be a plain name"});
 }
 
+// Every number has both bounds where the config is read (issue 38): before, these passed
+// validation and failed only when run (or every point "timed out" at once: a chrono overflow).
+TEST(SweepConfig, EveryNumberIsBoundedWhereTheConfigIsRead) {
+  expect_error(kMinimal + "timeout: 1e10\n", {"timeout: must be from 1 to 604800 (got 1e+10)"});
+  expect_error(kMinimal + "timeout: .nan\n", {"timeout: must be from 1 to 604800 (got nan)"});
+  expect_error(local_config("collectives: {min_bytes: 4K, max_bytes: 1M, step_factor: .inf}\nnodes: [2]\n"),
+               {"collectives.step_factor: must be from 1 to 1024 (got inf)"});
+  expect_error(local_config("train: {models: [{model: lenet, batch: 2000000000}]}\n"),
+               {"train.models[0].batch: must be from 1 to 65536 (got 2000000000)"});
+  expect_error(local_config("train: {models: [lenet], steps: 2000000000}\n"), {"train.steps: must be from 1 to"});
+  expect_error(local_config("train: {models: [lenet], fusion_mb: 1e12}\n"), {"train.fusion_mb: must be from 0 to"});
+  expect_error("name: t\nnodes: [5000]\ncluster: {type: mpirun}\ntrain: {models: [lenet]}\n",
+               {"nodes: must be from 1 to 4096 (got 5000)"});
+  const std::string long_name(255, 'n');
+  expect_error("name: " + long_name + "\ncluster: {type: local}\ntrain: {models: [lenet]}\n",
+               {"name: '" + std::string(40, 'n') + "...'", "at most 64"});
+  EXPECT_EQ(error_of("name: " + std::string(64, 'n') + "\ncluster: {type: local}\ntrain: {models: [lenet]}\n"), "");
+}
+
 TEST(SweepConfig, SizesAreBoundedBeforeAnythingExpands) {
-  expect_error(kMinimal + "repeats: 1000000000\n", {"repeats", "1000000000 repeats of 3 points", "10000"});
+  expect_error(kMinimal + "repeats: 1000000000\n", {"repeats", "must be from 1 to 10000 (got 1000000000)"});
+  expect_error(kMinimal + "repeats: 5000\n", {"repeats", "5000 repeats of", "points make more than 10000"});
   expect_error("name: t\nnodes: [300]\ncluster: {type: emulated}\ntrain: {models: [lenet]}\n",
                {"nodes", "300 nodes", "1 to 253"});
   expect_error("name: t\nnodes: [1, 254]\ncluster: {type: local}\ntrain: {models: [lenet]}\n", {"nodes", "1 to 253"});

@@ -207,6 +207,38 @@ TEST_F(SweepTest, InterruptThenResumeLosesNothing) {
   }
 }
 
+// SIGTERM (or Ctrl-C) while the first point runs: nothing is measured yet, so there is no
+// report to write; the sweep says so and exits 130 (before: "raw.jsonl not found", exit 1).
+TEST_F(SweepTest, InterruptBeforeTheFirstPointEndsSaysNothingWasMeasured) {
+  const std::string cfg = write_config("name: early\nnodes: [1]\ncluster: {type: local}\n"
+                                       "train: {models: [{model: lenet, batch: 8}], warmup: 1, steps: 100000}\n");
+  const std::string err_path = temp_path("early-stderr");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(null, 1);
+    dup2(err, 2);
+    execl(kBin.c_str(), kBin.c_str(), "sweep", cfg.c_str(), "--out", dir_.c_str(), nullptr);
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline && read_text(err_path).find("points (") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the point's ranks are starting
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string err = read_text(err_path);
+  ASSERT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+  EXPECT_TRUE(has_all(err, {"interrupted before the first point finished: nothing measured yet",
+                            "ringbench sweep --resume " + dir_}));
+  EXPECT_EQ(err.find("not found"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir_ + "/raw.jsonl"));
+  EXPECT_TRUE(fs::exists(dir_ + "/config.yaml"));  // --resume has what it needs
+}
+
 // Two sweeps of one config started in the same second get a directory each, and each holds
 // all of its own points; a second sweep or resume of a directory in use stops at once, naming
 // the process that holds it, and touches nothing.
@@ -256,7 +288,7 @@ TEST_F(SweepTest, BadConfigRunsNothing) {
   const std::string cfg = write_config("name: bad\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 0}]}\n");
   auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("train.models[0].batch: must be >= 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train.models[0].batch: must be from 1 to 65536 (got 0)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_));
   auto again = run_command(kBin + " sweep --resume " + dir_);
   EXPECT_NE(again.output.find("no config.yaml"), std::string::npos) << again.output;

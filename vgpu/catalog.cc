@@ -4,16 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string_view>
 
 #include "base/errors.h"
+#include "base/input_file.h"
 #include "base/text.h"
 #include "ringbench/vgpu_catalog_data.h"
 
@@ -86,7 +84,7 @@ std::string describe(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return "nothing";
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";
-  return "'" + n.Scalar() + "'";
+  return quote_excerpt(n.Scalar());  // never a whole file's first line
 }
 
 // Reads one YAML mapping, remembering where it is, so every error names its key.
@@ -289,11 +287,7 @@ Catalog Catalog::parse(const std::string& yaml, const std::string& origin) {
 }
 
 Catalog Catalog::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the vGPU catalog " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  return parse(read_input_file(path, "the vGPU catalog", kMaxConfigBytes), path);
 }
 
 const Catalog& Catalog::builtin() {

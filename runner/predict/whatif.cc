@@ -2,11 +2,10 @@
 
 #include "base/errors.h"
 #include "runner/report/format.h"
+#include "runner/sweep/point.h"
 #include "runner/sweep/yaml_reader.h"
 
 namespace ringbench::predict {
-
-using report::fixed;
 
 namespace {
 
@@ -20,14 +19,14 @@ Sourced read_sourced(const YamlReader& parent, const std::string& k, double min,
   if (!r.has("value")) r.fail(r.key("value"), "missing");
   r.get("value", s.value, "a number");
   if (!(s.value >= min && s.value <= max))
-    r.fail(r.key("value"), "must be in [" + fixed(min, 3) + ", " + fixed(max, 3) + "] (got " + fixed(s.value, 6) + ")");
+    r.fail(r.key("value"), "must be from " + number_text(min) + " to " + number_text(max) + " (got " + number_text(s.value) + ")");
   r.get("source", s.source, "a string");
   const bool kind_ok = std::any_of(kSourceKinds.begin(), kSourceKinds.end(), [&](const std::string& p) {
     return s.source.rfind(p, 0) == 0 && s.source.size() > p.size() + 1;
   });
   if (!kind_ok)
     r.fail(r.key("source"), "every number needs its source, starting with one of " + join_names(kSourceKinds) +
-                                " and saying what (got '" + s.source + "')");
+                                " and saying what (got " + quote_excerpt(s.source) + ")");
   return s;
 }
 
@@ -48,7 +47,7 @@ WhatIfModel read_model(const YamlReader& r) {
   WhatIfModel m;
   r.get("model", m.model, "a string");
   if (m.model.empty()) r.fail(r.key("model"), "missing");
-  r.get_int("batch", m.batch, 1);
+  r.get_int("batch", m.batch, 1, kMaxBatch);
   m.compute_s = read_sourced(r, "compute_s", 1e-9, 1e6);
   if (r.has("optimizer_s")) m.optimizer_s = read_sourced(r, "optimizer_s", 0, 1e6);
   return m;
@@ -72,9 +71,9 @@ void read_grid(const YamlReader& root, WhatIf& w) {
   if (g.has("link_gbps")) w.grid_link_gbps = g.list<double>("link_gbps", "positive numbers");
   if (g.has("compute_scale")) w.grid_compute_scale = g.list<double>("compute_scale", "positive numbers");
   for (double x : w.grid_link_gbps)
-    if (!(x > 0)) g.fail("grid.link_gbps", "must be positive");
+    g.check_range("link_gbps", x, 1e-3, 1e5);
   for (double x : w.grid_compute_scale)
-    if (!(x > 0)) g.fail("grid.compute_scale", "must be positive");
+    g.check_range("compute_scale", x, 1e-6, 1e6);
 }
 
 WhatIf parse_root(const YAML::Node& node, const std::string& origin) {
@@ -94,8 +93,8 @@ WhatIf parse_root(const YAML::Node& node, const std::string& origin) {
     r.fail("baseline", "'" + w.baseline + "' is not one of the transports after the first");
   w.nodes = r.has("nodes") ? r.list<int>("nodes", "node counts") : powers_of_two_nodes();
   for (int n : w.nodes)
-    if (n < 1 || n > (1 << 20)) r.fail("nodes", "node counts must be in [1, 1048576] (got " + std::to_string(n) + ")");
-  r.get_int("check_nodes", w.check_nodes, 2);
+    r.check_range("nodes", n, 1, kMaxWhatIfNodes);
+  r.get_int("check_nodes", w.check_nodes, 2, kMaxWhatIfNodes);
   read_grid(r, w);
   return w;
 }

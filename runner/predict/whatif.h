@@ -15,6 +15,9 @@
 
 namespace ringbench::predict {
 
+// The most nodes a what-if predicts for (nodes and check_nodes).
+constexpr int kMaxWhatIfNodes = 1 << 20;
+
 struct Sourced {
   double value = 0;
   std::string source;

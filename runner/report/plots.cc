@@ -172,17 +172,30 @@ Pair share_per_vm(const Point& p) {
   return std::array<double, 2>{median(v), mean_ci(v).ci95};
 }
 
+// `s` on one line: what a gnuplot script or a data file's comment may hold.
+std::string one_gp_line(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7f ? ' ' : c;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string gp_quote(const std::string& s) {
+  // In gnuplot's single-quoted strings only '' is special (no backslash escapes, no backquote
+  // or macro substitution), but a newline ends the command and the next line runs as one:
+  // control characters never reach the script.
   std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  for (char c : one_gp_line(s)) q += c == '\'' ? std::string("''") : std::string(1, c);
   return q + "'";
 }
 
 void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style) {
   for (size_t i = 0; i < series.size(); ++i) {
-    plot.dat += "# " + series[i].title + "\n";
+    plot.dat += "# " + one_gp_line(series[i].title) + "\n";
     for (const auto& r : series[i].rows)
       plot.dat += num6(r[0]) + " " + num6(r[1]) + " " + num6(r[2]) + "\n";
     plot.dat += "\n\n";
@@ -283,7 +296,7 @@ bool time_breakdown_plot(const Run& run, Plotter& plotter) {
   bool any = false;
   for (const Point* pt : points_of(run, PointKind::train)) {
     if (!pt->compute_s || !pt->exposed_s || !pt->optimizer_s) continue;
-    std::string l = label(*pt, multi.count(pt->model) > 0);
+    std::string l = one_gp_line(label(*pt, multi.count(pt->model) > 0));
     std::replace(l.begin(), l.end(), '"', '\'');
     p.dat += "\"" + l + "\" " + num6(*pt->compute_s) + " " + num6(*pt->exposed_s) + " " +
              num6(*pt->optimizer_s) + "\n";

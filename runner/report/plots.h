@@ -38,7 +38,7 @@ struct Series {
 // Data blocks of `series` (gnuplot's `index`) and the plot clauses that draw them.
 void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style);
 
-// A gnuplot string literal.
+// A gnuplot string literal: on one line (control characters become spaces), ' doubled.
 std::string gp_quote(const std::string& s);
 
 // A file name made of the model's name (letters, digits, '-', '_', '.').

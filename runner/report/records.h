@@ -25,9 +25,12 @@ struct Record : PointCoords {
 const json* find_at(const json& j, const char* pointer);
 std::optional<double> number_at(const json& j, const char* pointer);
 
-// Every record of raw.jsonl, in file order. An unparsable last line is what a sweep killed
-// mid-write leaves: it is dropped with a warning; anywhere else it is an error. Valid JSON that
-// is not a record this ringbench reads is left out with a warning.
+// Every record of raw.jsonl, in file order. raw.jsonl is untrusted (results directories are
+// shared and downloaded): a non-regular or oversized file is refused, and every record is
+// checked field by field (known kinds, models, transports, policies; safe names; coordinates in
+// their bounds; measured numbers non-negative numbers): a bad one is an Error naming its line
+// and field. An unparsable last line is what a sweep killed mid-write leaves: it is dropped
+// with a warning; anywhere else it is an error.
 std::vector<Record> read_records(const std::string& run_dir);
 
 }  // namespace ringbench::report

@@ -8,6 +8,7 @@
 #include "runner/sweep/sweep_config.h"
 #include "runner/sweep/yaml_reader.h"
 #include "vgpu/catalog.h"
+#include "runner/sweep/point.h"
 
 namespace ringbench {
 namespace {
@@ -29,8 +30,8 @@ InferModel parse_model(const YamlReader& r, const YAML::Node& node, const std::s
     mr.only({"model", "image_size", "max_batch"});
     if (!mr.has("model")) fail_missing_model(mr, where);
     mr.get("model", m.model, "a string");
-    mr.get_int("image_size", m.image_size, 0);
-    mr.get_int("max_batch", m.max_batch, 1);
+    mr.get_int("image_size", m.image_size, 0, kMaxImageSize);
+    mr.get_int("max_batch", m.max_batch, 1, kMaxBatch);
     if (m.max_batch > 4096) mr.fail(where + ".max_batch", "must be <= 4096 (got " + std::to_string(m.max_batch) + ")");
   }
   check_model_entry(r, where, m.model, m.image_size);
@@ -93,11 +94,14 @@ void parse_batches(const YamlReader& r, InferSweep& s) {
 
 void parse_rules(const YamlReader& r, InferSweep& s) {
   r.get("min_duration", s.min_duration_s, "a number of seconds");
-  if (s.min_duration_s < 0 && s.min_duration_s != -1)
-    r.fail(r.key("min_duration"), "must be >= 0 seconds, or -1 for LoadGen's 600 s");
+  if (s.min_duration_s != -1 && !(s.min_duration_s >= 0 && s.min_duration_s <= kMaxTimeoutS))
+    r.fail(r.key("min_duration"), "must be from 0 to " + number_text(kMaxTimeoutS) +
+                                      " seconds, or -1 for LoadGen's 600 s (got " + number_text(s.min_duration_s) + ")");
   r.get("min_queries", s.min_queries, "an integer");
-  if (s.min_queries < -1) r.fail(r.key("min_queries"), "must be >= 0, or -1 for LoadGen's per scenario");
-  r.get_double("max_duration", s.max_duration_s, 0);
+  if (s.min_queries < -1 || s.min_queries > (1 << 30))
+    r.fail(r.key("min_queries"), "must be from 0 to " + number_text(1 << 30) + ", or -1 for LoadGen's per scenario (got " +
+                                     number_text(s.min_queries) + ")");
+  r.get_double("max_duration", s.max_duration_s, 0, kMaxTimeoutS);
   if (!(s.max_duration_s > 0)) r.fail(r.key("max_duration"), "must be > 0 seconds");
   if (s.min_duration_s > s.max_duration_s) r.fail(r.key("min_duration"), "must be <= max_duration");
 }
@@ -112,9 +116,9 @@ InferSweep parse_infer(const YamlReader& r, const vgpu::Catalog& catalog) {
   if (r.has("scenarios")) s.scenarios = parse_scenarios(r);
   parse_batches(r, s);
   r.get("latency_bound_ms", s.latency_bound_ms, "a number of milliseconds");
-  if (!(s.latency_bound_ms > 0)) r.fail(r.key("latency_bound_ms"), "must be > 0");
-  r.get_double("batch_timeout_ms", s.batch_timeout_ms, 0);
-  r.get_double("server_qps", s.server_qps, 0);
+  r.check_range("latency_bound_ms", s.latency_bound_ms, 1e-3, kMaxTimeoutS * 1e3);
+  r.get_double("batch_timeout_ms", s.batch_timeout_ms, 0, 60e3);
+  r.get_double("server_qps", s.server_qps, 0, 1e7);
   parse_rules(r, s);
   r.get_choice("backend", s.backend, {"auto", "onednn", "reference", "cudnn"});
   if (r.has("profiles")) s.profiles = parse_profiles(r, catalog);

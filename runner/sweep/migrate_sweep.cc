@@ -9,6 +9,7 @@
 #include "runner/sweep/vgpu_keys.h"
 #include "runner/sweep/yaml_reader.h"
 #include "vgpu/catalog.h"
+#include "runner/sweep/point.h"
 
 namespace ringbench {
 namespace {
@@ -26,14 +27,14 @@ void parse_model(const YamlReader& r, MigrateSweep& s) {
 // nodes, rank and to_node: a ring of at least 2 ranks; the rank is not rank 0 (which writes the
 // job's results) and moves off its own node.
 void parse_placement(const YamlReader& r, MigrateSweep& s) {
-  r.get_int("nodes", s.nodes, 2);
+  r.get_int("nodes", s.nodes, 2, kMaxNodes);
   if (s.nodes > kMaxLocalNodes)
     r.fail(r.key("nodes"), "must be <= " + std::to_string(kMaxLocalNodes) + " (got " + std::to_string(s.nodes) + ")");
-  r.get_int("rank", s.rank, -1);
+  r.get_int("rank", s.rank, -1, kMaxNodes - 1);
   if (s.rank == 0 || s.rank >= s.nodes)
     r.fail(r.key("rank"), "must be 1.." + std::to_string(s.nodes - 1) + " or -1 for the last (got " +
                               std::to_string(s.rank) + "; rank 0 writes the job's results)");
-  r.get_int("to_node", s.to_node, -1);
+  r.get_int("to_node", s.to_node, -1, kMaxNodes - 1);
   if (s.to_node >= kMaxLocalNodes)
     r.fail(r.key("to_node"),
            "must be < " + std::to_string(kMaxLocalNodes) + " (the nodes of a cluster on one machine)");
@@ -43,9 +44,9 @@ void parse_placement(const YamlReader& r, MigrateSweep& s) {
 }
 
 void parse_steps(const YamlReader& r, MigrateSweep& s) {
-  r.get_int("warmup", s.warmup, 0);
-  r.get_int("steps", s.steps, 2);
-  r.get_int("at_step", s.at_step, 1);
+  r.get_int("warmup", s.warmup, 0, kMaxSteps);
+  r.get_int("steps", s.steps, 2, kMaxSteps);
+  r.get_int("at_step", s.at_step, 1, kMaxSteps);
   const int last = s.warmup + s.steps - 1;
   if (s.at_step <= s.warmup || s.at_step > last)
     r.fail(r.key("at_step"), std::to_string(s.at_step) + " must fall after the warmup and before the last step (" +

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/zoo.h"
+#include "runner/sweep/point.h"
 
 namespace ringbench {
 
@@ -32,8 +33,8 @@ void read_train_model(const YamlReader& r, const YAML::Node& node, const std::st
     mr.only({"model", "batch", "image_size"});
     if (!mr.has("model")) fail_missing_model(mr, where);
     mr.get("model", model, "a string");
-    mr.get_int("batch", batch, 1);
-    mr.get_int("image_size", image_size, 0);
+    mr.get_int("batch", batch, 1, kMaxBatch);
+    mr.get_int("image_size", image_size, 0, kMaxImageSize);
   }
   check_model_entry(r, where, model, image_size);
 }

@@ -1,8 +1,16 @@
 #include "runner/sweep/point.h"
 
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
 #include "base/errors.h"
+#include "base/input_file.h"
 #include "base/name_table.h"
+#include "models/zoo.h"
+#include "runner/backends/backend.h"
 #include "runner/sweep/json_fields.h"
+#include "vgpu/scheduler.h"
 
 namespace ringbench {
 namespace {
@@ -15,10 +23,62 @@ constexpr EnumName<PointKind> kKindNames[] = {
 
 PointKind parse_kind(const std::string& s, const std::string& where) {
   if (const auto k = parse_name(kKindNames, s)) return *k;
-  throw Error(where + ": kind \"" + s + "\" is none of train, collectives, share, infer, migrate");
+  throw Error(where + ": \"kind\": " + quote_excerpt(s) + " is none of train, collectives, share, infer, migrate");
+}
+
+[[noreturn]] void bad_field(const std::string& where, const char* key, const std::string& why) {
+  throw Error(where + ": \"" + key + "\": " + why);
+}
+
+int int_in(const json& r, const char* key, int lo, int hi, const std::string& where, std::optional<int> def = {}) {
+  if (def && !r.contains(key)) return *def;
+  const int v = required_int(r, key, where);
+  if (v < lo || v > hi)
+    bad_field(where, key, std::to_string(v) + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  return v;
+}
+
+std::string str_field(const json& r, const char* key, const std::string& where, std::optional<std::string> def = {}) {
+  if (def && !r.contains(key)) return *def;
+  return required_str(r, key, where);
+}
+
+std::string safe_name_field(const json& r, const char* key, const std::string& where, const std::string& def) {
+  const std::string v = str_field(r, key, where, def);
+  if (v != def && !is_safe_name(v))
+    bad_field(where, key, quote_excerpt(v) + " is not a name (letters, digits, '.', '_', '-'; at most " +
+                              std::to_string(kMaxNameChars) + ")");
+  return v;
+}
+
+void check_model(const std::string& model, const std::string& where) {
+  const auto known = models::model_names();
+  if (std::find(known.begin(), known.end(), model) == known.end())
+    bad_field(where, "model", quote_excerpt(model) + " is not a model this ringbench knows");
+}
+
+void check_transport(const std::string& t, const std::string& where) {
+  if (t != "none" && !find_backend(t))
+    bad_field(where, "transport", quote_excerpt(t) + " is not a transport this ringbench knows");
+}
+
+void check_policy(const std::string& policy, const std::string& where) {
+  if (policy.empty()) return;
+  try {
+    vgpu::parse_policy(policy);
+  } catch (const std::exception&) {
+    bad_field(where, "policy", quote_excerpt(policy) + " is not a scheduler policy");
+  }
 }
 
 }  // namespace
+
+bool is_safe_name(const std::string& s) {
+  if (s.empty() || s.size() > kMaxNameChars || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  });
+}
 
 const char* kind_name(PointKind k) { return name_of(kKindNames, k, "?"); }
 
@@ -32,22 +92,27 @@ void PointCoords::write(json& r) const {
 PointCoords PointCoords::read(const json& r, const std::string& where) {
   PointCoords c;
   c.kind = parse_kind(required_str(r, "kind", where), where);
-  c.nodes = required_int(r, "nodes", where);
+  c.nodes = int_in(r, "nodes", 1, kMaxNodes, where);
   if (c.has_model()) {
     c.model = required_str(r, "model", where);
-    c.batch = required_int(r, "batch", where);
-    c.image_size = int_or(r, "image_size", 0);
+    check_model(c.model, where);
+    c.batch = int_in(r, "batch", 1, kMaxBatch, where);
+    c.image_size = int_in(r, "image_size", 0, kMaxImageSize, where, 0);
   }
   if (c.kind == PointKind::share || c.kind == PointKind::infer) {  // infer: only a shared point has them
-    c.policy = str_or(r, "policy", "");
-    c.vms = int_or(r, "vms", 0);
+    c.policy = str_field(r, "policy", where, "");
+    check_policy(c.policy, where);
+    c.vms = int_in(r, "vms", 0, kMaxVms, where, 0);
   }
   if (c.kind == PointKind::migrate) {
     c.method = required_str(r, "method", where);
-    c.framebuffer = str_or(r, "framebuffer", "");
+    if (c.method != "precopy" && c.method != "stopcopy")
+      bad_field(where, "method", quote_excerpt(c.method) + " is neither precopy nor stopcopy");
+    c.framebuffer = safe_name_field(r, "framebuffer", where, "");
   }
-  c.transport = str_or(r, "transport", "none");
-  c.profile = str_or(r, "profile", "none");
+  c.transport = str_field(r, "transport", where, "none");
+  check_transport(c.transport, where);
+  c.profile = safe_name_field(r, "profile", where, "none");
   return c;
 }
 

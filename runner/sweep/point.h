@@ -9,6 +9,19 @@
 
 namespace ringbench {
 
+// Bounds of a point's coordinates: what a config may ask for, and what a record may hold.
+constexpr int kMaxNodes = 4096;        // any cluster, mpirun's included
+constexpr int kMaxBatch = 65536;       // images per rank per step
+constexpr int kMaxImageSize = 4096;    // pixels a side
+constexpr int kMaxVms = 64;            // VMs time-sliced on one device
+constexpr size_t kMaxNameChars = 64;   // sweep, profile and framebuffer names
+constexpr int kMaxSteps = 1000000;     // training steps (and warmup steps) of a point
+constexpr double kMaxTimeoutS = 7 * 86400.0;  // a point's timeout or duration: a week
+
+// A name that can start a directory name and go anywhere in a report or a plot script:
+// [A-Za-z0-9][A-Za-z0-9._-]*, at most kMaxNameChars.
+bool is_safe_name(const std::string& s);
+
 enum class PointKind { train, collectives, share, infer, migrate };
 const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer", "migrate"
 
@@ -30,7 +43,9 @@ struct PointCoords {
   bool shared() const { return kind == PointKind::share || (kind == PointKind::infer && vms > 0); }
   // The coordinates as raw.jsonl records them (a model only where the kind has one).
   void write(nlohmann::json& record) const;
-  // Back from a record; a missing or mistyped field is an Error naming `where`.
+  // Back from a record, which may be hostile (results directories are shared and downloaded):
+  // only known kinds, models, transports and policies, safe names, and numbers in their bounds;
+  // anything else is an Error naming `where` and the field.
   static PointCoords read(const nlohmann::json& record, const std::string& where);
 };
 

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "base/errors.h"
+#include "base/input_file.h"
 #include "runner/backends/backend.h"
 #include "runner/cluster/cluster.h"
 #include "runner/cli/doctor.h"
@@ -57,11 +58,11 @@ std::string utc_now(const char* fmt) {
   return buf;
 }
 
+// A results file of the run (untrusted on --resume: a FIFO or /dev/zero there is refused); ""
+// when it is missing.
 std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  if (!fs::exists(path)) return "";
+  return read_input_file(path, "the results file", kMaxResultsBytes);
 }
 
 std::string fmt_duration(double s) {
@@ -181,7 +182,7 @@ std::string failure(const LaunchOutcome& o, const json& doc, const std::string& 
 class RawLog {
  public:
   explicit RawLog(std::string path) : path_(std::move(path)) {
-    std::ifstream f(path_);
+    std::istringstream f(read_text(path_));
     for (std::string line; std::getline(f, line);) {
       if (line.empty()) continue;
       try {
@@ -362,6 +363,13 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
 int finish_sweep(const Run& run, Executor& exec, size_t failed) {
   finish_serving(exec);
   fs::remove_all(run.dir + "/tmp");
+  std::error_code ec;
+  const auto recorded = fs::file_size(run.dir + "/raw.jsonl", ec);  // ec: no raw.jsonl yet
+  if (g_stop && (ec || recorded == 0)) {
+    std::fprintf(stderr, "# interrupted before the first point finished: nothing measured yet, no report; "
+                 "continue with: ringbench sweep --resume %s\n", run.dir.c_str());
+    return 130;
+  }
   write_report(run.dir);
   std::fprintf(stderr, "# report: %s/report.md (regenerate with: ringbench report %s)\n", run.dir.c_str(),
                run.dir.c_str());

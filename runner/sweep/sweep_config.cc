@@ -42,15 +42,6 @@ bool is_tc_rate(const std::string& s) {
   return unit == "bit" || unit == "kbit" || unit == "mbit" || unit == "gbit";
 }
 
-// A name that can start a directory name: [A-Za-z0-9][A-Za-z0-9._-]*.
-bool is_safe_name(const std::string& s) {
-  if (s.empty() || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
-  for (char ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') return false;
-  return true;
-}
-
-
 void check_bytes(const YamlReader& r, const std::string& k, const std::string& v) {
   try {
     parse_bytes(v);
@@ -76,10 +67,10 @@ TrainSweep parse_train(const YamlReader& r) {
                           std::to_string(m.image_size) + " is listed twice");
     t.models.push_back(m);
   }
-  r.get_int("warmup", t.warmup, 0);
-  r.get_int("steps", t.steps, 1);
-  r.get_double("fusion_mb", t.fusion_mb, 0);
-  r.get_double("first_bucket_mb", t.first_bucket_mb, 0);
+  r.get_int("warmup", t.warmup, 0, kMaxSteps);
+  r.get_int("steps", t.steps, 1, kMaxSteps);
+  r.get_double("fusion_mb", t.fusion_mb, 0, 65536);
+  r.get_double("first_bucket_mb", t.first_bucket_mb, 0, 65536);
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
   return t;
@@ -94,11 +85,11 @@ CollectivesSweep parse_collectives(const YamlReader& r) {
   check_bytes(r, "max_bytes", c.max_bytes);
   if (parse_bytes(c.max_bytes) < parse_bytes(c.min_bytes))
     r.fail(r.key("max_bytes"), "must be >= min_bytes");
-  r.get_double("step_factor", c.step_factor, 1);
+  r.get_double("step_factor", c.step_factor, 1, 1024);
   if (c.step_factor <= 1 && c.min_bytes != c.max_bytes)
     r.fail(r.key("step_factor"), "must be > 1 to go from min_bytes to max_bytes");
-  r.get_int("iters", c.iters, 1);
-  r.get_int("warmup_iters", c.warmup_iters, 0);
+  r.get_int("iters", c.iters, 1, 10000000);
+  r.get_int("warmup_iters", c.warmup_iters, 0, 10000000);
   r.get_choice("dtype", c.dtype, {"float", "half", "bfloat16"});
   r.get("check", c.check, "true or false");
   return c;
@@ -115,7 +106,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
     if (!is_tc_rate(c.link))
       r.fail(r.key("link"), "'" + c.link + "' is not a tc rate: use e.g. 100mbit, 1gbit, 10gbit, 25gbit");
   }
-  r.get_int("cpus_per_node", c.cpus_per_node, 0);
+  r.get_int("cpus_per_node", c.cpus_per_node, 0, 4096);
   if (r.has("hosts")) {
     if (c.type != "mpirun") r.fail(r.key("hosts"), "only a cluster of type mpirun has hosts");
     c.hosts = r.list<std::string>("hosts", "host names");
@@ -131,11 +122,12 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
   r.get("name", c.name, "a string");
   if (!is_safe_name(c.name))
-    r.fail("name", "'" + c.name + "' must be letters, digits, '.', '_' or '-' (it names a directory)");
+    r.fail("name", quote_excerpt(c.name) + " must be letters, digits, '.', '_' or '-', at most " +
+                       std::to_string(kMaxNameChars) + " (it names a directory)");
   if (r.has("nodes")) c.nodes = r.list<int>("nodes", "node counts");
   std::set<int> seen_nodes;
   for (int n : c.nodes) {
-    if (n < 1) r.fail("nodes", "node counts must be >= 1 (got " + std::to_string(n) + ")");
+    r.check_range("nodes", n, 1, kMaxNodes);
     if (!seen_nodes.insert(n).second) r.fail("nodes", std::to_string(n) + " is listed twice");
   }
   if (r.has("transports")) c.transports = r.list<std::string>("transports", "transport names");
@@ -153,9 +145,9 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   }
   const vgpu::Catalog& catalog = own ? *own : vgpu::Catalog::builtin();
   if (r.has("profiles")) c.profiles = parse_profiles(r, catalog);
-  r.get_int("repeats", c.repeats, 1);
+  r.get_int("repeats", c.repeats, 1, int(kMaxPoints));
   r.get("seed", c.seed, "a non-negative integer");
-  r.get_double("timeout", c.timeout_s, 1);
+  r.get_double("timeout", c.timeout_s, 1, kMaxTimeoutS);
   if (!r.has("cluster")) r.fail("cluster", "missing; e.g. {type: emulated, link: 10gbit} or {type: local}");
   c.cluster = parse_cluster(YamlReader(r.at("cluster"), "cluster", origin));
   if (r.has("train")) {

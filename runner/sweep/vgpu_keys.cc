@@ -5,6 +5,7 @@
 #include "runner/sweep/yaml_reader.h"
 #include "vgpu/catalog.h"
 #include "vgpu/scheduler.h"
+#include "runner/sweep/point.h"
 
 namespace ringbench {
 
@@ -13,7 +14,7 @@ SharingConfig parse_sharing(const YamlReader& r, const std::vector<std::string>&
   std::vector<std::string> keys = {"vms_per_gpu", "policy", "slice_ms"};
   keys.insert(keys.end(), more_keys.begin(), more_keys.end());
   r.only(keys);
-  r.get_int("vms_per_gpu", s.vms_per_gpu, 1);
+  r.get_int("vms_per_gpu", s.vms_per_gpu, 1, kMaxVms);
   if (r.has("policy")) {
     if (r.at("policy").IsScalar()) {
       std::string one;
@@ -32,7 +33,7 @@ SharingConfig parse_sharing(const YamlReader& r, const std::vector<std::string>&
     }
     if (!seen.insert(p).second) r.fail(r.key("policy"), p + " is listed twice");
   }
-  r.get_double("slice_ms", s.slice_ms, 0.1);
+  r.get_double("slice_ms", s.slice_ms, 0.1, 10e3);
   if (s.slice_ms > 1000) r.fail(r.key("slice_ms"), "must be <= 1000");
   return s;
 }

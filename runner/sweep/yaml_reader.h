@@ -5,16 +5,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <cstdio>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/errors.h"
+#include "base/input_file.h"
 
 namespace ringbench {
 
@@ -22,6 +20,14 @@ inline std::string join_names(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
+}
+
+// A number as an error message shows it: 1e-09, 0.5, 86400, 1e+10; an integer in full.
+inline std::string number_text(int v) { return std::to_string(v); }
+inline std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 // Reads one YAML mapping, remembering where it is, so every error names its key.
@@ -69,16 +75,23 @@ class YamlReader {
     try {
       out = v.as<T>();
     } catch (const YAML::Exception&) {
-      fail(key(k), std::string("must be ") + type_name + " (got '" + v.Scalar() + "')");
+      fail(key(k), std::string("must be ") + type_name + " (got " + quote_excerpt(v.Scalar()) + ")");
     }
   }
-  void get_int(const std::string& k, int& out, int min) const {
+  // Every number has both bounds: a config must not reach an overflow (a timeout of 1e10 s)
+  // or a size no run can hold.
+  void get_int(const std::string& k, int& out, int min, int max) const {
     get(k, out, "an integer");
-    if (out < min) fail(key(k), "must be >= " + std::to_string(min) + " (got " + std::to_string(out) + ")");
+    check_range(k, out, min, max);
   }
-  void get_double(const std::string& k, double& out, double min) const {
+  void get_double(const std::string& k, double& out, double min, double max) const {
     get(k, out, "a number");
-    if (!(out >= min)) fail(key(k), "must be >= " + std::to_string(min));
+    check_range(k, out, min, max);
+  }
+  template <class T>
+  void check_range(const std::string& k, T v, T min, T max) const {
+    if (!(v >= min && v <= max))  // NaN fails too
+      fail(key(k), "must be from " + number_text(min) + " to " + number_text(max) + " (got " + number_text(v) + ")");
   }
   void get_choice(const std::string& k, std::string& out, const std::vector<std::string>& allowed) const {
     get(k, out, "a string");
@@ -108,13 +121,9 @@ class YamlReader {
 };
 
 // The text of a config file; an Error naming `what` ("the sweep config") and the path when it
-// cannot be read.
+// cannot be read, is not a regular file or is larger than a config can be.
 inline std::string read_config_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read " + what + " " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_input_file(path, what, kMaxConfigBytes);
 }
 
 // `text` parsed as YAML and its root handed to `parse(root, origin)`. Every value is checked
