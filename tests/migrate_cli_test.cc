@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <fstream>
 #include <sstream>
@@ -151,15 +152,27 @@ TEST_F(EndToEnd, AStandbyStartedWithTheJobTakesTheRankBitIdentically) {
   EXPECT_GT(m["stun_s"].get<double>(), 0);
 }
 
-// The standby listens for the whole run before the migration. Strangers connecting to every port
-// the job listens on (its store, the standby; the ring listens only while it forms) and sending
-// garbage change nothing: each connection is refused, and the rank still moves, bit-identically.
-TEST_F(EndToEnd, StrangersKnockingOnEveryPortOfTheJobChangeNothing) {
-  if (testing::run_command("ss -Hltnp > /dev/null 2>&1").exit_code != 0) GTEST_SKIP() << "needs ss (iproute2)";
-  std::atomic<bool> done{false};
-  std::set<int> knocked;
-  std::thread knocker([&] {
-    while (!done) {
+// A stranger on every port this job's processes listen on (on 127.0.0.1), as soon as it opens:
+// `per_port` connections, each sending `junk` and closing (junk: garbage), or held open, silent,
+// until the knocker ends (no junk).
+class Knocker {
+ public:
+  Knocker(int per_port, std::string junk) : per_port_(per_port), junk_(std::move(junk)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Knocker() { stop(); }
+  // Stops knocking, closes what it held; the ports it knocked on.
+  std::set<int> stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    for (int fd : held_) ::close(fd);
+    held_.clear();
+    return knocked_;
+  }
+
+ private:
+  void run() {
+    while (!done_) {
       std::istringstream lines(testing::run_command("ss -Hltnp 2>/dev/null").output);
       for (std::string line; std::getline(lines, line);) {
         const size_t at = line.find("127.0.0.1:"), pid_at = line.find("pid=");
@@ -169,29 +182,72 @@ TEST_F(EndToEnd, StrangersKnockingOnEveryPortOfTheJobChangeNothing) {
         const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(std::atoi(line.c_str() + pid_at + 4)) + "/exe", ec);
         if (ec || !std::filesystem::equivalent(exe, RINGBENCH_BIN, ec)) continue;
         const int port = std::atoi(line.c_str() + at + 10);
-        if (port <= 0 || knocked.count(port)) continue;
-        knocked.insert(port);
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(uint16_t(port));
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
-          const char junk[64] = "a stranger says hello, with no secret and no protocol at all";
-          [[maybe_unused]] const ssize_t n = ::send(fd, junk, sizeof junk, MSG_NOSIGNAL);
-        }
-        ::close(fd);
+        if (port <= 0 || !knocked_.insert(port).second) continue;
+        for (int i = 0; i < per_port_; ++i) knock(port);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-  });
+  }
+  void knock(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(uint16_t(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (connected && !junk_.empty()) {
+      [[maybe_unused]] const ssize_t n = ::send(fd, junk_.data(), junk_.size(), MSG_NOSIGNAL);
+    }
+    if (connected && junk_.empty()) {
+      held_.push_back(fd);
+    } else {
+      ::close(fd);
+    }
+  }
+
+  int per_port_;
+  std::string junk_;
+  std::atomic<bool> done_{false};
+  std::set<int> knocked_;
+  std::vector<int> held_;
+  std::thread thread_;
+};
+
+// The standby listens for the whole run before the migration. Strangers connecting to every port
+// the job listens on (its store, the standby; the ring listens only while it forms) and sending
+// garbage change nothing: each connection is refused, and the rank still moves, bit-identically.
+TEST_F(EndToEnd, StrangersKnockingOnEveryPortOfTheJobChangeNothing) {
+  if (testing::run_command("ss -Hltnp > /dev/null 2>&1").exit_code != 0) GTEST_SKIP() << "needs ss (iproute2)";
+  std::string junk = "a stranger says hello, with no secret and no protocol at all";
+  junk.resize(64, '.');  // a whole hello's length: read, and refused for what it says
+  Knocker knocker(1, junk);
   const TrainRun r = train("--migrate-at 30 --migrate-to standby --framebuffer 32M");
-  done = true;
-  knocker.join();
+  const std::set<int> knocked = knocker.stop();
   expect_same_result(r);
   EXPECT_EQ(r.doc["migration"]["moved"], true) << r.output;
   EXPECT_GE(knocked.size(), 2u);  // the store and the standby (the ring listens only while it forms)
-  EXPECT_TRUE(testing::has_all(r.output, {"[rank 2 standby] refused a connection: the migration source 127.0.0.1:"}))
+  EXPECT_TRUE(testing::has_all(r.output, {"[rank 2 standby] refused: a connection from 127.0.0.1:",
+                                          "is not a ringbench migration source"}))
+      << r.output;
+  EXPECT_GE(r.doc["migration"]["refused_connections"], 1);
+}
+
+// Silent strangers held open on the standby's port (three on each port of the job) from before the
+// migration until after it: the standby no longer serves them one at a time, each with the whole
+// --timeout for its hello (the source's handshake timed out behind them and the move failed). They
+// are refused within their window, the rank moves, and the results count them.
+TEST_F(EndToEnd, SilentStrangersHeldOpenOnTheStandbyDoNotStopTheMove) {
+  if (testing::run_command("ss -Hltnp > /dev/null 2>&1").exit_code != 0) GTEST_SKIP() << "needs ss (iproute2)";
+  Knocker knocker(3, "");
+  const TrainRun r = train("--migrate-at 30 --migrate-to standby --framebuffer 32M");
+  knocker.stop();
+  expect_same_result(r);
+  const json& m = r.doc["migration"];
+  EXPECT_EQ(m["moved"], true) << r.output;
+  EXPECT_GE(m["refused_connections"], 3) << r.output;
+  EXPECT_EQ(m["refused_during_stun"], false);  // all came, and were refused, before the stun
+  EXPECT_TRUE(testing::has_all(r.output, {"[rank 2 standby] refused: a connection from 127.0.0.1:",
+                                          "the target refused", "unauthenticated connection"}))
       << r.output;
 }
 

@@ -1,7 +1,9 @@
 // Live migration of a training rank (runner/migrate/): the framebuffer's dirty tracking, the
-// authenticated, validated stream, the copier's rounds, the state record and the plan's checks.
+// authenticated, validated stream, the listener that refuses strangers side by side (source_gate.h),
+// the copier's rounds, the state record and the plan's checks.
 // End to end (a job whose rank moves): migrate_cli_test.cc.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "runner/migrate/framebuffer.h"
 #include "runner/migrate/migration.h"
 #include "runner/migrate/rank_state.h"
+#include "runner/migrate/source_gate.h"
 #include "runner/migrate/target_process.h"
 #include "runner/migrate/wire.h"
 #include "tests/run_command.h"
@@ -64,11 +67,11 @@ TEST(Framebuffer, WritesMarkTheirChunksAndTakingCleansThem) {
 struct Link {
   int source = -1, target = -1;
   Link(const std::string& source_secret, const std::string& target_secret, const StreamShape& s,
-       const StreamShape& expected) {
+       const StreamShape& expected, std::chrono::milliseconds wait = 5000ms) {
     int port = 0;
     int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);
     auto accepted = std::async(std::launch::async, [&] {
-      return accept_source(listen_fd, target_secret, expected, std::chrono::steady_clock::now() + 5s, 5000ms);
+      return accept_source(listen_fd, target_secret, expected, std::chrono::steady_clock::now() + wait, 5000ms);
     });
     std::exception_ptr source_error;
     try {
@@ -95,7 +98,7 @@ struct Link {
 TEST(Wire, RefusesAPeerWithoutTheSecretAndAMismatchedFramebuffer) {
   const std::string secret = auth::new_secret();
   const StreamShape shape{4 * kChunk, kChunk, 42};
-  EXPECT_THROW(Link(auth::new_secret(), secret, shape, shape), Error);
+  EXPECT_THROW(Link(auth::new_secret(), secret, shape, shape, 500ms), Error);
   StreamShape other = shape;
   other.framebuffer_bytes += kChunk;
   try {
@@ -126,6 +129,139 @@ TEST(Wire, ValidatesEveryRecordBeforeUsingIt) {
     Link l(secret, secret, shape, shape);
     EXPECT_THROW(receive_stream(l.target, fb, 200ms, &got), TimeoutError);  // a silent source
   }
+}
+
+// A stranger on the target's port: a plain TCP connection that sends `bytes` (none: it stays idle).
+int stranger(int port, const std::string& bytes = "") {
+  const int fd = net::connect_tcp("127.0.0.1", port, std::chrono::steady_clock::now() + 5s);
+  if (!bytes.empty()) {
+    EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
+  }
+  return fd;
+}
+
+// Whether the target closed `fd` within 5 s (it refused the connection).
+bool closed_by_target(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char c;
+  return ::poll(&p, 1, 5000) == 1 && ::recv(fd, &c, 1, 0) <= 0;
+}
+
+// A source of this stream without the secret: a proper hello, then a MAC made with another secret.
+void send_hello_and_wrong_mac(int fd, const StreamShape& s) {
+  std::string hello = "RBMIG001";
+  for (uint64_t v : {s.framebuffer_bytes, s.chunk_bytes, s.signature})
+    hello.append(reinterpret_cast<const char*>(&v), sizeof v);
+  hello += auth::random_bytes(auth::kNonceBytes);
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), ssize_t(hello.size()));
+  char reply[auth::kNonceBytes + auth::kMacBytes];
+  ASSERT_TRUE(net::read_all(fd, reply, sizeof reply, std::chrono::steady_clock::now() + 5s)) << "no handshake reply";
+  const std::string mac = auth::random_bytes(auth::kMacBytes);
+  ASSERT_EQ(::send(fd, mac.data(), mac.size(), MSG_NOSIGNAL), ssize_t(mac.size()));
+}
+
+// The target's listener with `strangers` connected before the source: the source gets in at once.
+struct Knocked {
+  std::string secret = auth::new_secret();
+  StreamShape shape{4 * kChunk, kChunk, 42};
+  int port = 0, listen_fd = net::listen_tcp("127.0.0.1", 0, &port);
+  std::vector<int> strangers;
+  ~Knocked() {
+    for (int& fd : strangers) net::close_fd(fd);
+    net::close_fd(listen_fd);
+  }
+  // The source's connection, and the target's, with the target's refusals.
+  std::pair<int, int> connect_source(SourceRefusals* refused) {
+    auto accepted = std::async(std::launch::async, [&] {
+      return accept_source(listen_fd, secret, shape, std::chrono::steady_clock::now() + 20s, 10000ms, refused);
+    });
+    int source = -1;
+    try {
+      source = connect_target("127.0.0.1", port, secret, shape, 10000ms);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the source was kept out: " << e.what();
+    }
+    int target = -1;
+    try {
+      target = accepted.get();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the target took a stranger for its source: " << e.what();
+    }
+    return {source, target};
+  }
+};
+
+// Idle connections made before the source's (one, three, more than the listener keeps pending)
+// neither keep it out nor cost it their hello's wait: it is in well within one hello window.
+TEST(SourceGate, IdleStrangersDoNotKeepTheSourceOut) {
+  for (size_t n : {size_t(1), size_t(3), kMaxPendingStrangers + 4}) {
+    Knocked k;
+    for (size_t i = 0; i < n; ++i) k.strangers.push_back(stranger(k.port));
+    const auto t0 = std::chrono::steady_clock::now();
+    SourceRefusals refused;
+    auto [source, target] = k.connect_source(&refused);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << n << " idle strangers";
+    EXPECT_GE(source, 0);
+    EXPECT_GE(target, 0);
+    EXPECT_EQ(refused.count, int64_t(n)) << refused.last;  // each one turned away, none served
+    net::close_fd(source);
+    net::close_fd(target);
+  }
+}
+
+// Garbage and a hello whose MAC is made without the secret are refused, counted and named; the
+// source that comes next is served.
+TEST(SourceGate, StrangersSendingGarbageOrAWrongMacAreRefusedAndCounted) {
+  Knocked k;
+  SourceRefusals refused;
+  auto accepted = std::async(std::launch::async, [&] {
+    return accept_source(k.listen_fd, k.secret, k.shape, std::chrono::steady_clock::now() + 20s, 10000ms, &refused);
+  });
+  const int garbage = stranger(k.port, std::string(64, 'x'));
+  const int liar = stranger(k.port);
+  k.strangers = {garbage, liar};
+  send_hello_and_wrong_mac(liar, k.shape);
+  EXPECT_TRUE(closed_by_target(garbage));
+  EXPECT_TRUE(closed_by_target(liar));
+  int source = -1, target = -1;
+  try {
+    source = connect_target("127.0.0.1", k.port, k.secret, k.shape, 10000ms);
+    target = accepted.get();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  EXPECT_EQ(refused.count, 2);
+  EXPECT_TRUE(testing::has_all(refused.last, {"a connection from 127.0.0.1:", "does not know the job's secret"}))
+      << refused.last;
+  net::close_fd(source);
+  net::close_fd(target);
+}
+
+// No source ever comes, only strangers: the error says how many were refused and why the last was,
+// and no stranger holds the target longer than its hello window.
+TEST(SourceGate, WithoutASourceTheErrorCountsTheRefusedStrangers) {
+  Knocked k;
+  k.strangers = {stranger(k.port), stranger(k.port, "GET / HTTP/1.0\r\n\r\n" + std::string(64, ' ')), stranger(k.port)};
+  try {
+    accept_source(k.listen_fd, k.secret, k.shape, std::chrono::steady_clock::now() + 1500ms, 300ms);
+    FAIL() << "a stranger was taken for the source";
+  } catch (const TimeoutError& e) {
+    EXPECT_TRUE(testing::has_all(e.what(), {"no migration source that knows the job's secret connected within 1.5 s",
+                                            "refused 3 unauthenticated connections", "127.0.0.1:"}))
+        << e.what();
+  }
+}
+
+// Whether a stun overlapped the refusals: the last refusal at or after its start.
+TEST(SourceGate, RefusalsSayWhetherTheyFellInAWindowAndHowMany) {
+  SourceRefusals r;
+  EXPECT_FALSE(r.any_since(0));
+  EXPECT_EQ(r.summary(), "");
+  r = {.count = 1, .last_ns = 100, .last = "a connection from 10.0.0.9:4242 sent no hello within 5000 ms"};
+  EXPECT_TRUE(r.any_since(100));
+  EXPECT_FALSE(r.any_since(101));
+  EXPECT_EQ(r.summary(), "refused 1 unauthenticated connection (the last: a connection from 10.0.0.9:4242 sent no "
+                         "hello within 5000 ms)");
 }
 
 // The copier over a real stream into a target framebuffer: what arrives is what the source holds.

@@ -263,6 +263,11 @@ void print_migration(const json& mj) {
     if (mj.value("forced_at_last_step", false))
       std::printf("# the stun was forced by the run's last step: the target was not ready, or pre-copy had not "
                   "converged (use more --steps)\n");
+    if (const int64_t n = mj.value("refused_connections", int64_t(0)); n > 0)
+      std::printf("# the target refused %lld unauthenticated connection%s%s\n", static_cast<long long>(n),
+                  n == 1 ? "" : "s",
+                  mj.value("refused_during_stun", false) ? ", some while the rank was stunned: the stun includes them"
+                                                         : " (none while the rank was stunned)");
   }
   std::fflush(stdout);
 }

@@ -1,7 +1,6 @@
 #include "runner/migrate/migration.h"
 
 #include <arpa/inet.h>
-#include <poll.h>
 
 #include <cerrno>
 #include <csignal>
@@ -14,6 +13,7 @@
 #include "collectives/net.h"
 #include "runner/cli/world.h"
 #include "runner/migrate/framebuffer.h"
+#include "runner/migrate/source_gate.h"
 #include "runner/migrate/target_process.h"
 #include "runner/migrate/wire.h"
 
@@ -147,19 +147,6 @@ std::pair<std::string, int> Migration::standby_address() const {
   return {host.get<std::string>(), int(port.get<int64_t>())};
 }
 
-// A standby waits for its source to connect, or for the migration's outcome when the rank stays
-// on its node. Nothing else ends the wait but the job's: the store the standby polls is the
-// job's (rank 0's or its launcher's), and its error ends the standby.
-bool Migration::source_is_coming(int listen_fd) {
-  for (int i = 1;; ++i) {
-    pollfd p{listen_fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, 100);
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) throw Error(std::string("the standby cannot wait for its source: poll: ") + std::strerror(errno));
-    if (i % 10 == 0 && rank_stayed(std::chrono::milliseconds(1))) return false;  // the store every second
-  }
-}
-
 // Whether the outcome, once published (within `wait`), says the rank stayed on its node; false
 // when there is none yet. Thrown when it says the rank moved: not to this standby, then.
 bool Migration::rank_stayed(std::chrono::milliseconds wait) {
@@ -174,17 +161,29 @@ bool Migration::rank_stayed(std::chrono::milliseconds wait) {
   return true;
 }
 
-// The standby's connection from its source. Anyone may knock on its port while it waits (it
-// listens for the whole run before the migration): a connection that fails the handshake (no
-// secret, another stream) is closed, said on stderr, and the wait goes on. -1: the rank stayed.
-int Migration::standby_accept(int listen_fd, const StreamShape& shape) {
-  for (;;) {
-    if (!source_is_coming(listen_fd)) return -1;
-    try {
-      return accept_source(listen_fd, side_.secret, shape, Clock::now() + side_.timeout, side_.timeout);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "[rank %d standby] refused a connection: %s\n", side_.rank, e.what());
-    }
+// The connection from the rank's source, whoever else connects meanwhile (source_gate.h): the
+// strangers are refused, counted into refused_ and said on stderr (the first few). A target
+// waits as long as its source's start allows; a standby (it listens for the whole run before
+// the migration) until its source comes or the outcome says the rank stayed (-1). Nothing else
+// ends a standby's wait but the job's: the store it polls is the job's, and its error ends it.
+int Migration::accept_from_source(int listen_fd, const StreamShape& shape) {
+  const std::string role = plan_.standby ? "standby" : "migration target";
+  constexpr int kSaid = 10;
+  auto say = [this, role, said = 0](const std::string& why) mutable {
+    if (++said <= kSaid)
+      std::fprintf(stderr, "[rank %d %s] refused: %s%s\n", side_.rank, role.c_str(), why.c_str(),
+                   said == kSaid ? " (further refusals are counted, not said)" : "");
+  };
+  SourceGate gate(listen_fd, side_.secret, shape, side_.timeout, say);
+  auto source_not_needed = [this] { return rank_stayed(std::chrono::milliseconds(1)); };  // the store every second
+  try {
+    const int fd = plan_.standby ? gate.accept(Clock::time_point::max(), [&] { return !source_not_needed(); })
+                                 : gate.accept(Clock::now() + 2 * side_.timeout);
+    refused_ = gate.refusals();
+    return fd;
+  } catch (...) {
+    refused_ = gate.refusals();
+    throw;
   }
 }
 
@@ -306,15 +305,14 @@ std::optional<LoopState> Migration::arrive(models::Trainer& t, models::BatchSour
   // A standby's framebuffer is ready before it says where it listens, as a destination host's is.
   fb_ = std::make_unique<Framebuffer>(plan_.framebuffer_bytes, 0);
   const StreamShape shape{plan_.framebuffer_bytes, Framebuffer::kChunkBytes, layout_.signature(plan_.framebuffer_bytes)};
-  if (fds.listen >= 0) {  // started by its source, which alone knows the port
-    fds.stream = accept_source(fds.listen, side_.secret, shape, Clock::now() + 2 * side_.timeout, side_.timeout);
-  } else {  // a standby: listens on its rank's address and says where
+  if (fds.listen < 0) {  // a standby: listens on its rank's address and says where (a target's source knows)
     int port = 0;
     fds.listen = net::listen_tcp(side_.local_addr, 0, &port);
     side_.store.set(kStandbyKey, json{{"host", side_.local_addr}, {"port", port}}.dump());
-    fds.stream = standby_accept(fds.listen, shape);
-    if (fds.stream < 0) return std::nullopt;
   }
+  fds.stream = accept_from_source(fds.listen, shape);
+  net::close_fd(fds.listen);  // from now on the kernel refuses strangers: none is accepted in the stun
+  if (fds.stream < 0) return std::nullopt;
   uint64_t received = 0;
   LoopState loop;
   try {
@@ -335,7 +333,13 @@ std::optional<LoopState> Migration::arrive(models::Trainer& t, models::BatchSour
   done_ = true;
   const int64_t resumed = now_ns();
   wait_s_ = seconds_between(loop.stun_ns, resumed);
-  side_.store.set(kDowntimeKey, json{{"downtime_s", wait_s_}, {"resumed_ns", resumed}, {"cpus", affinity()}}.dump());
+  // Strangers refused after the stun began (its copy waited on a handshake: a forced stun) overlap it.
+  side_.store.set(kDowntimeKey, json{{"downtime_s", wait_s_},
+                                     {"resumed_ns", resumed},
+                                     {"cpus", affinity()},
+                                     {"refused_connections", refused_.count},
+                                     {"refused_during_stun", refused_.any_since(loop.stun_ns)}}
+                                    .dump());
   return loop;
 }
 
@@ -376,6 +380,12 @@ json Migration::result(std::chrono::milliseconds timeout) const {
     j["stun_s"] = down;
     j["resumed_ns"] = d.value("resumed_ns", int64_t(0));
     j["target_cpus"] = checked_cpu_list(d.value("cpus", json::array()), kDowntimeKey);
+    const json refused = d.value("refused_connections", json(0)), in_stun = d.value("refused_during_stun", json(false));
+    if (!refused.is_number_integer() || refused.get<int64_t>() < 0 || !in_stun.is_boolean())
+      throw Error("store key " + kDowntimeKey + " holds refused connections " + refused.dump().substr(0, 32) + ", " +
+                  in_stun.dump().substr(0, 16) + ": not a count and a yes or no");
+    j["refused_connections"] = refused;
+    j["refused_during_stun"] = in_stun;
     j["total_s"] = seconds_between(j.value("start_ns", int64_t(0)), j["resumed_ns"].get<int64_t>());
   }
   return j;

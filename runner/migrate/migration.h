@@ -27,6 +27,7 @@
 #include "runner/migrate/copier.h"
 #include "runner/migrate/migrate_args.h"
 #include "runner/migrate/rank_state.h"
+#include "runner/migrate/source_gate.h"
 #include "runner/migrate/wire.h"
 
 namespace ringbench::migrate {
@@ -91,9 +92,8 @@ class Migration {
   Next stun(const LoopState& loop);
   void wait_outcome();
   std::pair<std::string, int> standby_address() const;
-  bool source_is_coming(int listen_fd);
   bool rank_stayed(std::chrono::milliseconds wait);
-  int standby_accept(int listen_fd, const StreamShape& shape);
+  int accept_from_source(int listen_fd, const StreamShape& shape);
   nlohmann::json source_report(const std::string& error) const;
 
   MigratePlan plan_;
@@ -111,6 +111,7 @@ class Migration {
   int64_t start_ns_ = 0, stun_ns_ = 0, stored_ns_ = 0;
   double wait_s_ = 0, stall_s_ = 0;
   nlohmann::json outcome_;
+  SourceRefusals refused_;  // the target's: connections that did not prove the job's secret
 };
 
 }  // namespace ringbench::migrate

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace ringbench::migrate {
 
@@ -25,6 +26,7 @@ struct StreamShape {
 };
 
 using Millis = std::chrono::milliseconds;
+constexpr int kStreamSocketBufferBytes = 8 << 20;  // a bulk stream: two chunks in flight
 
 // Source: connects to the target and runs the handshake; returns the socket.
 int connect_target(const std::string& host, int port, const std::string& secret, const StreamShape& shape,
@@ -35,10 +37,29 @@ void send_done(int fd, Millis timeout);
 // Waits for the target's byte saying it stored everything.
 void wait_stored(int fd, Millis timeout);
 
-// Target: accepts the source on `listen_fd` (until `deadline`) and runs the handshake; a peer
-// that fails it is an Error (nothing of it is used).
+// The target's side of one connection's handshake, step by step, for a listener that runs many
+// at once (source_gate.h). Each step throws Error, naming `who`, when the peer fails it.
+class TargetHandshake {
+ public:
+  static constexpr size_t kHelloBytes = 64, kMacBytes = 32;
+  explicit TargetHandshake(std::string who) : who_(std::move(who)) {}
+  // The peer's hello (kHelloBytes): the reply to send it (this end's nonce and MAC).
+  std::string answer_hello(const std::string& hello, const std::string& secret);
+  // The peer's MAC (kMacBytes): returns only when it proves the job's secret.
+  void check_mac(const std::string& mac, const std::string& secret) const;
+  // After the MAC: the peer is this job's source; its framebuffer must be this target's.
+  void check_shape(const StreamShape& expected) const;
+
+ private:
+  std::string who_, hello_, nonce_;
+};
+
+struct SourceRefusals;
+// Target: accepts the source on `listen_fd` (until `deadline`, whatever else connects: see
+// source_gate.h) and runs the handshake; connections that fail it are refused (counted in
+// `refused`), nothing of them used.
 int accept_source(int listen_fd, const std::string& secret, const StreamShape& expected,
-                  std::chrono::steady_clock::time_point deadline, Millis timeout);
+                  std::chrono::steady_clock::time_point deadline, Millis timeout, SourceRefusals* refused = nullptr);
 // Reads records into `fb` until done; returns the state record. Each record must arrive within
 // `timeout` of the previous one.
 std::string receive_stream(int fd, Framebuffer& fb, Millis timeout, uint64_t* bytes_received);
