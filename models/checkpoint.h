@@ -3,8 +3,9 @@
 // floats little-endian:
 //   8 bytes   magic "RBCKPT\r\n" (the \r\n catches a text-mode copy)
 //   u32       format version (1)
-//   u32       header length H, then H bytes of JSON: model, image_size, classes, param_count,
-//             state_count, signature (graph_signature(): the tensors' names and shapes)
+//   u32       header length H (at most kMaxCheckpointHeader), then H bytes of JSON: exactly the
+//             keys model, image_size, classes, param_count, state_count, signature
+//             (graph_signature(): the tensors' names and shapes)
 //   payload   param_count then state_count float32
 //   64 bytes  SHA-256 (hex) of everything before it: `head -c -64 F | sha256sum` checks it
 #pragma once
@@ -18,6 +19,8 @@
 namespace ringbench::models {
 
 constexpr uint32_t kCheckpointVersion = 1;
+// A version-1 header is about 200 bytes; a longer one is refused before it is read.
+constexpr uint32_t kMaxCheckpointHeader = 4096;
 
 struct Checkpoint {
   std::string model;
@@ -25,6 +28,7 @@ struct Checkpoint {
   uint64_t param_count = 0, state_count = 0;
   std::string signature;  // graph_signature() of the graph the values belong to
   std::vector<float> params, state;
+  std::string file_sha256;  // SHA-256 (hex) of the whole file it was read from (`sha256sum F`)
 
   // The header fields of `g`, without values.
   static Checkpoint describe(const Graph& g);
@@ -39,9 +43,13 @@ struct Checkpoint {
 std::string graph_signature(const Graph& g);
 
 // Decodes `bytes` (read from `path`, named in every error) and checks it holds values for `g`.
-// Throws Error for a bad magic, another version, a checksum mismatch, inconsistent sizes or
-// another model or graph.
+// Throws Error for a bad magic, another version, a header too long, not JSON or with another key,
+// sizes the file cannot hold, another model or graph (all before the values are allocated), or a
+// checksum mismatch (found once the values are read).
 Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path, const Graph& g);
+// The same from a file, read once and never whole: the header and the file's size are checked
+// first, then the payload goes straight into the values while it is hashed. Refuses a path that is
+// not a regular file (a FIFO, a device, a directory) without reading it.
 Checkpoint load_checkpoint(const std::string& path, const Graph& g);
 
 }  // namespace ringbench::models

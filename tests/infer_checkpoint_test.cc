@@ -100,5 +100,24 @@ TEST(InferCheckpoint, OptionErrors) {
   EXPECT_TRUE(fails_saying(kBin + " train --steps 1 --save-checkpoint /nonexistent/dir/x.ckpt", "--save-checkpoint"));
 }
 
+// Refused from the file's type or from its header and size, never read: a device, and a 20 GiB
+// sparse file whose header says it holds nothing (before, infer read such a file whole).
+TEST(InferCheckpoint, ADeviceOrAFileLargerThanItsHeaderSaysIsRefusedUnread) {
+  EXPECT_TRUE(fails_saying(kBin + " infer --model lenet --checkpoint /dev/zero",
+                           "checkpoint /dev/zero is a character device, not a regular file"));
+  const std::string header = nlohmann::json{{"model", "lenet"}, {"image_size", 28}, {"classes", 10},
+                                            {"param_count", 0}, {"state_count", 0},
+                                            {"signature", std::string(64, '0')}}.dump();
+  std::string head = std::string("RBCKPT\r\n") + std::string("\x01\0\0\0", 4);
+  for (int i = 0; i < 4; ++i) head.push_back(char((header.size() >> (8 * i)) & 0xff));
+  const std::string path = temp_path("sparse") + ".ckpt";
+  std::ofstream(path, std::ios::binary) << head << header;
+  const uint64_t size = uint64_t(20) << 30;
+  if (::truncate(path.c_str(), off_t(size)) != 0) GTEST_SKIP() << "no sparse 20 GiB file here";
+  EXPECT_TRUE(fails_saying(kBin + " infer --model lenet --checkpoint " + path,
+                           "header says 0 parameters and 0 state values, but the payload has " +
+                               std::to_string(size - 16 - header.size() - 64) + " bytes"));
+}
+
 }  // namespace
 }  // namespace ringbench

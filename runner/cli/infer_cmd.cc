@@ -10,7 +10,6 @@
 #include "base/device_memory.h"
 #include "base/errors.h"
 #include "base/output_file.h"
-#include "collectives/auth.h"
 #include "models/bucket_plan.h"
 #include "models/checkpoint.h"
 #include "models/data.h"
@@ -168,7 +167,7 @@ std::optional<m::Checkpoint> read_checkpoint(const InferArgs& a, const m::Graph&
     return std::nullopt;
   }
   m::Checkpoint c = m::load_checkpoint(a.checkpoint, g);
-  meta["checkpoint"] = {{"path", a.checkpoint}, {"sha256", auth::sha256_hex(c.encode())}};
+  meta["checkpoint"] = {{"path", a.checkpoint}, {"sha256", c.file_sha256}};
   return c;
 }
 
