@@ -12,15 +12,6 @@
 namespace ringbench {
 namespace {
 
-const char* file_type(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
@@ -37,6 +28,15 @@ class Fd {
 
 }  // namespace
 
+const char* file_type_name(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
 std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes) {
   const std::string name = what + " " + path;
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
@@ -45,7 +45,7 @@ std::string read_input_file(const std::string& path, const std::string& what, si
   struct stat st{};
   if (::fstat(fd.get(), &st) != 0) throw Error("cannot read " + name + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    throw Error(name + " is " + file_type(st.st_mode) + ": only a regular file is read");
+    throw Error(name + " is " + file_type_name(st.st_mode) + ": only a regular file is read");
   const auto too_big = [&] {
     return Error(name + " is larger than " + std::to_string(max_bytes >> 20) + " MiB: refused (is it the right file?)");
   };

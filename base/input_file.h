@@ -3,6 +3,8 @@
 // hang or an out-of-memory kill.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -17,6 +19,9 @@ constexpr size_t kMaxResultsBytes = size_t(1) << 30;    // raw.jsonl and the JSO
 // cannot be opened, is not a regular file (opened without blocking, so a FIFO does not hang),
 // or holds more than `max_bytes`.
 std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes);
+
+// What a file of mode `m` is, for an error: "a directory", "a FIFO", "a character device" ...
+const char* file_type_name(mode_t m);
 
 // `value` as an error message may quote it: at most `max_chars` characters, control characters
 // shown as '?', and "..." where it was cut. Errors never echo a file's contents beyond this.

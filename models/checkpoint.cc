@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "base/errors.h"
+#include "base/input_file.h"
 #include "base/output_file.h"
 #include "collectives/auth.h"
 
@@ -59,15 +60,6 @@ std::string what_it_is_exactly(const Checkpoint& c) {
          " state values, tensors of signature " + c.signature.substr(0, 16) + ")";
 }
 
-// `value` as an error may show it: at most 40 characters, control characters as '?'.
-std::string clipped(std::string_view value) {
-  constexpr size_t kMax = 40;
-  std::string out;
-  for (char ch : value.substr(0, kMax)) out += static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f ? '?' : ch;
-  return value.size() > kMax ? out + "..." : out;
-}
-std::string excerpt(std::string_view value) { return "'" + clipped(value) + "'"; }
-
 // The header's fields, each checked for type and range, and no other key; values stay empty.
 Checkpoint parse_header(std::string_view text, const std::string& path) {
   const json h = json::parse(text, nullptr, false);
@@ -75,12 +67,13 @@ Checkpoint parse_header(std::string_view text, const std::string& path) {
   if (!h.is_object()) throw bad("not a JSON object");
   for (const auto& item : h.items())
     if (std::find(std::begin(kHeaderKeys), std::end(kHeaderKeys), item.key()) == std::end(kHeaderKeys))
-      throw bad("unknown key " + excerpt(item.key()));
+      throw bad("unknown key " + quote_excerpt(item.key()));
   const auto field = [&](const char* k, json::value_t t) -> const json& {
     if (!h.contains(k)) throw bad(std::string("no '") + k + "'");
     const json& v = h[k];
     const bool ok = t == json::value_t::number_unsigned ? v.is_number_unsigned() : v.type() == t;
-    if (!ok) throw bad(std::string("'") + k + "' is " + clipped(v.dump(-1, ' ', false, json::error_handler_t::replace)));
+    if (!ok)
+      throw bad(std::string("'") + k + "' is " + quote_excerpt(v.dump(-1, ' ', false, json::error_handler_t::replace)));
     return v;
   };
   Checkpoint c;
@@ -91,9 +84,9 @@ Checkpoint parse_header(std::string_view text, const std::string& path) {
     return !s.empty() && s.size() <= max && s.find_first_not_of(chars) == std::string::npos;
   };
   if (!plain(c.model, 64, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-."))
-    throw bad("'model' is " + excerpt(c.model) + ", not a model's name");
+    throw bad("'model' is " + quote_excerpt(c.model) + ", not a model's name");
   if (c.signature.size() != 64 || !plain(c.signature, 64, "0123456789abcdef"))
-    throw bad("'signature' is " + excerpt(c.signature) + ", not 64 hex digits");
+    throw bad("'signature' is " + quote_excerpt(c.signature) + ", not 64 hex digits");
   c.param_count = field("param_count", json::value_t::number_unsigned).get<uint64_t>();
   c.state_count = field("state_count", json::value_t::number_unsigned).get<uint64_t>();
   const uint64_t size = field("image_size", json::value_t::number_unsigned).get<uint64_t>();
@@ -152,15 +145,6 @@ class StringSource : public ByteSource {
   size_t at_ = 0;
 };
 
-const char* file_type(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
 class FileSource : public ByteSource {
  public:
   // Refuses what is not a regular file before opening it (opening a device can act), and again
@@ -199,7 +183,7 @@ class FileSource : public ByteSource {
 
  private:
   void refuse_unless_regular(const struct stat& st) const {
-    if (!S_ISREG(st.st_mode)) throw Error(name_ + " is " + file_type(st.st_mode) + ", not a regular file");
+    if (!S_ISREG(st.st_mode)) throw Error(name_ + " is " + file_type_name(st.st_mode) + ", not a regular file");
   }
 
   std::string name_;

@@ -180,7 +180,7 @@ TEST(Checkpoint, AHeaderClaimingAHugeSizeIsRefusedBeforeAllocating) {
   // Fields of the wrong type, or missing.
   h = header_of(good);
   h["param_count"] = -5;
-  EXPECT_TRUE(has(error_of(with_header(good, h.dump()), g), "bad header: 'param_count' is -5"));
+  EXPECT_TRUE(has(error_of(with_header(good, h.dump()), g), "bad header: 'param_count' is '-5'"));
   h.erase("param_count");
   EXPECT_TRUE(has(error_of(with_header(good, h.dump()), g), "bad header: no 'param_count'"));
   EXPECT_TRUE(has(error_of(with_header(good, "[1, 2"), g), "bad header: not a JSON object"));

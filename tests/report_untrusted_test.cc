@@ -144,5 +144,29 @@ TEST(ReportUntrusted, RawJsonlThatIsNotARegularFileIsRefusedAtOnce) {
   }
 }
 
+// The report writes its own files in a directory that may come from anyone: never through a
+// symbolic link planted there (before: summary.csv -> a file elsewhere was overwritten).
+TEST(ReportUntrusted, OutputsAreNeverWrittenThroughALinkInTheRunDirectory) {
+  TempDir elsewhere;
+  const std::string victim = elsewhere.path() + "/victim";
+  write_file(victim, "precious\n");
+  for (const char* own : {"summary.csv", "report.md"}) {
+    TempDir dir;
+    fs::create_symlink(victim, dir.path() + "/" + own);
+    try {
+      write_report(make_run(dir, standard_sweep().jsonl()), no_plots());
+      ADD_FAILURE() << own << ": no error";
+    } catch (const Error& e) {
+      EXPECT_TRUE(has_all(e.what(), {own, "is a symbolic link"})) << e.what();
+    }
+    EXPECT_EQ(read_file(victim), "precious\n") << own;
+  }
+  TempDir dir;
+  fs::create_directory_symlink(elsewhere.path(), dir.path() + "/plots");
+  EXPECT_THROW(write_report(make_run(dir, standard_sweep().jsonl())), Error);
+  EXPECT_EQ(fs::directory_iterator(elsewhere.path())->path(), victim);  // nothing written beside it
+  EXPECT_FALSE(fs::exists(dir.path() + "/report.md"));
+}
+
 }  // namespace
 }  // namespace ringbench::report_testing

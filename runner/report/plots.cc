@@ -193,6 +193,13 @@ std::string gp_quote(const std::string& s) {
   return q + "'";
 }
 
+void refuse_symlink(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(path, ec)))
+    throw Error(path + " is a symbolic link: a report writes only its own files in a results directory, "
+                "never through a link (remove it, or report a copy of raw.jsonl in a directory of your own)");
+}
+
 void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style) {
   for (size_t i = 0; i < series.size(); ++i) {
     plot.dat += "# " + one_gp_line(series[i].title) + "\n";
@@ -218,6 +225,7 @@ void Plotter::render(const Plot& p) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw Error("cannot create " + dir_ + ": " + ec.message());
+  for (const char* ext : {".dat", ".gp", ".svg"}) refuse_symlink(dir_ + "/" + p.name + ext);
   write_file_atomic(dir_ + "/" + p.name + ".dat", p.dat);
   write_file_atomic(dir_ + "/" + p.name + ".gp", gp_script(p));
   write_file_atomic(dir_ + "/" + p.name + ".svg", run_gnuplot(gnuplot_, dir_, p.name + ".gp"));

@@ -38,6 +38,11 @@ struct Series {
 // Data blocks of `series` (gnuplot's `index`) and the plot clauses that draw them.
 void add_series(Plot& plot, const std::vector<Series>& series, const std::string& style);
 
+// A results directory may come from anyone: the report writes its files there, never through a
+// symbolic link (summary.csv -> /etc/passwd, plots -> /etc). Throws Error naming `path` if it
+// is one.
+void refuse_symlink(const std::string& path);
+
 // A gnuplot string literal: on one line (control characters become spaces), ' doubled.
 std::string gp_quote(const std::string& s);
 

@@ -16,6 +16,7 @@ namespace ringbench {
 using namespace report;
 
 void write_report(const std::string& run_dir, const ReportOptions& opts) {
+  for (const char* own : {"summary.csv", "report.md", "plots"}) refuse_symlink(run_dir + "/" + own);
   const Run run = load_run(run_dir, opts.straggler_margin);
   const predict::ModelCheck check = predict::check_model(run);  // fitted once, for both of its sections
   Plotter plotter(run_dir, opts.plots);
