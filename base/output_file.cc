@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "base/input_file.h"
 
 namespace ringbench {
 namespace {
@@ -18,15 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string os_error(int err) { return std::strerror(err); }
-
-const char* kind_of(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
 
 // The file a result for `path` goes to: `path` itself, or the regular file a symlink points to.
 // Throws when that is something else. `exists` says whether there is one already.
@@ -47,7 +39,7 @@ std::string resolve_target(const std::string& path, const std::string& what, boo
     if (ec) throw Error(what + " " + path + ": " + ec.message());
   }
   if (!S_ISREG(st.st_mode))
-    throw Error(what + " " + path + " is " + kind_of(st.st_mode) +
+    throw Error(what + " " + path + " is " + file_type_name(st.st_mode) +
                 ": ringbench writes results only to regular files");
   *exists = true;
   return target;

@@ -86,9 +86,8 @@ TEST_F(InputFiles, ACatalogErrorNeverEchoesTheFile) {
   const std::string path = dir_ + "/not-a-catalog.yaml";
   std::ofstream(path) << secret << "\n";
   const std::string err = load_error([&] { vgpu::Catalog::load(path); });
-  EXPECT_TRUE(has_all(err, {path, "must be a mapping"})) << err;
-  EXPECT_EQ(err.find("-end"), std::string::npos) << err;
-  EXPECT_LT(err.size(), path.size() + 200) << err;
+  EXPECT_TRUE(has_all(err, {path, "must be a mapping of keys to values (got plain text)"})) << err;
+  EXPECT_EQ(err.find("token-"), std::string::npos) << err;
 }
 
 TEST(QuoteExcerpt, CutsAndHidesControlCharacters) {

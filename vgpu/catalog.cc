@@ -93,7 +93,10 @@ class Reader {
   Reader(YAML::Node node, std::string where, const std::string& origin)
       : node_(std::move(node)), where_(std::move(where)), origin_(origin) {
     if (!node_.IsMap())
-      fail(where_.empty() ? "the file" : where_, "must be a mapping of keys to values (got " + describe(node_) + ")");
+      // The root as text is the file's first line: named, never shown.
+      fail(where_.empty() ? "the file" : where_,
+           "must be a mapping of keys to values (got " +
+               (where_.empty() && node_.IsScalar() ? std::string("plain text") : describe(node_)) + ")");
   }
   [[noreturn]] void fail(const std::string& key, const std::string& what) const { vgpu::fail(origin_, key, what); }
   std::string key(const std::string& k) const { return where_.empty() ? k : where_ + "." + k; }
