@@ -473,7 +473,10 @@ std::vector<PrimitiveTime> OnednnNetwork::profile(int reps) {
 
 using onednn::OnednnNetwork;
 
-std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only) {
+std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only, Precision precision) {
+  if (precision != Precision::fp32)
+    throw std::invalid_argument(std::string("--precision ") + precision_name(precision) +
+                                ": the oneDNN backend does not compute in it yet");
   return std::make_unique<OnednnNetwork>(g, batch, inference_only);
 }
 
