@@ -12,8 +12,9 @@ namespace ringbench::models {
 
 // inference_only: see NetworkOptions.
 std::unique_ptr<Network> make_reference_network(const Graph& g, int batch, bool inference_only = false);
-std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch,
-                                             bool inference_only = false);  // RINGBENCH_HAVE_DNNL
+// precision: fp32 or bf16 (std::invalid_argument without native bf16 instructions).
+std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only = false,
+                                             Precision precision = Precision::fp32);  // RINGBENCH_HAVE_DNNL
 
 // "cudnn" (RINGBENCH_HAVE_CUDA; models/cuda/cudnn_network.cc): cuDNN, cuBLAS and our kernels on
 // the current CUDA device. fp32 unless allow_tf32 (make_network: RINGBENCH_CUDNN_TF32=1).

@@ -22,6 +22,35 @@
 
 namespace ringbench::models {
 
+namespace {
+
+constexpr const char* kPrecisionNames[] = {"fp32", "tf32", "bf16", "fp16"};
+
+// Why `backend` cannot compute in `p` ("" when it can, as far as the backend's name tells).
+std::string precision_unavailable(const std::string& backend, Precision p) {
+  if (p == Precision::fp32) return "";
+  const std::string what = std::string("--precision ") + precision_name(p);
+  if (backend == "reference")
+    return what + ": the reference backend is the fp32 oracle the others are checked against; bf16 runs on onednn";
+  if (backend == "onednn" && (p == Precision::fp16 || p == Precision::tf32))
+    return what + ": this needs a GPU (--backend cudnn); the oneDNN CPU backend computes in fp32 or bf16";
+  if (backend == "cudnn" && (p == Precision::fp16 || p == Precision::bf16))
+    return what + ": the cudnn backend does not compute in " + precision_name(p) + " yet (fp32 and tf32 only)";
+  return "";
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) { return kPrecisionNames[static_cast<int>(p)]; }
+
+std::optional<Precision> parse_precision(const std::string& s) {
+  for (int i = 0; i < 4; ++i)
+    if (s == kPrecisionNames[i]) return static_cast<Precision>(i);
+  return std::nullopt;
+}
+
+std::vector<std::string> precision_names() { return {std::begin(kPrecisionNames), std::end(kPrecisionNames)}; }
+
 // The first is what `--backend auto` picks.
 std::vector<std::string> available_backends() {
   std::vector<std::string> backends;
@@ -105,9 +134,11 @@ GradientWriters plan_gradient_writers(const Graph& g) {
 std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g, int batch,
                                       [[maybe_unused]] const NetworkOptions& options) {
   if (batch < 1) throw std::invalid_argument("batch size must be >= 1, got " + std::to_string(batch));
+  if (const std::string why = precision_unavailable(backend, options.precision); !why.empty())
+    throw std::invalid_argument(why);
   if (backend == "reference") return make_reference_network(g, batch, options.inference_only);
 #if RINGBENCH_HAVE_DNNL
-  if (backend == "onednn") return make_onednn_network(g, batch, options.inference_only);
+  if (backend == "onednn") return make_onednn_network(g, batch, options.inference_only, options.precision);
 #else
   if (backend == "onednn")
     throw std::invalid_argument("this ringbench was built without oneDNN (RINGBENCH_WITH_DNNL=OFF): "
@@ -117,9 +148,17 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
 #if RINGBENCH_HAVE_CUDA
     if (const std::string why = cuda::unavailable_reason(); !why.empty())
       throw std::invalid_argument("backend 'cudnn' cannot run here: " + why);
+    if (options.precision == Precision::tf32) {  // else cuDNN would quietly compute in fp32
+      const cuda::GpuInfo gpu = cuda::gpu_info(0, false);
+      if (gpu.cc_major < 8)
+        throw std::invalid_argument("--precision tf32 needs a GPU of compute capability 8.0 or later (Ampere); " +
+                                    gpu.name + " is " + std::to_string(gpu.cc_major) + "." +
+                                    std::to_string(gpu.cc_minor));
+    }
     // TF32 (faster, ~1e-3 relative error) only when asked for; see models/cuda/cudnn_network.cc.
     const char* tf32 = std::getenv("RINGBENCH_CUDNN_TF32");
-    return make_cudnn_network(g, batch, {.allow_tf32 = tf32 && std::string(tf32) == "1",
+    return make_cudnn_network(g, batch, {.allow_tf32 = options.precision == Precision::tf32 ||
+                                                       (tf32 && std::string(tf32) == "1"),
                                          .measure_algos = options.measure_conv_algos,
                                          .inference_only = options.inference_only});
 #else

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,24 @@ struct ForwardArgs {
 };
 
 enum class Phase { forward, backward };
+
+// The arithmetic a network computes in (`--precision`). In every precision the parameters,
+// gradients, batch-norm statistics and optimizer state stay fp32 in the caller's flat buffers
+// (AMP's master weights), and inputs and outputs cross this interface as fp32. bf16 and fp16:
+// activations and the convolutions', inner products', batch norms' and poolings' arithmetic;
+// tf32: fp32 storage with TF32 tensor-core math (GPUs from sm_80).
+enum class Precision { fp32, tf32, bf16, fp16 };
+const char* precision_name(Precision p);                      // "fp32", "tf32", "bf16", "fp16"
+std::optional<Precision> parse_precision(const std::string& s);  // nothing for another name
+std::vector<std::string> precision_names();
+
+// A layer that computes in another precision than its network's, and why ("dropout: a host loop
+// over fp32").
+struct LayerPrecision {
+  int node = 0;
+  Precision precision = Precision::fp32;
+  std::string why;
+};
 
 // Called after each node's forward or backward with its wall-clock span (for --timeline).
 using LayerTrace = std::function<void(int node, Phase phase, std::chrono::steady_clock::time_point begin,
@@ -79,6 +98,11 @@ class Network {
     return !on;
   }
 
+  // The precision the network computes in (NetworkOptions::precision), and the layers that
+  // compute in another one (none: every layer computes in precision()).
+  virtual Precision precision() const { return Precision::fp32; }
+  virtual std::vector<LayerPrecision> layer_precisions() const { return {}; }
+
   // Built with NetworkOptions::inference_only: forward(training = false) only.
   virtual bool inference_only() const { return false; }
 
@@ -99,9 +123,13 @@ class Network {
 // max-pool indices, dropout masks); bind() takes grads == nullptr, and forward(training = true),
 // set_output_grad(), backward() and get_input_grad() throw Error. Its outputs are those of a
 // training network's forward(training = false) (bit for bit on the CPU backends).
+// precision: see Precision; a backend that cannot run it (the reference backend is the fp32
+// oracle; fp16 and tf32 need a GPU; bf16 on a CPU needs native bf16 instructions) throws
+// std::invalid_argument saying so, never falls back.
 struct NetworkOptions {
   bool measure_conv_algos = false;
   bool inference_only = false;
+  Precision precision = Precision::fp32;
 };
 
 // "reference" (naive loops, the numerical oracle), "onednn" (when built with it) or "cudnn"

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/errors.h"
+#include "collectives/reduce.h"
 #include "models/loss.h"
 
 namespace ringbench::models {
@@ -40,11 +41,40 @@ class RingReducer : public GradientReducer {
   std::string name_;
 };
 
+class CompressedRingReducer : public GradientReducer {
+ public:
+  CompressedRingReducer(Transport& t, float* grads, size_t count, const AllreduceOptions& o, DType wire)
+      : grads_(grads),
+        wire_(wire),
+        stage_(count),
+        ar_(t, stage_.data(), stage_.data(), count, wire, ReduceOp::avg, o),
+        name_(t.caps().name) {}
+  void allreduce_avg(size_t offset, size_t count) override {
+    const auto narrow = wire_ == DType::bf16 ? float_to_bf16 : float_to_half;
+    const auto widen = wire_ == DType::bf16 ? bf16_to_float : half_to_float;
+    for (size_t i = offset; i < offset + count; ++i) stage_[i] = narrow(grads_[i]);
+    ar_.run(count, offset);
+    for (size_t i = offset; i < offset + count; ++i) grads_[i] = widen(stage_[i]);
+  }
+  std::string describe() const override {
+    return "ring (ours) over " + name_ + ", gradients as " + dtype_name(wire_) + " on the wire";
+  }
+  DType wire_dtype() const override { return wire_; }
+
+ private:
+  float* grads_;
+  DType wire_;
+  std::vector<uint16_t> stage_;
+  Allreduce ar_;
+  std::string name_;
+};
+
 }  // namespace
 
 std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, size_t count,
-                                                   const AllreduceOptions& o) {
-  return std::make_unique<RingReducer>(t, grads, count, o);
+                                                   const AllreduceOptions& o, DType wire) {
+  if (wire == DType::f32) return std::make_unique<RingReducer>(t, grads, count, o);
+  return std::make_unique<CompressedRingReducer>(t, grads, count, o, wire);
 }
 
 // The communication thread: allreduces buckets in the order they were enqueued (the same on

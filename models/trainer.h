@@ -37,10 +37,16 @@ class GradientReducer {
   // cudaStream_t) by then has run (the trainer records an event there); nullptr: final on return.
   virtual bool on_device() const { return false; }
   virtual void* stream() const { return nullptr; }
+  // The element type the gradients cross the network in (f32, or bf16/f16 when compressed).
+  virtual DType wire_dtype() const { return DType::f32; }
 };
-// Our ring (or, for small buckets, the small-message algorithms) over a transport.
+// Our ring (or, for small buckets, the small-message algorithms) over a transport. `wire` bf16
+// or f16: each bucket is cast into a staging buffer of that type, averaged there (every addition
+// in fp32, rounded to `wire` as the ring passes it on), and cast back: Horovod's
+// Compression.fp16, PyTorch DDP's fp16/bf16_compress_hook, and AMP frameworks' allreduce of
+// low-precision gradients. Half the bytes on the wire; the fp32 buffer keeps the result.
 std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, size_t count,
-                                                   const AllreduceOptions& o);
+                                                   const AllreduceOptions& o, DType wire = DType::f32);
 
 // Makes the reducer for the gradient buffer, in the backend's memory space: device memory when
 // Network::on_device() (registration and connection happen here, at setup, never in a step).

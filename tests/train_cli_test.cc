@@ -152,6 +152,41 @@ TEST(TrainCli, GpuOptionsWithoutAGpuAreClearErrors) {
   EXPECT_FALSE(doc["meta"]["hosts"][0]["gpu"]["reason"].get<std::string>().empty());
 }
 
+// --precision and --compression (issues 39, 40): the header and the JSON say what computed in
+// which precision and what crossed the wire, and a bucket's bytes are the wire's.
+TEST(TrainCli, PrecisionAndGradientWireAreSaidAndRecorded) {
+  const std::string json = temp_path("wire") + ".json";
+  auto r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --compression bf16 --json " +
+                       json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_all(r.output, {"# precision fp32: forward and backward in fp32; master weights, gradients",
+                                 "gradients on the wire as bf16 (--compression bf16)",
+                                 "gradient allreduce: ring (ours) over tcp, gradients as bfloat16 on the wire"}));
+  const auto doc = read_json(json);
+  EXPECT_EQ(doc["meta"]["precision"]["compute"], "fp32");
+  EXPECT_EQ(doc["meta"]["precision"]["master_weights"], "fp32");
+  EXPECT_EQ(doc["meta"]["gradient_wire"]["dtype"], "bf16");
+  EXPECT_EQ(doc["meta"]["gradient_wire"]["bytes_per_step"], 1663370 * 2);
+  for (const auto& b : doc["meta"]["buckets"]["list"]) EXPECT_EQ(b["bytes"], 2 * b["count"].get<size_t>()) << b;
+  std::remove(json.c_str());
+  // Uncompressed: fp32 on the wire, 4 bytes a gradient.
+  r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gradients on the wire as fp32\n"), std::string::npos) << r.output;
+  EXPECT_EQ(read_json(json)["meta"]["gradient_wire"]["bytes_per_step"], 1663370 * 4);
+  std::remove(json.c_str());
+}
+
+// A precision the backend or the hardware cannot run is an error naming why, never a fallback.
+TEST(TrainCli, PrecisionsThatCannotRunHereAreClearErrors) {
+  const std::string train = kBin + " train --model lenet --batch 4 --steps 1 --warmup 0";
+  EXPECT_TRUE(fails_saying(train + " --backend onednn --precision fp16", "--precision fp16: this needs a GPU"));
+  EXPECT_TRUE(fails_saying(train + " --backend onednn --precision tf32", "--precision tf32: this needs a GPU"));
+  EXPECT_TRUE(fails_saying(train + " --backend reference --precision bf16", "the reference backend is the fp32 oracle"));
+  EXPECT_TRUE(fails_saying(train + " --precision fp8", "--precision: fp8 not in {fp32,tf32,bf16,fp16}"));
+  EXPECT_TRUE(fails_saying(train + " --compression int8", "--compression: int8 not in {auto,none,fp16,bf16}"));
+}
+
 TEST(TrainCli, RanksWithDifferentOptionsFail) {
   // Ranks started by hand through the environment, rank 1 with another batch size.
   const std::string port = std::to_string(20000 + getpid() % 20000);

@@ -50,6 +50,7 @@ class CudnnNetwork final : public Network {
   bool on_device() const override { return true; }
   void* stream() const override { return stream_.get(); }
   bool inference_only() const override { return options_.inference_only; }
+  Precision precision() const override { return options_.allow_tf32 ? Precision::tf32 : Precision::fp32; }
 
   void bind(float* params, float* grads, float* state) override;
   void set_input(const float* x) override;

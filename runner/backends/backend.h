@@ -73,8 +73,10 @@ class Communicator {
   virtual std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype,
                                                    ReduceOp op, const AllreduceOptions& ring) = 0;
   // `ringbench train`: averages gradients in place, in host memory, or on the device for
-  // backends that reduce GPU buffers (Backend::gpu_buffers).
-  virtual std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) = 0;
+  // backends that reduce GPU buffers (Backend::gpu_buffers). `wire`: the type the gradients
+  // cross the network in (bf16, f16: compressed); a backend that cannot throws Error saying so.
+  virtual std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count,
+                                                                    DType wire = DType::f32) = 0;
 };
 
 // One of a backend's own options as a run used it: `--ib-port 1` on the `# options:` line,

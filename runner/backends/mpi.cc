@@ -134,7 +134,10 @@ class MpiCommunicator : public Communicator {
                   " type to reduce");
     return std::make_unique<MpiPlan>(in, out, max_count, op, wait_limit_);
   }
-  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) override {
+  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
+    if (wire != DType::f32)
+      throw Error(std::string("gradients as ") + dtype_name(wire) + " on the wire: MPI has no " + dtype_name(wire) +
+                  " type to reduce; compressed gradients run on our ring (--transport tcp, verbs or shm)");
     return std::make_unique<MpiReducer>(grads, count, wait_limit_);
   }
 

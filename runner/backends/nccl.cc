@@ -66,7 +66,10 @@ class NcclCommunicator : public Communicator {
                                            const AllreduceOptions&) override {
     return std::make_unique<NcclPlan>(comm_, in, out, max_count, dtype, op);
   }
-  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) override {
+  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
+    if (wire != DType::f32)
+      throw Error(std::string("gradients as ") + dtype_name(wire) + " on the wire: not built for nccl yet; "
+                  "compressed gradients run on our ring (--transport tcp, verbs or shm)");
     return models::make_nccl_reducer(comm_, grads, count);
   }
 

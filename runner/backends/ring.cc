@@ -25,10 +25,10 @@ class RingCommunicator : public Communicator {
                                            const AllreduceOptions& ring) override {
     return std::make_unique<RingPlan>(*transport_, in, out, max_count, dtype, op, ring);
   }
-  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count) override {
+  std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     AllreduceOptions ao;
     ao.ring.timeout = wait_limit_;
-    return models::make_ring_reducer(*transport_, grads, count, ao);
+    return models::make_ring_reducer(*transport_, grads, count, ao, wire);
   }
 
  private:

@@ -31,13 +31,13 @@ namespace {
 
 // Inference at the largest batch (one network, parameters, state) against training at the same
 // batch (its network, parameters, gradients, momentum, state).
-json memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served_bytes) {
+json memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served_bytes, m::Precision p) {
   const size_t infer = peak_bytes_of([&] {
-    auto net = m::make_network(backend, g, batch, {.inference_only = true});
+    auto net = m::make_network(backend, g, batch, {.inference_only = true, .precision = p});
     auto buffers = m::make_model_buffers(*net, 1);
   });
   const size_t train = peak_bytes_of([&] {
-    auto net = m::make_network(backend, g, batch);
+    auto net = m::make_network(backend, g, batch, {.precision = p});
     const m::BucketPlan plan = m::plan_buckets(g, 1 << 20, 25 << 20);
     auto buffers = m::make_train_buffers(*net, plan, {}, 1);
   });
@@ -176,6 +176,10 @@ std::optional<m::Checkpoint> read_checkpoint(const InferArgs& a, const m::Graph&
 void add_infer_options(CLI::App& cmd, InferArgs& a) {
   cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
   cmd.add_option("--backend", a.backend, "auto, reference, onednn or cudnn")->capture_default_str();
+  cmd.add_option("--precision", a.precision, "Arithmetic of the forward pass: fp32, tf32 (cudnn, compute capability "
+                 "8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX) or fp16 (not built yet); parameters are "
+                 "stored in fp32")
+      ->capture_default_str()->check(CLI::IsMember(m::precision_names()));
   cmd.add_option("--device", a.device, "cpu, cuda or auto")->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd.add_option("--image-size", a.image_size, "Input size in pixels (0: the model's)")->capture_default_str();
@@ -230,13 +234,13 @@ int does_not_fit(const InferArgs& a, const DeviceOutOfMemory& e, json& doc, cons
 
 // The largest batch's memory against training's, measured without the framebuffer's cap: the
 // training network is only a yardstick, not something this process keeps.
-json uncapped_memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served) {
+json uncapped_memory_json(const std::string& backend, const m::Graph& g, int batch, size_t served, m::Precision p) {
   DeviceMemory& dm = DeviceMemory::instance();
   const size_t cap = dm.cap();
   dm.set_cap(0);
   json out;
   try {
-    out = memory_json(backend, g, batch, served);
+    out = memory_json(backend, g, batch, served, p);
   } catch (...) {
     dm.set_cap(cap);
     throw;
@@ -306,6 +310,7 @@ int run_infer(const InferArgs& a) {
   const m::Graph g = m::build_model(a.model, {.image_size = a.image_size});
   json meta;
   std::optional<m::Checkpoint> trained = read_checkpoint(a, g, meta);
+  const m::Precision precision = *m::parse_precision(a.precision);  // checked by the option
   const VgpuSetup vgpu = setup_vgpu(a.vgpu, where.device == "cuda" ? "cuda" : where.backend, a.timeout_s);
   if (vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
   meta.update({{"model", a.model}, {"input", m::to_string(g.input_dims())}, {"backend", where.backend},
@@ -315,7 +320,8 @@ int run_infer(const InferArgs& a) {
   size_t served = 0;
   try {
     served = peak_bytes_of([&] {
-      target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed, m::NetworkOptions{},
+      target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed,
+                                                      m::NetworkOptions{.precision = precision},
                                                       trained ? &*trained : nullptr);
     });
   } catch (const DeviceOutOfMemory& e) {
@@ -323,14 +329,21 @@ int run_infer(const InferArgs& a) {
   }
   trained.reset();  // the target holds its own copy
   target->set_gate(vgpu.gate.get());
+  json kept = json::array();
+  for (const auto& l : target->largest().layer_precisions())
+    kept.push_back({{"layer", g.nodes[size_t(l.node)].name}, {"precision", m::precision_name(l.precision)},
+                    {"why", l.why}});
+  doc["meta"]["precision"] = {{"compute", m::precision_name(target->largest().precision())},
+                              {"layers_otherwise", kept}};
   doc["meta"].update({{"backend_detail", target->describe()}, {"allowed_batches", target->allowed_batches()},
                       {"vgpu", vgpu.to_json()}});
-  doc["memory"] = uncapped_memory_json(where.backend, g, a.max_batch, served);
+  doc["memory"] = uncapped_memory_json(where.backend, g, a.max_batch, served, precision);
   doc["device"] = {{"memory_mib", double(served) / (1 << 20)},
                    {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
   const json& mem = doc["memory"];
-  std::printf("# ringbench infer: %s, input %s, backend %s on %s, %d threads, batches %s\n", a.model.c_str(),
-              m::to_string(g.input_dims()).c_str(), where.backend.c_str(), where.device.c_str(), m::compute_threads(),
+  std::printf("# ringbench infer: %s, input %s, backend %s on %s in %s, %d threads, batches %s\n", a.model.c_str(),
+              m::to_string(g.input_dims()).c_str(), where.backend.c_str(), where.device.c_str(),
+              m::precision_name(target->largest().precision()), m::compute_threads(),
               doc["meta"]["allowed_batches"].dump().c_str());
   std::printf("# memory at batch %d: inference %.1f MiB (network, parameters, batch-norm state) = %.0f%% of "
               "training's %.1f MiB (network, parameters, gradients, momentum, state); all served sizes %.1f MiB%s\n",

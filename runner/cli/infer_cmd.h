@@ -17,6 +17,7 @@ namespace ringbench {
 
 struct InferArgs {
   std::string model = "mobilenet_v1", backend = "auto", device = "auto";
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (models::Precision)
   int image_size = 0, threads = 0, max_batch = 32;
   std::string scenarios = "offline,single-stream,server";
   std::vector<int> batches;  // Offline's sweep (each <= max_batch); empty: every served size

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "models/network.h"
 #include "runner/backends/backend.h"
 
 namespace ringbench {
@@ -100,6 +101,14 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--conv-algo", a.conv_algo, "cudnn: how each convolution's algorithms are chosen: measure "
                  "(time them all at setup, as PyTorch's cudnn.benchmark) or heuristic (cuDNN's first "
                  "guess; no setup cost)")->capture_default_str();
+  cmd.add_option("--precision", a.precision, "Arithmetic of forward and backward: fp32, tf32 (cudnn, GPUs of compute "
+                 "capability 8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX) or fp16 (not built yet); master "
+                 "weights, gradients, batch-norm statistics, loss and SGD stay fp32")
+      ->capture_default_str()->check(CLI::IsMember(models::precision_names()));
+  cmd.add_option("--compression", a.compression, "Gradients on the wire: none (fp32), fp16 or bf16 (cast per bucket "
+                 "before the allreduce and back after, as Horovod's Compression.fp16), or auto (the training "
+                 "precision's type with --precision bf16 or fp16, else none); our ring transports only")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "none", "fp16", "bf16"}));
   cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
                  "staged through host memory in pieces of this size, the copies overlapping the "
                  "allreduce (0: whole buckets)")->capture_default_str();

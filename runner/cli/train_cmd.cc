@@ -101,11 +101,12 @@ json path_json(const Communicator* comm) {
 // Gradients where the backend reduces them, or device gradients staged through a pinned host
 // mirror for a backend of host memory (models/cuda/gpu_reducers.h).
 m::ReducerFactory reducers(Communicator* comm, bool gpu_buffers, bool on_gpu,
-                           [[maybe_unused]] const std::string& stage_piece) {
+                           [[maybe_unused]] const std::string& stage_piece, DType wire) {
   return [=](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
-    if (!on_gpu || gpu_buffers) return comm->gradient_reducer(grads, count);
+    if (!on_gpu || gpu_buffers) return comm->gradient_reducer(grads, count, wire);
 #if RINGBENCH_HAVE_CUDA
-    return m::make_staged_reducer(grads, count, [comm](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c); },
+    return m::make_staged_reducer(grads, count,
+                                  [comm, wire](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c, wire); },
                                   parse_bytes(stage_piece));
 #else
     throw Error("--device cuda in a build without CUDA");
@@ -122,10 +123,11 @@ json host_self(const RankJob& job, const Compute& c, const json& path) {
   return self;
 }
 
-json bucket_list(const m::BucketPlan& plan, const m::Graph& graph) {
+// bytes: on the wire, `element_bytes` per gradient (4, or 2 when compressed).
+json bucket_list(const m::BucketPlan& plan, const m::Graph& graph, size_t element_bytes) {
   json buckets = json::array();
   for (const auto& b : plan.buckets)
-    buckets.push_back({{"offset", b.offset}, {"count", b.count}, {"bytes", b.count * 4},
+    buckets.push_back({{"offset", b.offset}, {"count", b.count}, {"bytes", b.count * element_bytes},
                        {"tensors", b.last - b.first + 1},
                        {"first_tensor", graph.params[size_t(b.last)].name},
                        {"last_tensor", graph.params[size_t(b.first)].name}});
@@ -170,6 +172,27 @@ struct TrainSetup {
   const json& hosts;
 };
 
+// What the network computes in, and the layers that compute in another precision.
+json precision_json(const m::Network& net) {
+  json layers = json::array();
+  for (const auto& l : net.layer_precisions())
+    layers.push_back({{"node", l.node}, {"layer", net.graph().nodes[size_t(l.node)].name},
+                      {"precision", m::precision_name(l.precision)}, {"why", l.why}});
+  return {{"compute", m::precision_name(net.precision())}, {"layers_otherwise", layers},
+          {"master_weights", "fp32"}};
+}
+
+// "# precision bf16 ...": what computes in which precision, and the gradients' type on the wire.
+void print_precision(const TrainArgs& a, const m::Network& net, const m::Graph& graph) {
+  std::printf("# precision %s: forward and backward in %s; master weights, gradients, batch-norm statistics, loss "
+              "and SGD in fp32; gradients on the wire as %s%s\n",
+              m::precision_name(net.precision()), m::precision_name(net.precision()), wire_name(gradient_wire(a)),
+              gradient_wire_why(a).c_str());
+  for (const auto& l : net.layer_precisions())
+    std::printf("#   %s computes in %s: %s\n", graph.nodes[size_t(l.node)].name.c_str(), m::precision_name(l.precision),
+                l.why.c_str());
+}
+
 json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::string>& argv,
                 int64_t measured_steps, const VgpuSetup& vgpu) {
   const TrainArgs& a = t.a;
@@ -180,6 +203,9 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                {"param_tensors", t.graph.params.size()}, {"input", m::to_string(t.graph.input_dims())},
                {"classes", t.graph.output_node().out.c}, {"aux_logits", a.aux_logits},
                {"device", t.where.device}, {"backend", t.c.net->backend()}, {"backend_detail", t.c.net->describe()},
+               {"precision", precision_json(*t.c.net)},
+               {"gradient_wire", {{"dtype", wire_name(gradient_wire(a))}, {"compression", a.compression},
+                                  {"bytes_per_step", t.graph.param_count * dtype_size(gradient_wire(a))}}},
                {"threads_per_rank", t.c.threads}, {"weight_grad_thread", t.c.weight_grad_thread},
                {"threads_auto", t.c.budget ? t.c.budget->to_json() : json(nullptr)},
                {"batch_per_rank", a.batch},
@@ -190,7 +216,8 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                         {"weight_decay", a.weight_decay}}},
                {"seed", a.seed},
                {"buckets", {{"first_bucket_bytes", plan.first_bucket_bytes},
-                            {"fusion_bytes", plan.fusion_bytes}, {"list", bucket_list(plan, t.graph)}}},
+                            {"fusion_bytes", plan.fusion_bytes},
+                            {"list", bucket_list(plan, t.graph, dtype_size(gradient_wire(a)))}}},
                {"vgpu", vgpu.to_json()}});
   return meta;
 }
@@ -211,6 +238,7 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
                 t.c.budget ? t.c.budget->describe().c_str() : (std::to_string(t.c.threads) + " (--threads)").c_str(),
                 t.c.weight_grad_thread ? ", weight gradients on a second thread" : "",
                 t.c.net->describe().c_str());
+  print_precision(a, *t.c.net, t.graph);
   std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
               job.world->launcher.c_str(), a.batch, t.trainer.reducer().c_str(),
               a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
@@ -458,7 +486,7 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
       job.n > 1 && !p.is_target ? connect_ranks(job, a, p.comm_backend, "train") : nullptr;
   const json path = path_json(comm.get());
   auto reducers_of = [&](Communicator* cm) {
-    return reducers(cm, p.comm_backend.gpu_buffers, p.where.device == "cuda", a.stage_piece);
+    return reducers(cm, p.comm_backend.gpu_buffers, p.where.device == "cuda", a.stage_piece, gradient_wire(a));
   };
   m::Trainer trainer(*c.net, to, comm ? reducers_of(comm.get()) : m::ReducerFactory{});
   // The old ring's goodbyes (bounded waits for every peer's) run beside the new ring's setup.

@@ -117,7 +117,30 @@ std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placeme
          a.data + " classes " + std::to_string(graph.output_node().out.c) + " size " +
          to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) + " overlap " +
          std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) + " layer_times " +
-         std::to_string(a.layer_times) + " device " + where.device;
+         std::to_string(a.layer_times) + " device " + where.device + " precision " + a.precision + " wire " +
+         dtype_name(gradient_wire(a));
+}
+
+models::Precision train_precision(const TrainArgs& a) {
+  const auto p = m::parse_precision(a.precision);
+  if (!p) throw Error("--precision " + a.precision + ": not one of fp32, tf32, bf16, fp16");
+  return *p;
+}
+
+DType gradient_wire(const TrainArgs& a) {
+  if (a.compression == "auto") {
+    const m::Precision p = train_precision(a);
+    return p == m::Precision::bf16 ? DType::bf16 : p == m::Precision::fp16 ? DType::f16 : DType::f32;
+  }
+  if (a.compression == "none") return DType::f32;
+  return parse_dtype(a.compression);
+}
+
+const char* wire_name(DType t) { return t == DType::bf16 ? "bf16" : t == DType::f16 ? "fp16" : "fp32"; }
+
+std::string gradient_wire_why(const TrainArgs& a) {
+  if (a.compression != "auto") return " (--compression " + a.compression + ")";
+  return gradient_wire(a) == DType::f32 ? "" : " (--compression auto: the training precision)";
 }
 
 
@@ -132,7 +155,8 @@ void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const Train
   c.gpu = on_gpu ? use_local_gpu(*job.world) : -1;  // current from here on
   vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : where.backend, a.timeout_s);
   if (job.rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
-  c.net = m::make_network(where.backend, graph, a.batch, {.measure_conv_algos = a.conv_algo == "measure"});
+  c.net = m::make_network(where.backend, graph, a.batch,
+                          {.measure_conv_algos = a.conv_algo == "measure", .precision = train_precision(a)});
   if (c.net->on_device() != on_gpu)
     throw Error("the " + c.net->backend() + " backend computes on the " + (c.net->on_device() ? "GPU" : "CPU") +
                 ", not on --device " + where.device);

@@ -37,6 +37,7 @@ class NetworkTarget final : public InferTarget {
   std::vector<int> allowed_batches() const;
   int padded(int batch) const;  // the allowed size a batch of `batch` runs on
   std::string describe() const;  // the largest network's backend description
+  const models::Network& largest() const { return *nets_.back(); }
 
   // Emulated vGPU time slicing (`vgpu share`): each run() holds the device for its forward pass,
   // whose layers give it up between them when the slice has ended. nullptr: no gate.
