@@ -195,6 +195,34 @@ TEST(Report, CpusBusyColumnOnlyWhenTheRunsMeasuredIt) {
   EXPECT_NE(md.find("| 1.00 |"), std::string::npos) << md;
 }
 
+// A precision axis (issue 39): bf16 points are a configuration of their own, with their own
+// table, N=1 baseline and efficiency; summary.csv gains a precision column only then.
+TEST(Report, PrecisionIsAConfigurationOfItsOwn) {
+  Sweep s = standard_sweep();
+  TempDir plain;
+  write_report(make_run(plain, s.jsonl()), no_plots());
+  EXPECT_EQ(read_file(plain.path() + "/summary.csv").find("precision"), std::string::npos);
+  const size_t n = s.records.size();
+  for (size_t i = 0; i < n; ++i) {
+    json r = s.records[i];
+    if (r["kind"] != "train" || r["status"] != "ok") continue;
+    r["precision"] = "bf16";
+    r["point"] = std::string(r["point"]).replace(std::string("train/lenet/b32").size(), 0, "/bf16");
+    r["train"]["summary"]["total_img_s"]["mean"] = 2 * r["train"]["summary"]["total_img_s"]["mean"].get<double>();
+    s.records.push_back(r);
+  }
+  TempDir dir;
+  write_report(make_run(dir, s.jsonl()), no_plots());
+  const std::string md = read_file(dir.path() + "/report.md");
+  EXPECT_NE(md.find("batch 32 per rank, default image size, bf16"), std::string::npos) << md;
+  EXPECT_NE(md.find("batch 32 per rank, default image size\n"), std::string::npos) << md;
+  const Csv csv(read_file(dir.path() + "/summary.csv"));
+  EXPECT_EQ(csv.at("train/lenet/b32/bf16/n2/tcp/none", "precision"), "bf16");
+  EXPECT_EQ(csv.at(kN2Tcp, "precision"), "fp32");
+  // Each against its own N=1 point: doubled throughput everywhere, the same efficiency.
+  EXPECT_EQ(csv.at("train/lenet/b32/bf16/n2/tcp/none", "efficiency_mean"), csv.at(kN2Tcp, "efficiency_mean"));
+}
+
 // Found by fuzz/raw_jsonl_fuzz: a number JSON cannot hold (1e999) threw past the reader.
 TEST(Report, NumberOutOfRangeIsInvalidJsonNamingItsLine) {
   const std::string full = standard_sweep().jsonl();

@@ -109,6 +109,7 @@ TEST(ReportUntrusted, EveryRecordIsCheckedFieldByField) {
       {"repeat 0", [](json& r) { r["repeat"] = 0; }, "\"repeat\": 0 is out of range"},
       {"seq a string", [](json& r) { r["seq"] = "7"; }, "\"seq\": '\"7\"' is not"},
       {"status", [](json& r) { r["status"] = "great"; }, "\"status\": 'great' is none of"},
+      {"precision", [](json& r) { r["precision"] = "fp64"; }, "\"precision\": 'fp64' is not one of"},
       {"img/s a string", [](json& r) { r["train"]["summary"]["total_img_s"]["mean"] = "fast"; },
        "\"train/summary/total_img_s/mean\": '\"fast\"' is not a number"},
       {"negative time", [](json& r) { r["train"]["summary"]["exposed_s"]["mean_over_ranks"] = -0.5; },

@@ -2,10 +2,12 @@
 // key, and points expand in the documented order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
 #include "base/errors.h"
+#include "runner/sweep/point_args.h"
 #include "runner/sweep/sweep_config.h"
 #include "tests/sweep_config_errors.h"
 
@@ -188,6 +190,29 @@ collectives: {}
 // Profiles multiply train points; collectives run once (the profile does not change the
 // network); sharing adds, per time-sliced profile, model and policy, a 1-VM and a k-VM point,
 // the k-VM one skipped with the reason where the profile hosts fewer than k vGPUs.
+// `precision:` in train is an axis (issue 39): a point per precision, fp32's ids as before, the
+// others' ids and command lines naming theirs; a name the CLI would refuse is refused here.
+TEST(SweepConfig, PrecisionIsAnAxisOfTrainPoints) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [1, 2]\nrepeats: 1\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 8}], "
+      "precision: [fp32, bf16]}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id);
+    const auto args = point_args(c, p, "p.json", "log");
+    const bool asks = std::find(args.begin(), args.end(), "--precision") != args.end();
+    EXPECT_EQ(asks, p.precision == "bf16") << p.id;
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"train/lenet/b8/n1/none/none", "train/lenet/b8/n2/tcp/none",
+                                           "train/lenet/b8/bf16/n1/none/none", "train/lenet/b8/bf16/n2/tcp/none"}));
+  EXPECT_EQ(to_json(parse_sweep_config(to_yaml(c), "again.yaml"))["train"]["precision"],
+            (nlohmann::json{"fp32", "bf16"}));
+  expect_error(local_config("train: {models: [lenet], precision: [fp32, fp8]}\n"),
+               {"train.precision", "'fp8' is not one of: fp32, tf32, bf16, fp16"});
+  EXPECT_EQ(parse_sweep_config(local_config("train: {models: [lenet], precision: bf16}\n"), "t.yaml").train.precisions,
+            (std::vector<std::string>{"bf16"}));
+}
+
 TEST(SweepConfig, ProfilesAndSharingExpand) {
   const SweepConfig c = parse_sweep_config(R"(
 name: t

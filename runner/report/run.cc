@@ -256,7 +256,8 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
 
 std::string batch_suffix(const Point& p) {
   return " b" + std::to_string(p.batch) +
-         (p.image_size > 0 ? " " + std::to_string(p.image_size) + "px" : "");
+         (p.image_size > 0 ? " " + std::to_string(p.image_size) + "px" : "") +
+         (p.precision != "fp32" ? " " + p.precision : "");
 }
 
 std::string config_suffix(const Point& p, bool with_config) {
@@ -278,9 +279,9 @@ std::string not_ok_text(const Point& p) {
 std::string vms_text(int vms) { return std::to_string(vms) + (vms == 1 ? " VM" : " VMs"); }
 
 std::set<std::string> multi_config_models(const Run& run) {
-  std::map<std::string, std::set<std::pair<int, int>>> configs;
+  std::map<std::string, std::set<std::tuple<int, int, std::string>>> configs;
   for (const auto& p : run.points)
-    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size});
+    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size, p.precision});
   std::set<std::string> out;
   for (const auto& [model, c] : configs)
     if (c.size() > 1) out.insert(model);

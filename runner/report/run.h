@@ -81,7 +81,7 @@ struct Point : PointCoords {
   }
   bool same_config(const Point& o) const {
     return kind == o.kind && model == o.model && batch == o.batch &&
-           image_size == o.image_size && profile == o.profile;
+           image_size == o.image_size && precision == o.precision && profile == o.profile;
   }
 };
 
@@ -94,7 +94,7 @@ int policy_rank(const std::string& policy);
 inline auto order_key(const Point& p) {
   const int kind = p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : p.kind == PointKind::infer ? 2 : 3;
   return std::tuple(kind, p.kind, p.model, p.batch,
-                    p.image_size, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
+                    p.image_size, p.precision != "fp32", p.precision, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
                     p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
 }
 

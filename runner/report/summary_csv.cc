@@ -1,6 +1,8 @@
 // summary.csv: one row per point (the columns are in report.h).
 #include "runner/report/sections.h"
 
+#include <algorithm>
+
 #include "runner/report/format.h"
 #include "runner/sweep/json_fields.h"
 
@@ -109,6 +111,14 @@ std::string summary_csv(const Run& run) {
     csv += ',';  // appended: GCC 12's -Wrestrict misfires on "," + std::string
     csv += csv_line(vgpu_columns());
   }
+  // Runs that trained in another precision than fp32 gain its column (older runs' stay as they were).
+  const bool precisions = std::any_of(run.points.begin(), run.points.end(), [](const Point& p) {
+    return p.kind == PointKind::train && p.precision != "fp32";
+  });
+  if (precisions) {
+    csv.pop_back();
+    csv += ",precision\n";
+  }
   for (const auto& p : run.points) {
     const bool train = p.kind == PointKind::train, model = p.has_model();
     std::vector<std::string> cells = {
@@ -126,6 +136,7 @@ std::string summary_csv(const Run& run) {
       const auto extra = vgpu_cells(p);
       cells.insert(cells.end(), extra.begin(), extra.end());
     }
+    if (precisions) cells.push_back(p.kind == PointKind::train ? p.precision : "");
     csv += csv_line(cells);
   }
   return csv;

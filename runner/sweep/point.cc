@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "base/input_file.h"
 #include "base/name_table.h"
+#include "models/network.h"
 #include "models/zoo.h"
 #include "runner/backends/backend.h"
 #include "runner/sweep/json_fields.h"
@@ -87,6 +88,7 @@ void PointCoords::write(json& r) const {
   if (has_model()) r.update({{"model", model}, {"batch", batch}, {"image_size", image_size}});
   if (shared()) r.update({{"policy", policy}, {"vms", vms}});
   if (kind == PointKind::migrate) r.update({{"method", method}, {"framebuffer", framebuffer}});
+  if (kind == PointKind::train) r["precision"] = precision;
 }
 
 PointCoords PointCoords::read(const json& r, const std::string& where) {
@@ -113,6 +115,11 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
   c.transport = str_field(r, "transport", where, "none");
   check_transport(c.transport, where);
   c.profile = safe_name_field(r, "profile", where, "none");
+  if (c.kind == PointKind::train) {
+    c.precision = str_field(r, "precision", where, "fp32");
+    if (!models::parse_precision(c.precision))
+      bad_field(where, "precision", quote_excerpt(c.precision) + " is not one of: fp32, tf32, bf16, fp16");
+  }
   return c;
 }
 

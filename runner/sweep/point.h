@@ -37,6 +37,7 @@ struct PointCoords {
   int vms = 0;            // share, and infer with vms > 0: VMs on the device (infer: 0 without a scheduler)
   std::string method;       // migrate: "precopy" | "stopcopy"
   std::string framebuffer;  // migrate: the framebuffer as configured ("4G"); "" where a profile gives it
+  std::string precision = "fp32";  // train: --precision (records before it: fp32)
 
   bool has_model() const { return kind != PointKind::collectives; }
   // k VMs time-sliced on one device by a scheduler: a share point, or an infer point with VMs.

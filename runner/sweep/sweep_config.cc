@@ -52,7 +52,7 @@ void check_bytes(const YamlReader& r, const std::string& k, const std::string& v
 
 TrainSweep parse_train(const YamlReader& r) {
   TrainSweep t;
-  r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend"});
+  r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend", "precision"});
   if (!r.has("models")) r.fail(r.key("models"), "missing; list the models to train, e.g. [{model: lenet, batch: 32}]");
   const YAML::Node models = r.at("models");
   if (!models.IsSequence() || models.size() == 0)
@@ -73,6 +73,13 @@ TrainSweep parse_train(const YamlReader& r) {
   r.get_double("first_bucket_mb", t.first_bucket_mb, 0, 65536);
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
+  if (r.has("precision")) {
+    t.precisions = r.at("precision").IsScalar() ? std::vector<std::string>{r.at("precision").Scalar()}
+                                                : r.list<std::string>("precision", "precisions");
+    for (const auto& p : t.precisions)
+      if (!models::parse_precision(p))
+        r.fail(r.key("precision"), quote_excerpt(p) + " is not one of: " + join_names(models::precision_names()));
+  }
   return t;
 }
 
@@ -218,7 +225,7 @@ nlohmann::json to_json(const SweepConfig& c) {
       models.push_back({{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}});
     j["train"] = {{"models", models}, {"warmup", c.train.warmup}, {"steps", c.train.steps},
                   {"fusion_mb", c.train.fusion_mb}, {"first_bucket_mb", c.train.first_bucket_mb},
-                  {"overlap", c.train.overlap}, {"backend", c.train.backend}};
+                  {"overlap", c.train.overlap}, {"backend", c.train.backend}, {"precision", c.train.precisions}};
   }
   if (c.has_collectives) {
     const auto& k = c.collectives;
@@ -274,17 +281,19 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
   for (int rep = 1; rep <= c.repeats; ++rep) {
     for (const auto& profile : c.profiles) {
       if (c.has_train) {
-        for (const auto& m : c.train.models) {
-          for (int n : c.nodes) {
-            const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
-            for (const auto& t : ts) {
-              SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
-              p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) + "/n" +
-                     std::to_string(n) + "/" + t + "/" + profile;
-              visit(p);
+        for (const auto& m : c.train.models)
+          for (const auto& precision : c.train.precisions)
+            for (int n : c.nodes) {
+              const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
+              for (const auto& t : ts) {
+                SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
+                p.precision = precision;
+                p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) +
+                       (precision == "fp32" ? "" : "/" + precision) + "/n" + std::to_string(n) + "/" + t + "/" +
+                       profile;
+                visit(p);
+              }
             }
-          }
-        }
       }
       if (c.has_collectives && profile == c.profiles.front()) {
         for (int n : c.nodes) {

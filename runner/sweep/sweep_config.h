@@ -32,6 +32,7 @@ struct TrainSweep {
   double fusion_mb = 25, first_bucket_mb = 1;
   bool overlap = true;
   std::string backend = "auto";
+  std::vector<std::string> precisions{"fp32"};  // `precision:` a name or a list: train --precision
 };
 
 struct CollectivesSweep {
