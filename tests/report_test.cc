@@ -223,6 +223,27 @@ TEST(Report, PrecisionIsAConfigurationOfItsOwn) {
   EXPECT_EQ(csv.at("train/lenet/b32/bf16/n2/tcp/none", "efficiency_mean"), csv.at(kN2Tcp, "efficiency_mean"));
 }
 
+// --compression points are a configuration of their own whose efficiency is against the same
+// N=1 point as uncompressed ones: one rank sends nothing.
+TEST(Report, CompressedPointsShareTheirN1Baseline) {
+  Sweep s = standard_sweep();
+  const size_t n = s.records.size();
+  for (size_t i = 0; i < n; ++i) {
+    json r = s.records[i];
+    if (r["kind"] != "train" || r["status"] != "ok" || r["nodes"] == 1) continue;
+    r["compression"] = "fp16";
+    r["point"] = std::string(r["point"]).replace(std::string("train/lenet/b32").size(), 0, "/wire-fp16");
+    s.records.push_back(r);
+  }
+  TempDir dir;
+  write_report(make_run(dir, s.jsonl()), no_plots());
+  const std::string md = read_file(dir.path() + "/report.md");
+  EXPECT_NE(md.find("batch 32 per rank, default image size, --compression fp16"), std::string::npos) << md;
+  const Csv csv(read_file(dir.path() + "/summary.csv"));
+  EXPECT_EQ(csv.at("train/lenet/b32/wire-fp16/n2/tcp/none", "compression"), "fp16");
+  EXPECT_EQ(csv.at("train/lenet/b32/wire-fp16/n2/tcp/none", "efficiency_mean"), csv.at(kN2Tcp, "efficiency_mean"));
+}
+
 // Found by fuzz/raw_jsonl_fuzz: a number JSON cannot hold (1e999) threw past the reader.
 TEST(Report, NumberOutOfRangeIsInvalidJsonNamingItsLine) {
   const std::string full = standard_sweep().jsonl();

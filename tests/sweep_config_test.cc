@@ -213,6 +213,25 @@ TEST(SweepConfig, PrecisionIsAnAxisOfTrainPoints) {
             (std::vector<std::string>{"bf16"}));
 }
 
+// `compression:` too (issue 40): N=1 once (one rank sends nothing), every other node count once
+// per wire type, the id and the command line naming it.
+TEST(SweepConfig, CompressionIsAnAxisOfTrainPoints) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [1, 2]\nrepeats: 1\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 8}], "
+      "compression: [none, fp16]}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id);
+    const auto args = point_args(c, p, "p.json", "log");
+    const auto it = std::find(args.begin(), args.end(), "--compression");
+    EXPECT_EQ(it == args.end() ? "auto" : *(it + 1), p.compression) << p.id;
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"train/lenet/b8/n1/none/none", "train/lenet/b8/wire-none/n2/tcp/none",
+                                           "train/lenet/b8/wire-fp16/n2/tcp/none"}));
+  expect_error(local_config("train: {models: [lenet], compression: [int8]}\n"),
+               {"train.compression", "'int8' is not one of: auto, none, fp16, bf16"});
+}
+
 TEST(SweepConfig, ProfilesAndSharingExpand) {
   const SweepConfig c = parse_sweep_config(R"(
 name: t

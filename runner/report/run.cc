@@ -229,7 +229,8 @@ std::vector<double> paired(const std::map<int, double>& num, const std::map<int,
 const Point* find_peer(const std::vector<Point>& points, const Point& p, int nodes,
                        const std::string& transport) {
   for (const auto& o : points)
-    if (o.same_config(p) && o.nodes == nodes && o.transport == transport) return &o;
+    if ((nodes == 1 ? o.same_config_but_wire(p) : o.same_config(p)) && o.nodes == nodes && o.transport == transport)
+      return &o;
   return nullptr;
 }
 
@@ -257,7 +258,8 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
 std::string batch_suffix(const Point& p) {
   return " b" + std::to_string(p.batch) +
          (p.image_size > 0 ? " " + std::to_string(p.image_size) + "px" : "") +
-         (p.precision != "fp32" ? " " + p.precision : "");
+         (p.precision != "fp32" ? " " + p.precision : "") +
+         (p.compression != "auto" ? " wire " + p.compression : "");
 }
 
 std::string config_suffix(const Point& p, bool with_config) {
@@ -279,9 +281,9 @@ std::string not_ok_text(const Point& p) {
 std::string vms_text(int vms) { return std::to_string(vms) + (vms == 1 ? " VM" : " VMs"); }
 
 std::set<std::string> multi_config_models(const Run& run) {
-  std::map<std::string, std::set<std::tuple<int, int, std::string>>> configs;
+  std::map<std::string, std::set<std::tuple<int, int, std::string, std::string>>> configs;
   for (const auto& p : run.points)
-    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size, p.precision});
+    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size, p.precision, p.compression});
   std::set<std::string> out;
   for (const auto& [model, c] : configs)
     if (c.size() > 1) out.insert(model);

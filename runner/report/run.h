@@ -80,8 +80,14 @@ struct Point : PointCoords {
                                         : "failed";
   }
   bool same_config(const Point& o) const {
-    return kind == o.kind && model == o.model && batch == o.batch &&
+    return compression == o.compression && kind == o.kind && model == o.model && batch == o.batch &&
            image_size == o.image_size && precision == o.precision && profile == o.profile;
+  }
+  // Points that differ only in their gradients' wire type (and node count, transport) share an
+  // N=1 baseline: one rank sends nothing.
+  bool same_config_but_wire(const Point& o) const {
+    return kind == o.kind && model == o.model && batch == o.batch && image_size == o.image_size &&
+           precision == o.precision && profile == o.profile;
   }
 };
 
@@ -94,7 +100,8 @@ int policy_rank(const std::string& policy);
 inline auto order_key(const Point& p) {
   const int kind = p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : p.kind == PointKind::infer ? 2 : 3;
   return std::tuple(kind, p.kind, p.model, p.batch,
-                    p.image_size, p.precision != "fp32", p.precision, p.profile_order, p.profile, policy_rank(p.policy), p.policy,
+                    p.image_size, p.precision != "fp32", p.precision, p.compression != "auto", p.compression,
+                    p.profile_order, p.profile, policy_rank(p.policy), p.policy,
                     p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
 }
 

@@ -111,13 +111,14 @@ std::string summary_csv(const Run& run) {
     csv += ',';  // appended: GCC 12's -Wrestrict misfires on "," + std::string
     csv += csv_line(vgpu_columns());
   }
-  // Runs that trained in another precision than fp32 gain its column (older runs' stay as they were).
-  const bool precisions = std::any_of(run.points.begin(), run.points.end(), [](const Point& p) {
-    return p.kind == PointKind::train && p.precision != "fp32";
+  // Runs that trained in another precision than fp32, or with --compression, gain those columns
+  // (older runs' stay as they were).
+  const bool train_options = std::any_of(run.points.begin(), run.points.end(), [](const Point& p) {
+    return p.kind == PointKind::train && (p.precision != "fp32" || p.compression != "auto");
   });
-  if (precisions) {
+  if (train_options) {
     csv.pop_back();
-    csv += ",precision\n";
+    csv += ",precision,compression\n";
   }
   for (const auto& p : run.points) {
     const bool train = p.kind == PointKind::train, model = p.has_model();
@@ -136,7 +137,10 @@ std::string summary_csv(const Run& run) {
       const auto extra = vgpu_cells(p);
       cells.insert(cells.end(), extra.begin(), extra.end());
     }
-    if (precisions) cells.push_back(p.kind == PointKind::train ? p.precision : "");
+    if (train_options) {
+      cells.push_back(p.kind == PointKind::train ? p.precision : "");
+      cells.push_back(p.kind == PointKind::train ? p.compression : "");
+    }
     csv += csv_line(cells);
   }
   return csv;

@@ -88,7 +88,7 @@ void PointCoords::write(json& r) const {
   if (has_model()) r.update({{"model", model}, {"batch", batch}, {"image_size", image_size}});
   if (shared()) r.update({{"policy", policy}, {"vms", vms}});
   if (kind == PointKind::migrate) r.update({{"method", method}, {"framebuffer", framebuffer}});
-  if (kind == PointKind::train) r["precision"] = precision;
+  if (kind == PointKind::train) r.update({{"precision", precision}, {"compression", compression}});
 }
 
 PointCoords PointCoords::read(const json& r, const std::string& where) {
@@ -119,6 +119,9 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
     c.precision = str_field(r, "precision", where, "fp32");
     if (!models::parse_precision(c.precision))
       bad_field(where, "precision", quote_excerpt(c.precision) + " is not one of: fp32, tf32, bf16, fp16");
+    c.compression = str_field(r, "compression", where, "auto");
+    if (c.compression != "auto" && c.compression != "none" && c.compression != "fp16" && c.compression != "bf16")
+      bad_field(where, "compression", quote_excerpt(c.compression) + " is not one of: auto, none, fp16, bf16");
   }
   return c;
 }

@@ -37,7 +37,8 @@ struct PointCoords {
   int vms = 0;            // share, and infer with vms > 0: VMs on the device (infer: 0 without a scheduler)
   std::string method;       // migrate: "precopy" | "stopcopy"
   std::string framebuffer;  // migrate: the framebuffer as configured ("4G"); "" where a profile gives it
-  std::string precision = "fp32";  // train: --precision (records before it: fp32)
+  std::string precision = "fp32";    // train: --precision (records before it: fp32)
+  std::string compression = "auto";  // train: --compression (records before it: auto)
 
   bool has_model() const { return kind != PointKind::collectives; }
   // k VMs time-sliced on one device by a scheduler: a share point, or an infer point with VMs.

@@ -24,6 +24,7 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
                                 "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed)};
   if (p.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.image_size)});
   if (p.precision != "fp32") a.insert(a.end(), {"--precision", p.precision});
+  if (p.compression != "auto") a.insert(a.end(), {"--compression", p.compression});
   if (!t.overlap) a.push_back("--no-overlap");
   if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
   return a;

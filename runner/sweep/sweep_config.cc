@@ -26,6 +26,7 @@ namespace ringbench {
 namespace {
 
 const std::vector<std::string> kClusterTypes{"local", "emulated", "mpirun"};
+const std::vector<std::string> kCompressions{"auto", "none", "fp16", "bf16"};  // train --compression
 
 // tc's rate syntax as far as configs need it: digits, an optional fraction, [k|m|g]bit.
 bool is_tc_rate(const std::string& s) {
@@ -42,6 +43,17 @@ bool is_tc_rate(const std::string& s) {
   return unit == "bit" || unit == "kbit" || unit == "mbit" || unit == "gbit";
 }
 
+// A train option swept over: one name or a list of them, each one of `allowed`.
+std::vector<std::string> name_axis(const YamlReader& r, const std::string& k, std::vector<std::string> def,
+                                   const std::vector<std::string>& allowed) {
+  if (!r.has(k)) return def;
+  const auto names = r.at(k).IsScalar() ? std::vector<std::string>{r.at(k).Scalar()} : r.list<std::string>(k, "names");
+  for (const auto& n : names)
+    if (std::find(allowed.begin(), allowed.end(), n) == allowed.end())
+      r.fail(r.key(k), quote_excerpt(n) + " is not one of: " + join_names(allowed));
+  return names;
+}
+
 void check_bytes(const YamlReader& r, const std::string& k, const std::string& v) {
   try {
     parse_bytes(v);
@@ -52,7 +64,8 @@ void check_bytes(const YamlReader& r, const std::string& k, const std::string& v
 
 TrainSweep parse_train(const YamlReader& r) {
   TrainSweep t;
-  r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend", "precision"});
+  r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend", "precision",
+          "compression"});
   if (!r.has("models")) r.fail(r.key("models"), "missing; list the models to train, e.g. [{model: lenet, batch: 32}]");
   const YAML::Node models = r.at("models");
   if (!models.IsSequence() || models.size() == 0)
@@ -73,13 +86,8 @@ TrainSweep parse_train(const YamlReader& r) {
   r.get_double("first_bucket_mb", t.first_bucket_mb, 0, 65536);
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
-  if (r.has("precision")) {
-    t.precisions = r.at("precision").IsScalar() ? std::vector<std::string>{r.at("precision").Scalar()}
-                                                : r.list<std::string>("precision", "precisions");
-    for (const auto& p : t.precisions)
-      if (!models::parse_precision(p))
-        r.fail(r.key("precision"), quote_excerpt(p) + " is not one of: " + join_names(models::precision_names()));
-  }
+  t.precisions = name_axis(r, "precision", t.precisions, models::precision_names());
+  t.compressions = name_axis(r, "compression", t.compressions, kCompressions);
   return t;
 }
 
@@ -225,7 +233,8 @@ nlohmann::json to_json(const SweepConfig& c) {
       models.push_back({{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}});
     j["train"] = {{"models", models}, {"warmup", c.train.warmup}, {"steps", c.train.steps},
                   {"fusion_mb", c.train.fusion_mb}, {"first_bucket_mb", c.train.first_bucket_mb},
-                  {"overlap", c.train.overlap}, {"backend", c.train.backend}, {"precision", c.train.precisions}};
+                  {"overlap", c.train.overlap}, {"backend", c.train.backend}, {"precision", c.train.precisions},
+                  {"compression", c.train.compressions}};
   }
   if (c.has_collectives) {
     const auto& k = c.collectives;
@@ -283,17 +292,22 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
       if (c.has_train) {
         for (const auto& m : c.train.models)
           for (const auto& precision : c.train.precisions)
-            for (int n : c.nodes) {
-              const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
-              for (const auto& t : ts) {
-                SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
-                p.precision = precision;
-                p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) +
-                       (precision == "fp32" ? "" : "/" + precision) + "/n" + std::to_string(n) + "/" + t + "/" +
-                       profile;
-                visit(p);
+            for (const auto& compression : c.train.compressions)
+              for (int n : c.nodes) {
+                // One rank sends nothing: its compression would be a copy of its N=1 point.
+                if (n == 1 && compression != c.train.compressions.front()) continue;
+                const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
+                for (const auto& t : ts) {
+                  SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
+                  p.precision = precision;
+                  p.compression = n == 1 ? "auto" : compression;
+                  p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) +
+                         (precision == "fp32" ? "" : "/" + precision) +
+                         (p.compression == "auto" ? "" : "/wire-" + p.compression) + "/n" + std::to_string(n) + "/" +
+                         t + "/" + profile;
+                  visit(p);
+                }
               }
-            }
       }
       if (c.has_collectives && profile == c.profiles.front()) {
         for (int n : c.nodes) {

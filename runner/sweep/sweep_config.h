@@ -33,6 +33,7 @@ struct TrainSweep {
   bool overlap = true;
   std::string backend = "auto";
   std::vector<std::string> precisions{"fp32"};  // `precision:` a name or a list: train --precision
+  std::vector<std::string> compressions{"auto"};  // `compression:` a name or a list: train --compression
 };
 
 struct CollectivesSweep {
