@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,9 +60,11 @@ void OnednnNetwork::setup_conv(int i) {
   const memory::dims wdims = grouped ? memory::dims{s.groups, s.out_channels / s.groups, in.c / s.groups, s.kh, s.kw}
                                      : memory::dims{s.out_channels, in.c, s.kh, s.kw};
   const Md w_plain_md(wdims, f32, grouped ? Tag::goihw : Tag::oihw);  // = the flat [O, I/g, kh, kw]
-  const Md w_any(wdims, f32, Tag::any);
+  // Weights in the network's type (reordered from the fp32 flat parameters each forward); their
+  // gradients and the bias in fp32 (bf16: oneDNN accumulates them in fp32).
+  const Md w_any(wdims, dt_, Tag::any), dw_any(wdims, f32, Tag::any);
   const Md b_md = s.bias ? vec_md(s.out_channels) : Md();
-  const Md src_any = any_md(batch_, in), dst_any = any_md(batch_, n.out);
+  const Md src_any = any(in), dst_any = any(n.out);
   const auto alg = algorithm::convolution_direct;
 
   // Forward.
@@ -85,7 +88,7 @@ void OnednnNetwork::setup_conv(int i) {
 
   // Backward weights.
   const convolution_backward_weights::primitive_desc bwpd(
-      {alg, src_any, w_any, b_md, dst_any, strides, pad_l, pad_r}, weights_attr(), eng_, fpd);
+      {alg, src_any, dw_any, b_md, dst_any, strides, pad_l, pad_r}, weights_attr(), eng_, fpd);
   plan_backward_weights<convolution_backward_weights>(i, bwpd, io, "conv bwd_weights");
 }
 
@@ -216,7 +219,7 @@ void OnednnNetwork::setup_pool(int i) {
   // forward_inference where there is no backward: max pooling then keeps no workspace.
   const prop_kind prop = inference_ ? prop_kind::forward_inference : prop_kind::forward_training;
   const pooling_forward::primitive_desc fpd(
-      {prop, alg, act_[p].md, any_md(batch_, n.out), strides, kernel, pad_l, pad_r}, eng_);
+      {prop, alg, act_[p].md, any(n.out), strides, kernel, pad_l, pad_r}, eng_);
   act_[i] = make_act(fpd.dst_desc());
   const memory ws = is_max && !inference_ ? alloc(fpd.workspace_desc()) : memory();
   Args fargs{{DNNL_ARG_SRC, act_[p].y}, {DNNL_ARG_DST, act_[i].y}};
@@ -244,9 +247,10 @@ void OnednnNetwork::setup_concat(int i) {
   Tag common = tag_of(act_[n.inputs[0]].md);
   for (int p : n.inputs) {
     srcs.push_back(act_[p].md);
+    if (act_[p].md.data_type() != dt_) throw std::logic_error("concat: an input of another data type");
     if (tag_of(act_[p].md) != common || g_.nodes[p].out.c % channel_block(common) != 0) common = Tag::undef;
   }
-  const Md dst(nchw_dims(batch_, n.out), f32, common == Tag::undef ? Tag::nchw : common);
+  const Md dst(nchw_dims(batch_, n.out), dt_, common == Tag::undef ? Tag::nchw : common);
   const dnnl::concat::primitive_desc pd(dst, 1, srcs, eng_);
   act_[i] = make_act(pd.dst_desc());
   Args fargs{{DNNL_ARG_DST, act_[i].y}};
@@ -269,7 +273,9 @@ void OnednnNetwork::setup_concat(int i) {
 // The FC runs on plain NCHW input with the plain weights used in place: the weights are often
 // the largest tensor there is (lenet's 512 x 3136), and reordering them to a blocked layout
 // twice per step (weights in, gradients out) costs more than the product itself, while the
-// activation to reorder is batch x c*h*w. Blocked layouts are the fallback.
+// activation to reorder is batch x c*h*w. Blocked layouts are the fallback. In bf16 the weights
+// are converted each forward anyway, into the layout the product prefers; their gradients go
+// straight into the flat fp32 buffer.
 void OnednnNetwork::setup_fc(int i) {
   using namespace dnnl;
   const Node& n = g_.nodes[i];
@@ -278,15 +284,16 @@ void OnednnNetwork::setup_fc(int i) {
   const int out = n.fc.out_features;
   // Weights [out, c*h*w] in NCHW-flatten order are OIHW with the input's c, h, w.
   const memory::dims wdims{out, in.c, in.h, in.w};
-  const Md w_plain_md(wdims, f32, Tag::oihw), w_any(wdims, f32, Tag::any);
+  const Md w_plain_md(wdims, f32, Tag::oihw), w_any(wdims, dt_, Tag::any), dw_any(wdims, f32, Tag::any);
+  const Md w_fwd = dt_ == f32 ? w_plain_md : w_any;
   const Md b_md = n.fc.bias ? vec_md(out) : Md();
-  const Md dst_md({batch_, out}, f32, Tag::nc);  // the same bytes as the node's N x out x 1 x 1
-  const Md src_plain = plain_md(batch_, in), src_any = any_md(batch_, in);
+  const Md dst_md({batch_, out}, dt_, Tag::nc);  // the same bytes as the node's N x out x 1 x 1
+  const Md src_plain = plain(in), src_any = any(in);
 
   // Forward.
   inner_product_forward::primitive_desc fpd;
   try {
-    fpd = {{prop_kind::forward_training, src_plain, w_plain_md, b_md, dst_md}, eng_};
+    fpd = {{prop_kind::forward_training, src_plain, w_fwd, b_md, dst_md}, eng_};
   } catch (const dnnl::error&) {
     fpd = {{prop_kind::forward_training, act_[p].md, w_any, b_md, dst_md}, eng_};
   }
@@ -294,7 +301,7 @@ void OnednnNetwork::setup_fc(int i) {
   const memory src = convert(act_[p].y, fpd.src_desc(), f, "reorder src", -1);
   const memory w_plain = view(w_plain_md, Buf::params, param_offset(i, 0));
   const memory w = convert(w_plain, fpd.weights_desc(), weight_ops(f), "reorder weights", -1);
-  act_[i] = make_act(plain_md(batch_, n.out));
+  act_[i] = make_act(plain(n.out));
   const memory y2(dst_md, eng_, act_[i].y.get_data_handle());
   Args fargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y2}};
   if (n.fc.bias) fargs[DNNL_ARG_BIAS] = view(b_md, Buf::params, param_offset(i, 1));
@@ -317,21 +324,40 @@ void OnednnNetwork::setup_fc(int i) {
   try {
     bwpd = {{fpd.src_desc(), w_plain_md, b_md, dst_md}, weights_attr(), eng_, fpd};
   } catch (const dnnl::error&) {
-    bwpd = {{fpd.src_desc(), w_any, b_md, dst_md}, weights_attr(), eng_, fpd};
+    bwpd = {{fpd.src_desc(), dw_any, b_md, dst_md}, weights_attr(), eng_, fpd};
   }
   plan_backward_weights<inner_product_backward_weights>(i, bwpd, io, "fc bwd_weights");
 }
 
-// Dropout runs as host loops on plain NCHW (it sits on small tensors before a classifier), with
+namespace {
+
+// Element k of a host loop's tensor as fp32, and back (bf16: rounded to nearest even).
+inline float get(const float* t, size_t k) { return t[k]; }
+inline float get(const uint16_t* t, size_t k) { return bf16_to_float(t[k]); }
+inline void put(float* t, size_t k, float v) { t[k] = v; }
+inline void put(uint16_t* t, size_t k, float v) { t[k] = float_to_bf16(v); }
+
+// Calls f(T*...) with the data of the memories, T their (common) data type's: float or uint16_t.
+template <class F, class... M>
+void with_data(Dt dt, F&& f, const M&... m) {
+  if (dt == bf16) f(data<uint16_t>(m)...);
+  else f(data<float>(m)...);
+}
+
+}  // namespace
+
+// Dropout runs as host loops on plain NCHW in the network's type (it sits on small tensors
+// before a classifier; bf16: each element's product in fp32, rounded as a bf16 kernel's), with
 // the masks every backend draws from dropout_keep().
 void OnednnNetwork::setup_dropout(int i) {
   const Node& n = g_.nodes[i];
   const int p = n.inputs[0];
-  const Md pm = plain_md(batch_, n.out);
+  const Md pm = plain(n.out);
   const int64_t per_sample = n.out.numel();
   const size_t count = size_t(batch_) * size_t(per_sample);
   const float rate = n.dropout.rate;
   const float scale = 1.0f / (1.0f - rate);
+  const Dt dt = dt_;
   DeviceVector<float>& mask = dropout_mask_[size_t(i)];
   if (!inference_) mask.assign(count, 0.0f);
 
@@ -342,7 +368,7 @@ void OnednnNetwork::setup_dropout(int i) {
   Op infer;
   infer.what = "dropout fwd_inference (copy)";
   infer.mode = Mode::inference;
-  infer.fn = [src, y, count] { std::memcpy(data(y), data(src), count * sizeof(float)); };
+  infer.fn = [src, y] { std::memcpy(y.get_data_handle(), src.get_data_handle(), y.get_desc().get_size()); };
   if (inference_) {
     f.push_back(std::move(infer));
     return;
@@ -350,17 +376,20 @@ void OnednnNetwork::setup_dropout(int i) {
   Op train;
   train.what = "dropout fwd (loop)";
   train.mode = Mode::training;
-  train.fn = [this, i, src, y, per_sample, rate, scale, &mask] {
-    const float* x = data(src);
-    float* out = data(y);
+  train.fn = [this, i, src, y, per_sample, rate, scale, dt, &mask] {
+    with_data(
+        dt,
+        [&](const auto* x, auto* out) {
 #pragma omp parallel for schedule(static)
-    for (int s = 0; s < batch_; ++s)
-      for (int64_t e = 0; e < per_sample; ++e) {
-        const size_t k = size_t(s * per_sample + e);
-        const bool keep = dropout_keep(args_.seed, args_.step, i, args_.sample_offset + s, e, rate);
-        mask[k] = keep ? scale : 0.0f;
-        out[k] = keep ? x[k] * scale : 0.0f;
-      }
+          for (int s = 0; s < batch_; ++s)
+            for (int64_t e = 0; e < per_sample; ++e) {
+              const size_t k = size_t(s * per_sample + e);
+              const bool keep = dropout_keep(args_.seed, args_.step, i, args_.sample_offset + s, e, rate);
+              mask[k] = keep ? scale : 0.0f;
+              put(out, k, keep ? get(x, k) * scale : 0.0f);
+            }
+        },
+        src, y);
   };
   f.push_back(std::move(train));
   f.push_back(std::move(infer));
@@ -374,17 +403,20 @@ void OnednnNetwork::setup_dropout(int i) {
   btrain.what = "dropout bwd (loop)";
   btrain.mode = Mode::training;
   btrain.input_grad_only = dfr;
-  btrain.fn = [ds, dy, count, &mask] {
-    const float* g = data(dy);
-    float* dx = data(ds);
-    for (size_t k = 0; k < count; ++k) dx[k] = g[k] * mask[k];
+  btrain.fn = [ds, dy, count, dt, &mask] {
+    with_data(
+        dt,
+        [&](auto* dx, const auto* g) {
+          for (size_t k = 0; k < count; ++k) put(dx, k, get(g, k) * mask[k]);
+        },
+        ds, dy);
   };
   b.push_back(std::move(btrain));
   Op binfer;
   binfer.what = "dropout bwd_inference (copy)";
   binfer.mode = Mode::inference;
   binfer.input_grad_only = dfr;
-  binfer.fn = [ds, dy, count] { std::memcpy(data(ds), data(dy), count * sizeof(float)); };
+  binfer.fn = [ds, dy] { std::memcpy(ds.get_data_handle(), dy.get_data_handle(), dy.get_desc().get_size()); };
   b.push_back(std::move(binfer));
   b.insert(b.end(), post.begin(), post.end());
 }

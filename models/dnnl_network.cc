@@ -49,8 +49,51 @@ namespace onednn {
 // ---------------------------------------------------------------------------------------------
 // Setup
 
-OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only)
-    : g_(g), batch_(batch), inference_(inference_only), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+namespace {
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  using dnnl::cpu_isa;
+  switch (isa) {
+    case cpu_isa::sse41: return "sse41";
+    case cpu_isa::avx: return "avx";
+    case cpu_isa::avx2: return "avx2";
+    case cpu_isa::avx2_vnni: return "avx2_vnni";
+    case cpu_isa::avx512_mic: return "avx512_mic";
+    case cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case cpu_isa::avx512_core: return "avx512_core";
+    case cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "no vector ISA (isa_all)";
+  }
+}
+
+// The data type a network of `precision` computes in; bf16 only where the CPU runs it natively
+// (oneDNN's bf16 on older CPUs emulates it, slower than fp32), never a silent fallback.
+Dt network_data_type(Precision precision) {
+  if (precision == Precision::fp32) return f32;
+  if (precision != Precision::bf16)
+    throw std::invalid_argument(std::string("--precision ") + precision_name(precision) +
+                                ": the oneDNN CPU backend computes in fp32 or bf16");
+  const auto isa = dnnl::get_effective_cpu_isa();
+  const auto need = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);  // ISA values are feature bit sets
+  if ((static_cast<unsigned>(isa) & need) != need)
+    throw std::invalid_argument(
+        std::string("--precision bf16 needs a CPU with native bf16 instructions (AVX512-BF16 or AMX); this one's "
+                    "oneDNN ISA is ") +
+        isa_name(isa));
+  return bf16;
+}
+
+}  // namespace
+
+OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only, Precision precision)
+    : g_(g),
+      batch_(batch),
+      inference_(inference_only),
+      dt_(network_data_type(precision)),
+      eng_(dnnl::engine::kind::cpu, 0),
+      strm_(eng_) {
   check_network_args(g_, batch, "onednn network");
   const int n = int(g_.nodes.size());
 
@@ -65,7 +108,12 @@ OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only)
   fwd_.resize(size_t(n));
   bwd_.resize(size_t(n));
   dropout_mask_.resize(size_t(n));
-  act_[0] = make_act(plain_md(batch_, g_.nodes[0].out));
+  act_[0] = make_act(plain(g_.nodes[0].out));
+  if (dt_ != f32) {
+    const Md user = plain_md(batch_, g_.nodes[0].out);
+    input_in_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng_, user, eng_, act_[0].md));
+    if (!inference_) input_grad_out_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng_, act_[0].md, eng_, user));
+  }
   for (int i = 1; i < n; ++i) {
     const Node& node = g_.nodes[i];
     try {
@@ -222,7 +270,7 @@ void OnednnNetwork::weights_to_plain(const memory& from, const memory& plain, st
 void OnednnNetwork::setup_outputs() {
   for (size_t k = 0; k < g_.outputs.size(); ++k) {
     const int p = g_.outputs[k].node;
-    const Md plain = plain_md(batch_, g_.nodes[p].out);
+    const Md plain = plain_md(batch_, g_.nodes[p].out);  // fp32 at the interface
     if (!inference_) {
       out_dy_.push_back(alloc(plain));
       bool first = true;
@@ -237,7 +285,7 @@ void OnednnNetwork::setup_outputs() {
 }
 
 std::string OnednnNetwork::describe() const {
-  return describe_impls("onednn", impls_);
+  return describe_impls(dt_ == f32 ? "onednn" : "onednn (bf16)", impls_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -245,7 +293,7 @@ std::string OnednnNetwork::describe() const {
 
 void OnednnNetwork::run(const Op& op, int lane) {
   if (!op.prim) {
-    strm_.wait();
+    strm_.wait();  // host loops read what the primitives before them wrote
     op.fn();
   } else if (!op.weights_grad) {
     op.prim.execute(strm_, op.args);
@@ -297,8 +345,23 @@ void OnednnNetwork::params_changed() {
   strm_.wait();
 }
 
+// Between memory `m` (the network's layout and type) and the interface's plain NCHW fp32 at
+// `user`: `convert` (a reorder in that direction) where they differ, else a copy.
+static void exchange(const dnnl::reorder& convert, memory m, float* user, bool into_m, dnnl::stream& strm) {
+  const size_t bytes = m.get_desc().get_size();
+  if (!convert) {
+    if (into_m) std::memcpy(m.get_data_handle(), user, bytes);
+    else std::memcpy(user, m.get_data_handle(), bytes);
+    return;
+  }
+  memory u(Md(m.get_desc().dims(), f32, Tag::nchw), m.get_engine(), user);
+  if (into_m) convert.execute(strm, u, m);
+  else convert.execute(strm, m, u);
+  strm.wait();
+}
+
 void OnednnNetwork::set_input(const float* x) {
-  std::memcpy(act_[0].y.get_data_handle(), x, act_[0].md.get_size());
+  exchange(input_in_, act_[0].y, const_cast<float*>(x), true, strm_);
 }
 
 void OnednnNetwork::forward(const ForwardArgs& args) {
@@ -423,7 +486,7 @@ void OnednnNetwork::get_input_grad(float* dx) {
     strm_.wait();
     input_grad_ready_ = true;
   }
-  std::memcpy(dx, act_[0].dy.get_data_handle(), act_[0].md.get_size());
+  exchange(input_grad_out_, act_[0].dy, dx, false, strm_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -474,15 +537,12 @@ std::vector<PrimitiveTime> OnednnNetwork::profile(int reps) {
 using onednn::OnednnNetwork;
 
 std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only, Precision precision) {
-  if (precision != Precision::fp32)
-    throw std::invalid_argument(std::string("--precision ") + precision_name(precision) +
-                                ": the oneDNN backend does not compute in it yet");
-  return std::make_unique<OnednnNetwork>(g, batch, inference_only);
+  return std::make_unique<OnednnNetwork>(g, batch, inference_only, precision);
 }
 
-std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, int reps) {
+std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, int reps, Precision precision) {
   if (reps < 1) throw std::invalid_argument("profile_onednn_primitives: reps must be >= 1");
-  OnednnNetwork net(g, batch);
+  OnednnNetwork net(g, batch, false, precision);
   std::vector<float> params(g.param_count), grads(g.param_count), state(g.state_count);
   init_params(g, 1, params.data(), state.data());
   net.bind(params.data(), grads.data(), state.data());

@@ -28,6 +28,8 @@ struct PrimitiveTime {
 // `seconds` is what the primitives cost with warm caches. Host loops (dropout, running
 // statistics) are included and say "(loop)" in `what`; the input gradient, which a training
 // step does not compute, is not.
-std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, int reps);
+// precision: the network's (fp32 or bf16, as make_onednn_network()).
+std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, int reps,
+                                                     Precision precision = Precision::fp32);
 
 }  // namespace ringbench::models

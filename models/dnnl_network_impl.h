@@ -8,6 +8,9 @@
 #include <chrono>
 #include <memory>
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -28,23 +31,48 @@ using Tag = memory::format_tag;
 using Args = std::unordered_map<int, memory>;
 using Clock = std::chrono::steady_clock;
 constexpr auto f32 = memory::data_type::f32;
+constexpr auto bf16 = memory::data_type::bf16;
+using Dt = memory::data_type;
 
+// Activation descriptors in data type `dt` (the network's: f32, or bf16 with --precision bf16).
 inline memory::dims nchw_dims(int batch, const Dims& d) { return {batch, d.c, d.h, d.w}; }
-inline Md plain_md(int batch, const Dims& d) { return Md(nchw_dims(batch, d), f32, Tag::nchw); }
-inline Md any_md(int batch, const Dims& d) { return Md(nchw_dims(batch, d), f32, Tag::any); }
+inline Md plain_md(int batch, const Dims& d, Dt dt = f32) { return Md(nchw_dims(batch, d), dt, Tag::nchw); }
+inline Md any_md(int batch, const Dims& d, Dt dt = f32) { return Md(nchw_dims(batch, d), dt, Tag::any); }
 inline Md vec_md(int n) { return Md({n}, f32, Tag::x); }
 
-// The format tag of a 4-D activation layout, among those oneDNN picks for f32 on CPUs; undef
-// for any other.
+// The format tag of a 4-D activation layout, among those oneDNN picks on CPUs; undef for any
+// other.
 inline Tag tag_of(const Md& d) {
   for (Tag t : {Tag::nChw16c, Tag::nChw8c, Tag::nchw, Tag::nhwc})
-    if (Md(d.dims(), f32, t) == d) return t;
+    if (Md(d.dims(), d.data_type(), t) == d) return t;
   return Tag::undef;
 }
 
 inline int channel_block(Tag t) { return t == Tag::nChw16c ? 16 : t == Tag::nChw8c ? 8 : 1; }
 
-inline float* data(const memory& m) { return static_cast<float*>(m.get_data_handle()); }
+// The data of `m`, which must be of type T's (float: f32, uint16_t: bf16's bits).
+template <class T = float>
+T* data(const memory& m) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint16_t>);
+  if (m.get_desc().data_type() != (std::is_same_v<T, float> ? f32 : bf16))
+    throw std::logic_error("onednn network: a host loop read a tensor as another data type than its own");
+  return static_cast<T*>(m.get_data_handle());
+}
+
+// bf16 <-> fp32 for the host loops: bf16 is fp32's upper half; rounding to nearest even, as
+// oneDNN's conversions do, NaN kept a (quiet) NaN.
+inline float bf16_to_float(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
 
 // Which passes run an op: forward ops by the kind of forward, backward ops by the kind of the
 // forward that preceded them (batch norm and dropout differ).
@@ -69,13 +97,15 @@ struct Op {
 
 class OnednnNetwork final : public Network {
  public:
-  OnednnNetwork(const Graph& g, int batch, bool inference_only = false);
+  OnednnNetwork(const Graph& g, int batch, bool inference_only = false, Precision precision = Precision::fp32);
 
   const Graph& graph() const override { return g_; }
   int batch() const override { return batch_; }
   std::string backend() const override { return "onednn"; }
   std::string describe() const override;
   bool inference_only() const override { return inference_; }
+  Precision precision() const override { return dt_ == bf16 ? Precision::bf16 : Precision::fp32; }
+  std::vector<LayerPrecision> layer_precisions() const override { return layer_precisions_; }
 
   void bind(float* params, float* grads, float* state) override;
   void params_changed() override;
@@ -117,7 +147,7 @@ class OnednnNetwork final : public Network {
   };
   struct OutputIo {
     Md plain;
-    dnnl::reorder to_plain;  // empty when the output already is plain NCHW
+    dnnl::reorder to_plain;  // empty when the output already is plain NCHW fp32
   };
 
   // Setup, one function per op family.
@@ -133,6 +163,8 @@ class OnednnNetwork final : public Network {
 
   // Setup helpers.
   memory alloc(const Md& d);
+  Md plain(const Dims& d) const { return plain_md(batch_, d, dt_); }  // in the network's data type
+  Md any(const Dims& d) const { return any_md(batch_, d, dt_); }
   Act make_act(const Md& d) { return {d, alloc(d), inference_ ? memory() : alloc(d)}; }
   memory view(const Md& d, Buf buf, size_t offset);
   memory scratch(const Md& d);
@@ -174,6 +206,8 @@ class OnednnNetwork final : public Network {
   // Forward plans only, and only what an inference forward runs: each setup_* returns before
   // its backward plan (NetworkOptions::inference_only).
   bool inference_;
+  Dt dt_;  // activations' and the convs', fcs', batch norms', ... arithmetic (f32 or bf16)
+  std::vector<LayerPrecision> layer_precisions_;  // the layers computing in another one
   dnnl::engine eng_;
   dnnl::stream strm_;
 
@@ -187,6 +221,8 @@ class OnednnNetwork final : public Network {
   std::vector<memory> out_dy_;              // plain NCHW, per output
   std::vector<bool> out_dy_set_;
   std::vector<OutputIo> out_io_;
+  // bf16: the network input and its gradient cross the interface as plain NCHW fp32.
+  dnnl::reorder input_in_, input_grad_out_;
 
   std::vector<View> views_;
   std::vector<Converted> converted_;
