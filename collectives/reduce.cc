@@ -92,7 +92,7 @@ namespace {
 // Every kernel has one signature so that a table can hold them; `b` is ignored by Op::div
 // (divide() passes src twice).
 
-enum class Op { sum, sum_div, div };
+enum class Op { sum, sum_div, div, narrow, widen };  // narrow: float -> T; widen: T -> float
 using Kernel = void (*)(void* dst, const void* a, const void* b, size_t n, float divisor);
 
 template <DType T>
@@ -116,8 +116,28 @@ struct Elem<DType::bf16> {
   static uint16_t narrow(float v) { return float_to_bf16(v); }
 };
 
+// narrow_floats and widen_to_floats, one element at a time.
+template <DType T, Op O>
+void convert_scalar(void* dst, const void* src, size_t n) {
+  using E = Elem<T>;
+  using S = typename E::type;
+  if constexpr (O == Op::narrow) {
+    auto* o = static_cast<S*>(dst);
+    const auto* x = static_cast<const float*>(src);
+    for (size_t i = 0; i < n; ++i) o[i] = E::narrow(x[i]);
+  } else {
+    auto* o = static_cast<float*>(dst);
+    const auto* x = static_cast<const S*>(src);
+    for (size_t i = 0; i < n; ++i) o[i] = E::widen(x[i]);
+  }
+}
+
 template <DType T, Op O>
 void kernel_scalar(void* dst, const void* a, const void* b, size_t n, float divisor) {
+  if constexpr (O == Op::narrow || O == Op::widen) {
+    convert_scalar<T, O>(dst, a, n);
+    return;
+  }
   using E = Elem<T>;
   using S = typename E::type;
   auto* o = static_cast<S*>(dst);
@@ -226,9 +246,41 @@ RB_AVX512 inline void step32(void* dst, const void* a, const void* b, float divi
   store32<T>(dst, v);
 }
 
+// 16 floats to T and back, in order (load32/store32 keep bf16 lanes interleaved within 128-bit
+// blocks, which only a load and store of the same type undo).
+template <DType T>
+RB_AVX512 inline void narrow16(void* dst, const float* src) {
+  const __m512 v = _mm512_loadu_ps(src);
+  if constexpr (T == DType::f16)
+    _mm256_storeu_si256(static_cast<__m256i*>(dst), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  else
+    _mm256_storeu_si256(static_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(round_bf16(v)));
+}
+
+template <DType T>
+RB_AVX512 inline void widen16(float* dst, const void* src) {
+  const __m256i v = _mm256_loadu_si256(static_cast<const __m256i*>(src));
+  if constexpr (T == DType::f16)
+    _mm512_storeu_ps(dst, _mm512_cvtph_ps(v));
+  else
+    _mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
+}
+
 template <DType T, Op O>
 RB_AVX512 void kernel_avx512(void* dst, const void* a, const void* b, size_t n, float divisor) {
-  vector_kernel<T, O, 32, step32<T, O>>(dst, a, b, n, divisor);
+  if constexpr ((O == Op::narrow || O == Op::widen) && T == DType::f32) {
+    std::memcpy(dst, a, n * sizeof(float));
+  } else if constexpr (O == Op::narrow) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) narrow16<T>(static_cast<uint16_t*>(dst) + i, static_cast<const float*>(a) + i);
+    convert_scalar<T, O>(static_cast<uint16_t*>(dst) + i, static_cast<const float*>(a) + i, n - i);
+  } else if constexpr (O == Op::widen) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) widen16<T>(static_cast<float*>(dst) + i, static_cast<const uint16_t*>(a) + i);
+    convert_scalar<T, O>(static_cast<float*>(dst) + i, static_cast<const uint16_t*>(a) + i, n - i);
+  } else {
+    vector_kernel<T, O, 32, step32<T, O>>(dst, a, b, n, divisor);
+  }
 }
 
 struct Pair256 {
@@ -295,7 +347,10 @@ RB_AVX2 inline void step16(void* dst, const void* a, const void* b, float diviso
 
 template <DType T, Op O>
 RB_AVX2 void kernel_avx2(void* dst, const void* a, const void* b, size_t n, float divisor) {
-  vector_kernel<T, O, 16, step16<T, O>>(dst, a, b, n, divisor);
+  if constexpr (O == Op::narrow || O == Op::widen)
+    convert_scalar<T, O>(dst, a, n);  // conversions are vectorized for AVX-512 only
+  else
+    vector_kernel<T, O, 16, step16<T, O>>(dst, a, b, n, divisor);
 }
 
 bool has_avx512() {
@@ -319,10 +374,10 @@ bool always() { return true; }
 struct Isa {
   const char* name;
   bool (*supported)();
-  Kernel kernels[3][3];  // [DType][Op]
+  Kernel kernels[3][5];  // [DType][Op]
 };
 
-#define RB_ROW(k, t) {k<t, Op::sum>, k<t, Op::sum_div>, k<t, Op::div>}
+#define RB_ROW(k, t) {k<t, Op::sum>, k<t, Op::sum_div>, k<t, Op::div>, k<t, Op::narrow>, k<t, Op::widen>}
 #define RB_TABLE(k) {RB_ROW(k, DType::f32), RB_ROW(k, DType::f16), RB_ROW(k, DType::bf16)}
 
 // Best first.
@@ -405,6 +460,16 @@ void reduce_sum_div(DType t, void* dst, const void* a, const void* b, size_t cou
 void divide(DType t, void* dst, const void* src, size_t count, float divisor) {
   check_dtype(t);
   kernel(t, Op::div)(dst, src, src, count, divisor);
+}
+
+void narrow_floats(DType t, void* dst, const float* src, size_t count) {
+  check_dtype(t);
+  kernel(t, Op::narrow)(dst, src, nullptr, count, 1.0f);
+}
+
+void widen_to_floats(DType t, float* dst, const void* src, size_t count) {
+  check_dtype(t);
+  kernel(t, Op::widen)(dst, src, nullptr, count, 1.0f);
 }
 
 const char* reduce_isa() { return active_isa().name; }

@@ -18,6 +18,11 @@ void reduce_sum_div(DType t, void* dst, const void* a, const void* b, size_t cou
 // dst[i] = src[i] / divisor (average with a single rank, or after MPI_SUM).
 void divide(DType t, void* dst, const void* src, size_t count, float divisor);
 
+// dst[i] = src[i] as `t` (f16 or bf16; f32: a copy), rounded to nearest even as the kernels
+// round; and back to float. Vectorized as the kernels are (AVX-512; scalar otherwise).
+void narrow_floats(DType t, void* dst, const float* src, size_t count);
+void widen_to_floats(DType t, float* dst, const void* src, size_t count);
+
 // Scalar conversions, exact round-to-nearest-even; used by tests and by the scalar kernels.
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);

@@ -50,11 +50,9 @@ class CompressedRingReducer : public GradientReducer {
         ar_(t, stage_.data(), stage_.data(), count, wire, ReduceOp::avg, o),
         name_(t.caps().name) {}
   void allreduce_avg(size_t offset, size_t count) override {
-    const auto narrow = wire_ == DType::bf16 ? float_to_bf16 : float_to_half;
-    const auto widen = wire_ == DType::bf16 ? bf16_to_float : half_to_float;
-    for (size_t i = offset; i < offset + count; ++i) stage_[i] = narrow(grads_[i]);
+    narrow_floats(wire_, stage_.data() + offset, grads_ + offset, count);
     ar_.run(count, offset);
-    for (size_t i = offset; i < offset + count; ++i) grads_[i] = widen(stage_[i]);
+    widen_to_floats(wire_, grads_ + offset, stage_.data() + offset, count);
   }
   std::string describe() const override {
     return "ring (ours) over " + name_ + ", gradients as " + dtype_name(wire_) + " on the wire";

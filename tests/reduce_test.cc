@@ -449,6 +449,28 @@ TEST_P(NarrowKernelTest, TiesRoundToEven) {
   }
 }
 
+// narrow_floats and widen_to_floats (gradient compression): the scalar conversions' bits, in
+// order, on every ISA, around the vector width and for NaN, infinities and subnormals.
+TEST_P(NarrowKernelTest, ConversionsMatchTheScalarOnesInOrder) {
+  const DType t = std::get<1>(GetParam());
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  for (size_t n : {0, 1, 15, 16, 17, 33, 1000}) {
+    std::vector<float> src(n), back(n);
+    for (size_t i = 0; i < n; ++i) src[i] = std::bit_cast<float>(any_bits(rng));
+    if (n > 3) src[0] = 1.0f / 0.0f, src[1] = 1e-42f, src[2] = std::bit_cast<float>(0x7fc00001u);
+    std::vector<uint16_t> narrow(n);
+    narrow_floats(t, narrow.data(), src.data(), n);
+    widen_to_floats(t, back.data(), narrow.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t want = t == DType::f16 ? float_to_half(src[i]) : float_to_bf16(src[i]);
+      ASSERT_EQ(narrow[i], want) << reduce_isa() << " n=" << n << " i=" << i;
+      const float wide = t == DType::f16 ? half_to_float(want) : bf16_to_float(want);
+      ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(wide)) << reduce_isa() << " i=" << i;
+    }
+  }
+}
+
 std::string param_name(const ::testing::TestParamInfo<KernelTest::ParamType>& info) {
   return std::string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
 }
