@@ -177,6 +177,23 @@ TEST(TrainCli, PrecisionAndGradientWireAreSaidAndRecorded) {
   std::remove(json.c_str());
 }
 
+// bf16 end to end where the CPU computes it: two ranks stay bit-identical (train fails when the
+// final hashes differ), and the gradients cross the wire as bf16 by default.
+TEST(TrainCli, Bf16TrainsTwoRanksWhereTheCpuHasIt) {
+  const std::string json = temp_path("bf16") + ".json";
+  auto r = run_command(kBin + " train --model mobilenet_v1 --image-size 32 --batch 4 --steps 3 --warmup 1 --ranks 2 "
+                       "--backend onednn --precision bf16 --json " + json);
+  if (r.output.find("needs a CPU with native bf16") != std::string::npos) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_all(r.output, {"# precision bf16: forward and backward in bf16",
+                                 "gradients on the wire as bf16 (--compression auto: the training precision)"}));
+  const auto doc = read_json(json);
+  EXPECT_EQ(doc["meta"]["precision"]["compute"], "bf16");
+  EXPECT_EQ(doc["meta"]["gradient_wire"]["dtype"], "bf16");
+  EXPECT_NE(doc["meta"]["backend_detail"].get<std::string>().find("bf16"), std::string::npos) << doc["meta"];
+  std::remove(json.c_str());
+}
+
 // A precision the backend or the hardware cannot run is an error naming why, never a fallback.
 TEST(TrainCli, PrecisionsThatCannotRunHereAreClearErrors) {
   const std::string train = kBin + " train --model lenet --batch 4 --steps 1 --warmup 0";
