@@ -17,9 +17,12 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
+#include "run_command.h"
 #include "train_helpers.h"
 
 namespace m = ringbench::models;
@@ -277,6 +280,7 @@ void expect_invalid(const std::string& backend, m::Precision p, const std::strin
     ADD_FAILURE() << backend << " accepted --precision " << m::precision_name(p);
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    std::printf("%s\n", e.what());
   }
 }
 
@@ -285,6 +289,19 @@ TEST(Precision, BackendsThatCannotComputeInItSaySo) {
   expect_invalid("onednn", m::Precision::fp16, "this needs a GPU (--backend cudnn)");
   expect_invalid("onednn", m::Precision::tf32, "this needs a GPU (--backend cudnn)");
   if (!cpu_has_bf16()) expect_invalid("onednn", m::Precision::bf16, "needs a CPU with native bf16 instructions");
+}
+
+// Without native bf16 (oneDNN limited to avx512_core by ONEDNN_MAX_CPU_ISA, in a child process:
+// the limit holds from a process's first primitive on) bf16 is refused, never emulated.
+TEST(Precision, Bf16WithoutNativeInstructionsIsRefused) {
+  const auto r = ringbench::testing::run_command("ONEDNN_MAX_CPU_ISA=AVX512_CORE /proc/" + std::to_string(getpid()) +
+                             "/exe --gtest_filter=Precision.BackendsThatCannotComputeInItSaySo");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--precision bf16 needs a CPU with native bf16 instructions (AVX512-BF16 or AMX); this "
+                          "one's oneDNN ISA is avx512_core"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[       OK ] Precision.BackendsThatCannotComputeInItSaySo"), std::string::npos) << r.output;
 }
 
 TEST(Precision, NamesRoundTrip) {
