@@ -68,6 +68,9 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="CPU threads of both (0: each one's default)")
     p.add_argument("--image-size", type=int, default=0, help="smaller inputs for slow machines (0: the models' own)")
     p.add_argument("--layer-times", type=int, default=5, help="ringbench's extra profiled steps (0: none)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="both sides: ringbench --precision, PyTorch autocast (fp16 with a GradScaler)")
+    p.add_argument("--channels-last", action="store_true", help="PyTorch in NHWC (its fastest layout for AMP)")
     a = p.parse_args()
     raw = os.path.join(a.out, "raw")
     os.makedirs(raw, exist_ok=True)
@@ -79,7 +82,7 @@ def main():
             for batch in batches:
                 tag = f"{model}_b{batch}_r{r}"
                 common = ["--model", model, "--batch", str(batch), "--steps", str(a.steps),
-                          "--warmup", str(a.warmup)]
+                          "--warmup", str(a.warmup), "--precision", a.precision]
                 if a.image_size:
                     common += ["--image-size", str(a.image_size)]
                 if a.threads:
@@ -87,7 +90,7 @@ def main():
                 rb = [a.bin, "train", *common, "--device", a.device, "--log-every", "0",
                       "--layer-times", str(a.layer_times), "--json", os.path.join(raw, tag + "_ringbench.json")]
                 pt = [a.python, os.path.join(HERE, "pytorch_train.py"), *common, "--device", a.device,
-                      "--json", os.path.join(raw, tag + "_pytorch.json")]
+                      "--json", os.path.join(raw, tag + "_pytorch.json")] + (["--channels-last"] if a.channels_last else [])
                 pair = [(rb, "ringbench"), (pt, "pytorch")]
                 for cmd, impl in pair if r % 2 == 0 else reversed(pair):
                     ok &= run(cmd, os.path.join(raw, f"{tag}_{impl}.log"))
@@ -121,7 +124,8 @@ def main():
                          f"{med_range(ratios, '{:.2f}')} |{note}")
 
     dev = meta.get("pytorch", {}).get("gpu", a.device)
-    head = [f"# ringbench train vs PyTorch eager on {dev}: fp32, synthetic data, one device",
+    what = "fp32" if a.precision == "fp32" else f"{a.precision} (ringbench --precision; PyTorch autocast)"
+    head = [f"# ringbench train vs PyTorch eager on {dev}: {what}, synthetic data, one device",
             "",
             f"{a.rounds} interleaved rounds of {a.warmup} warmup + {a.steps} measured steps each; per run the "
             "median of its steps' img/s; per cell the median over rounds (min-max). The ratio is "

@@ -83,6 +83,9 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=4e-5)
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format (default NCHW, like ringbench)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="fp32, or automatic mixed precision (torch.autocast) in bf16 or fp16 (fp16 with a "
+                        "GradScaler, as AMP): fp32 master weights and optimizer, as ringbench --precision")
     p.add_argument("--json", help="write the results and settings here")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0:
@@ -112,16 +115,24 @@ def main():
     classes = a.classes or (10 if a.model == "lenet" else 1000)
     y = torch.randint(0, classes, (a.batch,), device=dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+    scaler = torch.amp.GradScaler(dev.type) if a.precision == "fp16" else None
 
     def step():
         opt.zero_grad(set_to_none=True)
-        out = model(x)
-        if isinstance(out, tuple):  # inception_v3 with the auxiliary head
-            loss = loss_fn(out[0], y) + 0.4 * loss_fn(out[1], y)
+        with torch.autocast(dev.type, dtype=low, enabled=low is not None):
+            out = model(x)
+            if isinstance(out, tuple):  # inception_v3 with the auxiliary head
+                loss = loss_fn(out[0], y) + 0.4 * loss_fn(out[1], y)
+            else:
+                loss = loss_fn(out, y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         else:
-            loss = loss_fn(out, y)
-        loss.backward()
-        opt.step()
+            loss.backward()
+            opt.step()
         return loss
 
     for _ in range(a.warmup):
@@ -142,7 +153,8 @@ def main():
             "input": f"{channels}x{size}x{size}", "device": a.device, "torch": torch.__version__,
             "python": platform.python_version(), "threads": torch.get_num_threads(),
             "memory_format": "channels_last" if a.channels_last else "NCHW",
-            "cudnn_benchmark": True, "tf32": False}
+            "cudnn_benchmark": True, "tf32": False, "precision": a.precision,
+            "autocast": a.precision != "fp32"}
     if dev.type == "cuda":
         meta.update({"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
                      "cudnn": torch.backends.cudnn.version(),
@@ -154,7 +166,8 @@ def main():
                "img_s_min": min(img_s), "img_s_max": max(img_s), "img_s_window": a.batch * a.steps / wall,
                "step_s": step_s, "final_loss": float(loss)}
     print(f"# pytorch {torch.__version__} eager: {a.model}, {params} parameters, input {meta['input']}, "
-          f"batch {a.batch}, {meta['memory_format']}, fp32 (no TF32), device {meta.get('gpu', a.device)}, "
+          f"batch {a.batch}, {meta['memory_format']}, "
+          f"{'fp32 (no TF32)' if a.precision == 'fp32' else 'autocast ' + a.precision}, device {meta.get('gpu', a.device)}, "
           f"{meta['threads']} threads")
     print(f"Img/sec: {summary['img_s_median']:.1f} median (quartiles {q[0]:.1f}-{q[2]:.1f}) over {a.steps} steps; "
           f"{summary['img_s_window']:.1f} over the whole window; final loss {summary['final_loss']:.4f}")
