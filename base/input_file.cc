@@ -39,7 +39,10 @@ const char* file_type_name(mode_t m) {
 
 std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes) {
   const std::string name = what + " " + path;
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  struct stat before{};
+  if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode))  // opening a device may act: not at all
+    throw Error(name + " is " + file_type_name(before.st_mode) + ": only a regular file is read");
+  // O_NONBLOCK: a FIFO put in its place since must not wait for a writer; it is refused below.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) throw Error("cannot read " + name + ": " + std::strerror(errno));
   struct stat st{};

@@ -13,7 +13,9 @@ namespace ringbench {
 
 // Bounds for the files ringbench reads whole.
 constexpr size_t kMaxConfigBytes = size_t(4) << 20;     // sweep configs, what-if files, vGPU catalogs
-constexpr size_t kMaxResultsBytes = size_t(1) << 30;    // raw.jsonl and the JSON results beside it
+// raw.jsonl and the JSON results beside it (a real sweep's raw.jsonl is a few MiB; parsed, a
+// file takes several times its size in memory)
+constexpr size_t kMaxResultsBytes = size_t(64) << 20;
 
 // The contents of `path`. Throws Error naming `what` ("the sweep config") and the path when it
 // cannot be opened, is not a regular file (opened without blocking, so a FIFO does not hang),

@@ -196,7 +196,9 @@ void Server::run() {
 }
 
 void Server::accept_all() {
-  for (;;) {
+  // At most a stranger cap's worth per wake: a flood must not keep the loop from serving the
+  // ranks and expiring the stalled.
+  for (int accepted = 0; accepted < store_detail::kMaxStrangers; ++accepted) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;

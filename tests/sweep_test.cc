@@ -239,6 +239,36 @@ TEST_F(SweepTest, InterruptBeforeTheFirstPointEndsSaysNothingWasMeasured) {
   EXPECT_TRUE(fs::exists(dir_ + "/config.yaml"));  // --resume has what it needs
 }
 
+// A results directory may come from anyone: --resume refuses one whose own files or logs are
+// symbolic links, before writing anything (before: raw.jsonl -> a file elsewhere was rewritten
+// with the sweep's records, and a planted log link truncated its target).
+TEST_F(SweepTest, ResumeNeverWritesThroughALinkInTheRunDirectory) {
+  const std::string cfg = write_config("name: links\nnodes: [1]\nrepeats: 2\ncluster: {type: local}\n" + kLenet);
+  const std::string victim = temp_path("victim");
+  for (const std::string planted : {"raw.jsonl", "logs/0001-train-lenet-b8-n1-none-none-r2.rank0.log"}) {
+    fs::remove_all(dir_);
+    auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    { std::ofstream(victim) << "precious\n"; }
+    if (planted == "raw.jsonl") {
+      fs::copy_file(dir_ + "/raw.jsonl", victim + ".raw");
+      fs::remove(dir_ + "/raw.jsonl");
+    } else {
+      // Make repeat 2 run again on resume, so its log would be written.
+      std::ifstream in(dir_ + "/raw.jsonl");
+      std::string first;
+      std::getline(in, first);
+      { std::ofstream(dir_ + "/raw.jsonl") << first << "\n"; }
+    }
+    fs::remove(dir_ + "/" + planted);
+    fs::create_symlink(victim, dir_ + "/" + planted);
+    r = run_command(kBin + " sweep --resume " + dir_);
+    EXPECT_NE(r.exit_code, 0) << planted << ": " << r.output;
+    EXPECT_TRUE(has_all(r.output, {"--resume: ", planted, "is a symbolic link"})) << r.output;
+    EXPECT_EQ(read_text(victim), "precious\n") << planted;
+  }
+}
+
 // Two sweeps of one config started in the same second get a directory each, and each holds
 // all of its own points; a second sweep or resume of a directory in use stops at once, naming
 // the process that holds it, and touches nothing.

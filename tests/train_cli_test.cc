@@ -160,7 +160,7 @@ TEST(TrainCli, PrecisionAndGradientWireAreSaidAndRecorded) {
                        json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_all(r.output, {"# precision fp32: forward and backward in fp32; master weights, gradients",
-                                 "gradients on the wire as bf16 (--compression bf16)",
+                                 "gradients on the wire: as bf16 (--compression bf16)",
                                  "gradient allreduce: ring (ours) over tcp, gradients as bfloat16 on the wire"}));
   const auto doc = read_json(json);
   EXPECT_EQ(doc["meta"]["precision"]["compute"], "fp32");
@@ -172,7 +172,7 @@ TEST(TrainCli, PrecisionAndGradientWireAreSaidAndRecorded) {
   // Uncompressed: fp32 on the wire, 4 bytes a gradient.
   r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("gradients on the wire as fp32\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gradients on the wire: as fp32\n"), std::string::npos) << r.output;
   EXPECT_EQ(read_json(json)["meta"]["gradient_wire"]["bytes_per_step"], 1663370 * 4);
   std::remove(json.c_str());
 }
@@ -186,7 +186,7 @@ TEST(TrainCli, Bf16TrainsTwoRanksWhereTheCpuHasIt) {
   if (r.output.find("needs a CPU with native bf16") != std::string::npos) GTEST_SKIP() << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_all(r.output, {"# precision bf16: forward and backward in bf16",
-                                 "gradients on the wire as bf16 (--compression auto: the training precision)"}));
+                                 "gradients on the wire: as bf16 (--compression auto: the training precision)"}));
   const auto doc = read_json(json);
   EXPECT_EQ(doc["meta"]["precision"]["compute"], "bf16");
   EXPECT_EQ(doc["meta"]["gradient_wire"]["dtype"], "bf16");

@@ -183,11 +183,12 @@ json precision_json(const m::Network& net) {
 }
 
 // "# precision bf16 ...": what computes in which precision, and the gradients' type on the wire.
-void print_precision(const TrainArgs& a, const m::Network& net, const m::Graph& graph) {
+void print_precision(const TrainArgs& a, const m::Network& net, const m::Graph& graph, int ranks) {
+  const std::string wire = ranks > 1 ? std::string("as ") + wire_name(gradient_wire(a)) + gradient_wire_why(a)
+                                     : std::string("none (1 rank)");
   std::printf("# precision %s: forward and backward in %s; master weights, gradients, batch-norm statistics, loss "
-              "and SGD in fp32; gradients on the wire as %s%s\n",
-              m::precision_name(net.precision()), m::precision_name(net.precision()), wire_name(gradient_wire(a)),
-              gradient_wire_why(a).c_str());
+              "and SGD in fp32; gradients on the wire: %s\n",
+              m::precision_name(net.precision()), m::precision_name(net.precision()), wire.c_str());
   for (const auto& l : net.layer_precisions())
     std::printf("#   %s computes in %s: %s\n", graph.nodes[size_t(l.node)].name.c_str(), m::precision_name(l.precision),
                 l.why.c_str());
@@ -204,8 +205,9 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                {"classes", t.graph.output_node().out.c}, {"aux_logits", a.aux_logits},
                {"device", t.where.device}, {"backend", t.c.net->backend()}, {"backend_detail", t.c.net->describe()},
                {"precision", precision_json(*t.c.net)},
-               {"gradient_wire", {{"dtype", wire_name(gradient_wire(a))}, {"compression", a.compression},
-                                  {"bytes_per_step", t.graph.param_count * dtype_size(gradient_wire(a))}}},
+               {"gradient_wire", {{"dtype", n > 1 ? wire_name(gradient_wire(a)) : "none (1 rank)"},
+                                  {"compression", a.compression},
+                                  {"bytes_per_step", n > 1 ? t.graph.param_count * dtype_size(gradient_wire(a)) : 0}}},
                {"threads_per_rank", t.c.threads}, {"weight_grad_thread", t.c.weight_grad_thread},
                {"threads_auto", t.c.budget ? t.c.budget->to_json() : json(nullptr)},
                {"batch_per_rank", a.batch},
@@ -238,7 +240,7 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
                 t.c.budget ? t.c.budget->describe().c_str() : (std::to_string(t.c.threads) + " (--threads)").c_str(),
                 t.c.weight_grad_thread ? ", weight gradients on a second thread" : "",
                 t.c.net->describe().c_str());
-  print_precision(a, *t.c.net, t.graph);
+  print_precision(a, *t.c.net, t.graph, n);
   std::printf("# %d rank(s), launcher %s, batch %d per rank, gradient allreduce: %s%s\n", n,
               job.world->launcher.c_str(), a.batch, t.trainer.reducer().c_str(),
               a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");

@@ -129,6 +129,9 @@ models::Precision train_precision(const TrainArgs& a) {
 
 DType gradient_wire(const TrainArgs& a) {
   if (a.compression == "auto") {
+    // Our ring carries the narrow types; auto leaves the others (mpi, nccl) their fp32.
+    const Backend* b = find_backend(a.transport);
+    if (!b || !is_ring(*b)) return DType::f32;
     const m::Precision p = train_precision(a);
     return p == m::Precision::bf16 ? DType::bf16 : p == m::Precision::fp16 ? DType::f16 : DType::f32;
   }
@@ -140,7 +143,10 @@ const char* wire_name(DType t) { return t == DType::bf16 ? "bf16" : t == DType::
 
 std::string gradient_wire_why(const TrainArgs& a) {
   if (a.compression != "auto") return " (--compression " + a.compression + ")";
-  return gradient_wire(a) == DType::f32 ? "" : " (--compression auto: the training precision)";
+  if (gradient_wire(a) != DType::f32) return " (--compression auto: the training precision)";
+  return train_precision(a) == m::Precision::bf16 || train_precision(a) == m::Precision::fp16
+             ? " (--compression auto: --transport " + a.transport + " allreduces fp32 only)"
+             : "";
 }
 
 

@@ -79,8 +79,11 @@ int SourceGate::accept(Clock::time_point deadline, const std::function<bool()>& 
       if (!keep_waiting()) return -1;
       next_ask = Clock::now() + kAskEvery;
     }
-    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+    // Out of descriptors, the listener rests a while instead of waking poll at once (as the store).
+    const bool paused = now < accept_paused_until_;
+    std::vector<pollfd> fds{{paused ? -1 : listen_fd_, POLLIN, 0}};
     auto wake = keep_waiting ? std::min(deadline, next_ask) : deadline;
+    if (paused) wake = std::min(wake, accept_paused_until_);
     for (const Pending& p : pending_) {
       fds.push_back({p.fd, POLLIN, 0});
       wake = std::min(wake, p.by);
@@ -114,13 +117,22 @@ void SourceGate::admit_new() {
     if (fd < 0) {
       if (errno == EINTR || connection_gone(errno)) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+        return;
+      }
       throw Error(std::string("the migration target cannot accept its source: accept: ") + std::strerror(errno));
     }
     const std::string who = "a connection from " + net::peer_address(fd);
     pending_.push_back({fd, who, TargetHandshake(who), Clock::now() + window_, {}, false});
-    if (pending_.size() > kMaxPendingStrangers)
-      refuse(0, pending_[0].who + " was dropped for a newer one (at most " + std::to_string(kMaxPendingStrangers) +
-                    " connections wait in their handshake at once)");
+    if (pending_.size() > kMaxPendingStrangers) {
+      // The oldest that has not yet sent a valid hello goes first: a real source answers its
+      // challenge within a round trip, so a burst of strangers cannot push it out mid-handshake.
+      size_t drop = 0;
+      while (drop + 1 < pending_.size() && pending_[drop].answered) ++drop;
+      refuse(drop, pending_[drop].who + " was dropped for a newer one (at most " + std::to_string(kMaxPendingStrangers) +
+                       " connections wait in their handshake at once)");
+    }
   }
 }
 

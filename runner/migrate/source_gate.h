@@ -61,6 +61,7 @@ class SourceGate {
   Millis window_;
   std::function<void(const std::string&)> on_refusal_;
   std::vector<Pending> pending_;  // oldest first
+  std::chrono::steady_clock::time_point accept_paused_until_{};  // out of descriptors: no accept before then
   SourceRefusals refusals_;
 };
 

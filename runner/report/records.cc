@@ -136,7 +136,10 @@ std::vector<Record> read_records(const std::string& run_dir) {
     try {
       j = json::parse(lines[i]);
     } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e999)
-      if (i + 1 < last) throw Error(where + " is not valid JSON: " + e.what());
+      // nlohmann's message quotes what it last read: the file's text, which an error never shows.
+      const auto* pe = dynamic_cast<const json::parse_error*>(&e);
+      if (i + 1 < last)
+        throw Error(where + " is not valid JSON" + (pe ? " (at byte " + std::to_string(pe->byte) + ")" : std::string()));
       std::cerr << "ringbench report: warning: " << where
                 << " is incomplete (the sweep was interrupted while writing it): ignored\n";
       continue;

@@ -62,7 +62,7 @@ std::vector<std::string> parse_scenarios(const YamlReader& r) {
   std::vector<std::string> out = r.list<std::string>("scenarios", "scenario names");
   for (const auto& sc : out)
     if (std::find(kScenarios.begin(), kScenarios.end(), sc) == kScenarios.end())
-      r.fail(r.key("scenarios"), "'" + sc + "' is not one of: " + join_names(kScenarios));
+      r.fail(r.key("scenarios"), quote_excerpt(sc) + " is not one of: " + join_names(kScenarios));
   return out;
 }
 
@@ -78,7 +78,7 @@ void parse_infer_sharing(const YamlReader& r, const vgpu::Catalog& catalog, Infe
   if (sr.has("models")) s.sharing_models = sr.list<std::string>("models", "model names");
   for (const auto& m : s.sharing_models)
     if (std::none_of(s.models.begin(), s.models.end(), [&](const InferModel& x) { return x.model == m; }))
-      sr.fail(sr.key("models"), "'" + m + "' is not one of the models of " + r.key("models"));
+      sr.fail(sr.key("models"), quote_excerpt(m) + " is not one of the models of " + r.key("models"));
 }
 
 void parse_batches(const YamlReader& r, InferSweep& s) {

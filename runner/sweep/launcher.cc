@@ -100,7 +100,10 @@ LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milli
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int c : rl.cpus) CPU_SET(c, &set);
-    const int log_fd = open(rl.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // A results directory may be shared: a link planted as a log is never followed (O_NOFOLLOW)
+    // and an old log is replaced, never truncated in place.
+    unlink(rl.log_path.c_str());
+    const int log_fd = open(rl.log_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (log_fd < 0) {
       kill_all(SIGKILL);
       throw Error("cannot create the log file " + rl.log_path + ": " + std::strerror(errno));

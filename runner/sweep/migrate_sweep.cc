@@ -63,12 +63,12 @@ void parse_framebuffers(const YamlReader& r, MigrateSweep& s) {
     try {
       bytes = parse_bytes(f);
     } catch (const std::exception&) {
-      r.fail(r.key("framebuffers"), "'" + f + "' is not a byte count (e.g. 512M, 1G, 8G)");
+      r.fail(r.key("framebuffers"), quote_excerpt(f) + " is not a byte count (e.g. 512M, 1G, 8G)");
     }
     if (bytes == 0)
-      r.fail(r.key("framebuffers"), "'" + f + "' is empty: a framebuffer holds at least the rank's state");
+      r.fail(r.key("framebuffers"), quote_excerpt(f) + " is empty: a framebuffer holds at least the rank's state");
     if (std::find(seen.begin(), seen.end(), bytes) != seen.end())
-      r.fail(r.key("framebuffers"), "'" + f + "' is a size listed twice");
+      r.fail(r.key("framebuffers"), quote_excerpt(f) + " is a size listed twice");
     seen.push_back(bytes);
   }
 }
@@ -89,7 +89,7 @@ void parse_methods(const YamlReader& r, MigrateSweep& s) {
   s.methods = r.list<std::string>("methods", "method names");
   for (const auto& m : s.methods)
     if (std::find(kMethods.begin(), kMethods.end(), m) == kMethods.end())
-      r.fail(r.key("methods"), "'" + m + "' is not one of: " + join_names(kMethods));
+      r.fail(r.key("methods"), quote_excerpt(m) + " is not one of: " + join_names(kMethods));
 }
 
 }  // namespace
@@ -109,7 +109,7 @@ MigrateSweep parse_migrate(const YamlReader& r, const vgpu::Catalog& catalog, co
   r.get("transport", s.transport, "a transport name");
   const Backend* b = find_backend(s.transport);
   if (!b || !is_ring(*b))
-    r.fail(r.key("transport"), "'" + s.transport + "' is not one of: " + backend_names(is_ring, ", ") +
+    r.fail(r.key("transport"), quote_excerpt(s.transport) + " is not one of: " + backend_names(is_ring, ", ") +
                                    " (the migration re-forms our ring)");
   r.get_choice("backend", s.backend, {"auto", "onednn", "reference", "cudnn"});
   parse_methods(r, s);

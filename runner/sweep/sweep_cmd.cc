@@ -178,6 +178,22 @@ std::string failure(const LaunchOutcome& o, const json& doc, const std::string& 
   return "no results were written";
 }
 
+// A results directory may come from anyone (README, Security): --resume writes nothing through a
+// symbolic link planted there, whether one of the sweep's files or a point's log.
+void refuse_links_in_run_dir(const std::string& dir) {
+  const auto refuse = [](const fs::path& p) {
+    std::error_code ec;
+    if (fs::is_symlink(fs::symlink_status(p, ec)))
+      throw Error("--resume: " + p.string() + " is a symbolic link: a sweep writes only its own files in its "
+                  "results directory (remove the link, or resume a copy)");
+  };
+  for (const char* own : {"raw.jsonl", "env.json", "logs", "tmp", "summary.csv", "report.md", "plots"})
+    refuse(fs::path(dir) / own);
+  std::error_code ec;
+  if (fs::is_directory(fs::path(dir) / "logs", ec))
+    for (const auto& e : fs::directory_iterator(fs::path(dir) / "logs", ec)) refuse(e.path());
+}
+
 // The sweep's records so far: raw.jsonl is rewritten whole (atomically) after every point.
 class RawLog {
  public:
@@ -220,6 +236,7 @@ Run prepare_run_dir(const SweepArgs& a) {
   Run run;
   if (!a.resume.empty()) {
     run.dir = a.resume;
+    refuse_links_in_run_dir(run.dir);
     const std::string cfg = run.dir + "/config.yaml";
     if (!fs::exists(cfg))
       throw Error("--resume " + run.dir + ": no config.yaml there; is it a sweep's results directory?");

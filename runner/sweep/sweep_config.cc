@@ -58,7 +58,7 @@ void check_bytes(const YamlReader& r, const std::string& k, const std::string& v
   try {
     parse_bytes(v);
   } catch (const std::exception& e) {
-    r.fail(r.key(k), "'" + v + "' is not a byte count (e.g. 4K, 64M, 1G)");
+    r.fail(r.key(k), quote_excerpt(v) + " is not a byte count (e.g. 4K, 64M, 1G)");
   }
 }
 
@@ -119,7 +119,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
     if (c.type != "emulated") r.fail(r.key("link"), "only an emulated cluster has a configurable link rate");
     r.get("link", c.link, "a rate");
     if (!is_tc_rate(c.link))
-      r.fail(r.key("link"), "'" + c.link + "' is not a tc rate: use e.g. 100mbit, 1gbit, 10gbit, 25gbit");
+      r.fail(r.key("link"), quote_excerpt(c.link) + " is not a tc rate: use e.g. 100mbit, 1gbit, 10gbit, 25gbit");
   }
   r.get_int("cpus_per_node", c.cpus_per_node, 0, 4096);
   if (r.has("hosts")) {
@@ -147,7 +147,7 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   }
   if (r.has("transports")) c.transports = r.list<std::string>("transports", "transport names");
   for (const auto& t : c.transports)
-    if (!find_backend(t)) r.fail("transports", "'" + t + "' is not one of: " + backend_names(any_backend, ", "));
+    if (!find_backend(t)) r.fail("transports", quote_excerpt(t) + " is not one of: " + backend_names(any_backend, ", "));
   r.get("allow_profile_mismatch", c.allow_profile_mismatch, "true or false");
   r.get("vgpu_catalog", c.vgpu_catalog, "a file name");
   std::unique_ptr<vgpu::Catalog> own;
