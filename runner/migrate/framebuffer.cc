@@ -57,6 +57,7 @@ void Framebuffer::mark(size_t offset, size_t len) {
 
 void Framebuffer::write(size_t offset, const void* src, size_t len) {
   if (offset > bytes_ || len > bytes_ - offset) throw Error("a write past the emulated framebuffer's end");
+  if (len == 0) return;  // an empty tensor (no momentum yet): src may be null, which memcpy must not see
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::memcpy(data_ + offset, src, len);
