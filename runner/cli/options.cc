@@ -5,6 +5,7 @@
 
 #include "models/network.h"
 #include "runner/backends/backend.h"
+#include "runner/sweep/point.h"
 
 namespace ringbench {
 
@@ -108,7 +109,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--compression", a.compression, "Gradients on the wire: none (fp32), fp16 or bf16 (cast per bucket "
                  "before the allreduce and back after, as Horovod's Compression.fp16), or auto (the training "
                  "precision's type with --precision bf16 or fp16, else none); our ring transports only")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "none", "fp16", "bf16"}));
+      ->capture_default_str()->check(CLI::IsMember(kCompressionNames));
   cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
                  "staged through host memory in pieces of this size, the copies overlapping the "
                  "allreduce (0: whole buckets)")->capture_default_str();

@@ -13,6 +13,7 @@
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/world.h"
+#include "runner/sweep/yaml_reader.h"
 
 namespace ringbench {
 namespace {
@@ -123,7 +124,7 @@ std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placeme
 
 models::Precision train_precision(const TrainArgs& a) {
   const auto p = m::parse_precision(a.precision);
-  if (!p) throw Error("--precision " + a.precision + ": not one of fp32, tf32, bf16, fp16");
+  if (!p) throw Error("--precision " + a.precision + ": not one of " + join_names(m::precision_names()));
   return *p;
 }
 

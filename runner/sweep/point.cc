@@ -11,6 +11,7 @@
 #include "models/zoo.h"
 #include "runner/backends/backend.h"
 #include "runner/sweep/json_fields.h"
+#include "runner/sweep/yaml_reader.h"
 #include "vgpu/scheduler.h"
 
 namespace ringbench {
@@ -118,10 +119,10 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
   if (c.kind == PointKind::train) {
     c.precision = str_field(r, "precision", where, "fp32");
     if (!models::parse_precision(c.precision))
-      bad_field(where, "precision", quote_excerpt(c.precision) + " is not one of: fp32, tf32, bf16, fp16");
+      bad_field(where, "precision", quote_excerpt(c.precision) + " is not one of: " + join_names(models::precision_names()));
     c.compression = str_field(r, "compression", where, "auto");
-    if (c.compression != "auto" && c.compression != "none" && c.compression != "fp16" && c.compression != "bf16")
-      bad_field(where, "compression", quote_excerpt(c.compression) + " is not one of: auto, none, fp16, bf16");
+    if (std::find(kCompressionNames.begin(), kCompressionNames.end(), c.compression) == kCompressionNames.end())
+      bad_field(where, "compression", quote_excerpt(c.compression) + " is not one of: " + join_names(kCompressionNames));
   }
   return c;
 }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace ringbench {
 
@@ -21,6 +22,9 @@ constexpr double kMaxTimeoutS = 7 * 86400.0;  // a point's timeout or duration: 
 // A name that can start a directory name and go anywhere in a report or a plot script:
 // [A-Za-z0-9][A-Za-z0-9._-]*, at most kMaxNameChars.
 bool is_safe_name(const std::string& s);
+
+// train --compression's values: the gradients' type on the wire (auto: the training precision's).
+inline const std::vector<std::string> kCompressionNames{"auto", "none", "fp16", "bf16"};
 
 enum class PointKind { train, collectives, share, infer, migrate };
 const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer", "migrate"

@@ -26,7 +26,6 @@ namespace ringbench {
 namespace {
 
 const std::vector<std::string> kClusterTypes{"local", "emulated", "mpirun"};
-const std::vector<std::string> kCompressions{"auto", "none", "fp16", "bf16"};  // train --compression
 
 // tc's rate syntax as far as configs need it: digits, an optional fraction, [k|m|g]bit.
 bool is_tc_rate(const std::string& s) {
@@ -87,7 +86,7 @@ TrainSweep parse_train(const YamlReader& r) {
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
   t.precisions = name_axis(r, "precision", t.precisions, models::precision_names());
-  t.compressions = name_axis(r, "compression", t.compressions, kCompressions);
+  t.compressions = name_axis(r, "compression", t.compressions, kCompressionNames);
   return t;
 }
 
