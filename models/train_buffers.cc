@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "base/device_memory.h"
+#include "base/errors.h"
 #include "ringbench/config.h"
 
 #if RINGBENCH_HAVE_CUDA
@@ -10,6 +11,21 @@
 #endif
 
 namespace ringbench::models {
+
+bool TrainBuffers::unscale_if_finite(float inv_scale) {
+  if (on_device())
+    throw Error("dynamic loss scaling is not implemented for this backend's GPU buffers yet "
+                "(use --loss-scale none, or a precision that needs no scaling)");
+  float* g = grads();
+  const size_t n = param_count();
+  // One pass that stays vectorizable: x - x is 0 for every finite x and NaN for inf and NaN.
+  float probe = 0;
+  for (size_t i = 0; i < n; ++i) probe += g[i] - g[i];
+  if (!(probe == 0)) return false;
+  for (size_t i = 0; i < n; ++i) g[i] *= inv_scale;
+  return true;
+}
+
 namespace {
 
 // Host backends: the buffers are host memory, SGD is a loop, and the hooks have nothing to order.

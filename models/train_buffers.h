@@ -60,6 +60,11 @@ class TrainBuffers {
   virtual void wait_compute() {}
   // On the communication thread, before anything else (GPU: makes the trainer's device current).
   virtual void bind_thread() {}
+  // Dynamic loss scaling (loss_scaler.h), once every bucket is reduced and before any update:
+  // true when every gradient is finite, and then each is multiplied by `inv_scale` (a power of
+  // two: exact); false leaves them as they are (the step is skipped). GPU buffers must order it
+  // after every reduced() event; the default refuses device buffers.
+  virtual bool unscale_if_finite(float inv_scale);
 };
 
 // Buffers kept as four arrays of one kind (DeviceVector<float> on the host, cuda::DeviceArray<float>

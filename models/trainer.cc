@@ -197,7 +197,8 @@ class Trainer::Comm {
 Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make_reducer)
     : net_(net), g_(net.graph()), o_(o),
       plan_(plan_buckets(g_, o.first_bucket_bytes, o.fusion_bytes)),
-      buffers_(make_train_buffers(net, plan_, o.sgd, o.seed)) {
+      buffers_(make_train_buffers(net, plan_, o.sgd, o.seed)),
+      scaler_(o.loss_scale) {
   net_.bind(buffers_->params(), buffers_->grads(), buffers_->state());
   net_.set_gate(o.gate);
   const int b = net_.batch();
@@ -255,6 +256,10 @@ void Trainer::forward_loss(BatchSource& data, StepRecord& r) {
     net_.get_output(i, logits);
     LossResult l = softmax_xent(logits, labels_.data(), net_.batch(), classes,
                                 g_.outputs[i].loss_weight, dlogits);
+    if (scaler_.enabled()) {  // the loss stays fp32 and unscaled; its gradient carries the scale
+      const float s = float(scaler_.scale());
+      for (size_t k = 0, n = size_t(net_.batch()) * size_t(classes); k < n; ++k) dlogits[k] *= s;
+    }
     net_.set_output_grad(i, dlogits);
     r.loss += l.loss;
     if (i == 0) r.correct = l.correct;
@@ -294,16 +299,25 @@ Trainer::BackwardEnd Trainer::backward_releasing(StepRecord& r, Clock::time_poin
 }
 
 // Optimizer, bucket by bucket as each bucket's average arrives. Time sliced, a job must not
-// hold the device while it waits for the network: it waits for every bucket first.
-Trainer::OptimizerTimes Trainer::update_by_bucket() {
+// hold the device while it waits for the network: it waits for every bucket first. So does
+// dynamic loss scaling, which must see every averaged gradient before it updates any.
+Trainer::OptimizerTimes Trainer::update_by_bucket(StepRecord& r) {
   DeviceGate* gate = o_.gate;
   OptimizerTimes t;
-  if (gate && comm_) {
-    gate->leave();
+  if ((gate || scaler_.enabled()) && comm_) {
+    if (gate) gate->leave();
     const auto w0 = Clock::now();
     for (size_t b = 0; b < plan_.buckets.size(); ++b) comm_->wait(b, o_.timeout);
     t.waited += seconds(w0, Clock::now());
-    gate->enter();
+    if (gate) gate->enter();
+  }
+  if (scaler_.enabled()) {
+    r.loss_scale = scaler_.scale();
+    const auto u0 = Clock::now();
+    r.skipped = !buffers_->unscale_if_finite(float(1 / scaler_.scale()));
+    scaler_.update(!r.skipped);
+    t.optimizer += seconds(u0, Clock::now());
+    if (r.skipped) return t;
   }
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     const auto w0 = Clock::now();
@@ -346,7 +360,7 @@ StepRecord Trainer::step(BatchSource& data, bool trace, LayerProfile* profile) {
   const auto t_fwd = Clock::now();
 
   const auto [t_bwd, sliced_wait] = backward_releasing(r, t_fwd, trace, u0.waited_s);
-  const auto [waited, optimizer] = update_by_bucket();
+  const auto [waited, optimizer] = update_by_bucket(r);
   if (gate) {
     holding.g = nullptr;
     gate->leave();

@@ -17,6 +17,7 @@
 #include "models/device_gate.h"
 #include "base/device_memory.h"
 #include "models/layer_profile.h"
+#include "models/loss_scaler.h"
 #include "models/network.h"
 #include "models/sgd.h"
 #include "models/timeline.h"
@@ -62,6 +63,7 @@ struct TrainOptions {
   std::chrono::milliseconds timeout{60000};  // limit on waiting for any bucket
   Timeline* timeline = nullptr;         // record layers and buckets of traced steps
   DeviceGate* gate = nullptr;           // emulated vGPU time slicing of forward, backward, optimizer
+  LossScaleOptions loss_scale;          // dynamic loss scaling (fp16's; any precision may use it)
 };
 
 struct StepRecord {
@@ -73,6 +75,8 @@ struct StepRecord {
   double allreduce_s = 0;  // time the communication thread spent in allreduces
   double exposed_s = 0;  // time the step waited for allreduces after backward ended
   double optimizer_s = 0;
+  double loss_scale = 1;  // the scale this step's loss gradient was multiplied by (1: none)
+  bool skipped = false;   // dynamic loss scaling found inf/NaN gradients: no update this step
   double device_s = 0;       // with a gate: time this job held the device during the step
   double device_wait_s = 0;  // with a gate: time it waited for a slice
   // The step's timeline, as `ringbench predict` replays it: forward (with the loss) and backward
@@ -126,6 +130,7 @@ class Trainer {
   bool on_device() const { return buffers_->on_device(); }
   std::string reducer() const;
   int64_t steps_done() const { return steps_; }
+  const LossScaler& loss_scaler() const { return scaler_; }
 
  private:
   class Comm;
@@ -140,7 +145,7 @@ class Trainer {
     double waited = 0;     // for the buckets' averages (exposed communication)
     double optimizer = 0;  // updating the parameters
   };
-  OptimizerTimes update_by_bucket();
+  OptimizerTimes update_by_bucket(StepRecord& r);
 
   Network& net_;
   const Graph& g_;
@@ -153,6 +158,7 @@ class Trainer {
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<Comm> comm_;
   int64_t steps_ = 0;
+  LossScaler scaler_;
 };
 
 }  // namespace ringbench::models

@@ -337,6 +337,21 @@ TEST(WhatIf, ScalesTheMeasuredTimelineToTheDescribedCompute) {
   EXPECT_THROW(run_what_if(w, report::load_run(empty.dir(), 0.1)), Error);
 }
 
+// gradient_wire: fp16 (mixed precision, or --compression) halves the measured fp32 buckets.
+TEST(WhatIf, Fp16GradientsOnTheWireHalveTheBuckets) {
+  TempRun run;
+  run.train(1, 0.012);
+  const report::Run loaded = report::load_run(run.dir(), 0.1);
+  const WhatIf fp32 = parse_what_if(what_if_yaml(), "w.yaml");
+  const WhatIf fp16 = parse_what_if(what_if_yaml() + "    gradient_wire: fp16\n", "w.yaml");
+  EXPECT_EQ(fp16.models[0].gradient_wire, "fp16");
+  const auto a = run_what_if(fp32, loaded), b = run_what_if(fp16, loaded);
+  ASSERT_EQ(a[0].timeline.buckets.size(), b[0].timeline.buckets.size());
+  for (size_t i = 0; i < a[0].timeline.buckets.size(); ++i)
+    EXPECT_EQ(b[0].timeline.buckets[i].bytes, a[0].timeline.buckets[i].bytes / 2);
+  EXPECT_THROW(parse_what_if(what_if_yaml() + "    gradient_wire: int8\n", "w.yaml"), Error);
+}
+
 TEST(WhatIf, ShippedFilesLoad) {
   int n = 0;
   for (const auto& f : std::filesystem::directory_iterator(RINGBENCH_SOURCE_DIR "/configs")) {

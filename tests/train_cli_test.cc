@@ -204,6 +204,30 @@ TEST(TrainCli, PrecisionsThatCannotRunHereAreClearErrors) {
   EXPECT_TRUE(fails_saying(train + " --compression int8", "--compression: int8 not in {auto,none,fp16,bf16}"));
 }
 
+// --loss-scale (issue 39): a scale of 2^127 overflows lenet's gradients, so the first steps are
+// skipped on both ranks, logged, and counted in the JSON; bad values are clear errors.
+TEST(TrainCli, LossScalingSkipsOverflowingStepsAndSaysSo) {
+  const std::string json = temp_path("lossscale") + ".json";
+  auto r = run_command(kBin + " train --model lenet --batch 8 --steps 3 --warmup 0 --ranks 2 --log-every 0 "
+                       "--loss-scale dynamic:170141183460469231731687303715884105728 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("# loss scale: dynamic from 170141183460469231731687303715884105728"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("SKIPPED: inf/NaN gradients at loss scale"), std::string::npos) << r.output;
+  auto doc = read_json(json);
+  const auto& ls = doc["summary"]["loss_scale"];
+  EXPECT_EQ(ls["mode"], "dynamic");
+  EXPECT_GE(ls["skipped_steps"].get<int>(), 1) << ls.dump();
+  EXPECT_LT(ls["final"].get<double>(), 0x1p127);
+  const std::string train = kBin + " train --model lenet --batch 4 --steps 1 --warmup 0";
+  EXPECT_TRUE(fails_saying(train + " --loss-scale dynamic:1000", "--loss-scale 'dynamic:1000': use auto, none"));
+  EXPECT_TRUE(fails_saying(train + " --loss-scale static", "--loss-scale 'static'"));
+  auto plain = run_command(train + " --json " + json);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(read_json(json)["summary"]["loss_scale"]["mode"], "none") << "auto is none in fp32";
+  std::remove(json.c_str());
+}
+
 TEST(TrainCli, RanksWithDifferentOptionsFail) {
   // Ranks started by hand through the environment, rank 1 with another batch size.
   const std::string port = std::to_string(20000 + getpid() % 20000);

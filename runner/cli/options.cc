@@ -110,6 +110,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "before the allreduce and back after, as Horovod's Compression.fp16), or auto (the training "
                  "precision's type with --precision bf16 or fp16, else none); our ring transports only")
       ->capture_default_str()->check(CLI::IsMember(kCompressionNames));
+  cmd.add_option("--loss-scale", a.loss_scale, "Dynamic loss scaling by PyTorch GradScaler's rules (the loss "
+                 "gradient times S; a step with inf/NaN averaged gradients is skipped on every rank and S halved; "
+                 "S doubled after 2000 good steps): auto (dynamic with --precision fp16, else none), none, dynamic "
+                 "(S from 65536) or dynamic:INIT (INIT a power of two)")->capture_default_str();
   cmd.add_option("--stage-piece", a.stage_piece, "--device cuda with a backend of host memory: gradients are "
                  "staged through host memory in pieces of this size, the copies overlapping the "
                  "allreduce (0: whole buckets)")->capture_default_str();

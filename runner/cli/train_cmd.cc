@@ -192,6 +192,17 @@ void print_precision(const TrainArgs& a, const m::Network& net, const m::Graph& 
   for (const auto& l : net.layer_precisions())
     std::printf("#   %s computes in %s: %s\n", graph.nodes[size_t(l.node)].name.c_str(), m::precision_name(l.precision),
                 l.why.c_str());
+  const m::LossScaleOptions ls = loss_scale_options(a);
+  if (ls.enabled) std::printf("# loss scale: %s\n", m::describe(ls).c_str());
+}
+
+// Dynamic loss scaling's events over the whole run, warmup included (the same on every rank:
+// each decides from the averaged gradients).
+json loss_scale_json(const m::LossScaler& s) {
+  if (!s.enabled()) return {{"mode", "none"}};
+  const m::LossScaleCounts& c = s.counts();
+  return {{"mode", "dynamic"}, {"initial", s.options().initial}, {"growth_interval", s.options().interval},
+          {"final", c.scale}, {"lowest_used", c.lowest}, {"skipped_steps", c.skipped}, {"raised", c.raised}};
 }
 
 json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::string>& argv,
@@ -298,10 +309,11 @@ migrate::LoopState loop_state(const Steps& st, int64_t s, int traced, const m::B
 
 void log_step(const TrainArgs& a, int64_t s, int64_t total_steps, bool measuring, const m::StepRecord& r) {
   std::printf("step %5lld/%lld%s  loss %.4f  acc %5.1f%%  %.1f img/sec per rank  step %.3f s  "
-              "compute %.3f s  allreduce %.3f s  exposed %.3f s\n",
+              "compute %.3f s  allreduce %.3f s  exposed %.3f s%s\n",
               (long long)(s + 1), (long long)total_steps, measuring ? "" : " (warmup)", r.loss,
               100.0 * r.correct / a.batch, a.batch / r.step_s, r.step_s, r.compute_s,
-              r.allreduce_s, r.exposed_s);
+              r.allreduce_s, r.exposed_s,
+              r.skipped ? ("  SKIPPED: inf/NaN gradients at loss scale " + std::to_string(r.loss_scale)).c_str() : "");
   std::fflush(stdout);
 }
 
@@ -339,7 +351,7 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
     if (!std::isfinite(r.loss))
       throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) + ": lower --lr");
     if (measuring) st.measured.push_back(r);
-    if (job.rank == 0 && a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps))
+    if (job.rank == 0 && (r.skipped || (a.log_every > 0 && ((s + 1) % a.log_every == 0 || s + 1 == total_steps))))
       log_step(a, s, total_steps, measuring, r);
   }
   st.end = Clock::now();
@@ -461,6 +473,11 @@ void finish_rank(RankJob& job, const TrainPlan& p, m::Trainer& trainer, TrainDat
   if (!a.save_checkpoint.empty()) doc["meta"]["checkpoint"] = save_checkpoint(a, p.graph, trainer);
   report(doc, ranks, st, vgpu, job.n, p.where.device == "cuda", profile.get(), eval);
   doc["summary"]["final_hashes"] = hashes;
+  doc["summary"]["loss_scale"] = loss_scale_json(trainer.loss_scaler());
+  if (trainer.loss_scaler().enabled())
+    std::printf("# loss scale: %lld step(s) skipped for inf/NaN gradients, scale now %g (lowest %g, raised %lld "
+                "time(s))\n", (long long)trainer.loss_scaler().counts().skipped, trainer.loss_scaler().counts().scale,
+                trainer.loss_scaler().counts().lowest, (long long)trainer.loss_scaler().counts().raised);
   if (!moved.is_null()) doc["migration"] = moved;
   print_migration(moved);
   job.write_json(doc);

@@ -20,6 +20,7 @@ struct TrainArgs {
   std::string weight_grad_thread = "auto";  // auto | on | off (Network::set_weight_grad_thread)
   std::string precision = "fp32";    // fp32 | tf32 | bf16 | fp16 (models::Precision)
   std::string compression = "auto";  // auto | none | fp16 | bf16: the gradients' type on the wire
+  std::string loss_scale = "auto";   // auto | none | dynamic[:INIT] (models::LossScaleOptions)
   std::string data_dir;
   int batch = 32, steps = 20, warmup = 5, log_every = 10, epochs = 0;
   int classes = 0, image_size = 0, threads = 0, timeline_steps = 3;

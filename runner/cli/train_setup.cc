@@ -8,6 +8,7 @@
 #include "base/bytes.h"
 #include "base/device_memory.h"
 #include "base/errors.h"
+#include "base/input_file.h"
 #include "base/output_file.h"
 #include "models/zoo.h"
 #include "runner/cli/gpu.h"
@@ -47,6 +48,12 @@ void validate_train_args(const TrainArgs& a) {
   if (a.epochs > 0 && a.data == "synthetic")
     throw Error("--epochs needs a real dataset (--data fashion-mnist); synthetic data has no epochs");
   if (!(a.timeout_s >= 0.1)) throw Error("--timeout must be at least 0.1 seconds");
+  if (a.loss_scale != "auto" && !m::parse_loss_scale(a.loss_scale))
+    throw Error("--loss-scale " + quote_excerpt(a.loss_scale) +
+                ": use auto, none, dynamic or dynamic:INIT with INIT a power of two from 1 to 2^127");
+  if (a.migrate.at_step != 0 && loss_scale_options(a).enabled)
+    throw Error("--migrate-at with dynamic loss scaling: the scale does not move with a rank yet "
+                "(use --loss-scale none)");
   if (!(a.lr > 0)) throw Error("--lr must be > 0");
   if (a.momentum < 0 || a.momentum >= 1) throw Error("--momentum must be in [0, 1)");
   if (a.weight_decay < 0) throw Error("--weight-decay must be >= 0");
@@ -118,7 +125,7 @@ std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placeme
          a.data + " classes " + std::to_string(graph.output_node().out.c) + " size " +
          to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) + " overlap " +
          std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) + " layer_times " +
-         std::to_string(a.layer_times) + " device " + where.device + " precision " + a.precision + " wire " +
+         std::to_string(a.layer_times) + " device " + where.device + " precision " + a.precision + " loss_scale " + a.loss_scale + " wire " +
          dtype_name(gradient_wire(a));
 }
 
@@ -204,6 +211,13 @@ void load_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int rank
   if (a.eval) d.test_set = m::load_fashion_mnist(dir, false, rank, n);
 }
 
+m::LossScaleOptions loss_scale_options(const TrainArgs& a) {
+  if (a.loss_scale == "auto") return {.enabled = train_precision(a) == m::Precision::fp16};
+  const auto o = m::parse_loss_scale(a.loss_scale);
+  if (!o) throw Error("--loss-scale " + quote_excerpt(a.loss_scale) + " is not known");
+  return *o;
+}
+
 m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const VgpuSetup& vgpu) {
   m::TrainOptions to;
   to.rank = job.rank;
@@ -215,6 +229,7 @@ m::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const Vgpu
   to.seed = a.seed;
   to.timeout = 2 * job.timeout;
   to.gate = vgpu.gate.get();
+  to.loss_scale = loss_scale_options(a);
   return to;
 }
 

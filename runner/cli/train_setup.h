@@ -64,6 +64,8 @@ struct TrainData {
 };
 // Synthetic data, or this rank's shard of Fashion-MNIST.
 void load_data(TrainData& d, const TrainArgs& a, const models::Graph& graph, int rank, int n);
+// --loss-scale as the trainer takes it (auto: dynamic for fp16 only).
+models::LossScaleOptions loss_scale_options(const TrainArgs& a);
 models::TrainOptions train_options(const TrainArgs& a, const RankJob& job, const VgpuSetup& vgpu);
 
 // --migrate-*: the migration this rank takes part in (as the moving rank, its target or another

@@ -43,13 +43,18 @@ WhatIfTransport read_transport(const YamlReader& r) {
 }
 
 WhatIfModel read_model(const YamlReader& r) {
-  r.only({"model", "batch", "compute_s", "optimizer_s"});
+  r.only({"model", "batch", "compute_s", "optimizer_s", "gradient_wire"});
   WhatIfModel m;
   r.get("model", m.model, "a string");
   if (m.model.empty()) r.fail(r.key("model"), "missing");
   r.get_int("batch", m.batch, 1, kMaxBatch);
   m.compute_s = read_sourced(r, "compute_s", 1e-9, 1e6);
   if (r.has("optimizer_s")) m.optimizer_s = read_sourced(r, "optimizer_s", 0, 1e6);
+  if (r.has("gradient_wire")) {
+    r.get("gradient_wire", m.gradient_wire, "fp32, fp16 or bf16");
+    if (m.gradient_wire != "fp32" && m.gradient_wire != "fp16" && m.gradient_wire != "bf16")
+      r.fail(r.key("gradient_wire"), "must be fp32, fp16 or bf16");
+  }
   return m;
 }
 

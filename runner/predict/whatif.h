@@ -34,6 +34,9 @@ struct WhatIfModel {
   int batch = 0;            // per rank; picks RUN_DIR's one-rank point of this batch, if any
   Sourced compute_s;        // forward + backward per step on the described GPU
   std::optional<Sourced> optimizer_s;  // default: the measured one, scaled like compute
+  // The gradients' type on the wire: "fp32", or "fp16"/"bf16" (mixed precision, or
+  // --compression): the measured buckets' bytes (fp32) times 2/4.
+  std::string gradient_wire = "fp32";
 };
 
 struct WhatIf {

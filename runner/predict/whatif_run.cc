@@ -47,6 +47,8 @@ std::vector<WhatIfResult> run_what_if(const WhatIf& w, const report::Run& run) {
     const StepTimeline measured = *mean_timeline(*r.timeline_from, why);
     r.timeline = scaled(measured, m.compute_s.value / measured.compute_s);
     if (m.optimizer_s) r.timeline.optimizer_s = m.optimizer_s->value;
+    if (m.gradient_wire != "fp32")  // the run measured fp32 buckets; 2-byte elements halve them
+      for (auto& b : r.timeline.buckets) b.bytes /= 2;
     for (const auto& t : w.transports) r.links.push_back(link_curve(r.timeline, t.cost(), "described", w.nodes));
     const WhatIfTransport& first = w.transports.front();
     const WhatIfTransport& base = *std::find_if(w.transports.begin(), w.transports.end(),
@@ -97,6 +99,9 @@ std::string models_md(const std::vector<WhatIfResult>& results) {
                r.model->compute_s.source + "\n";
     if (r.model->optimizer_s)
       sources += "- " + r.model->model + " optimizer_s: " + r.model->optimizer_s->source + "\n";
+    if (r.model->gradient_wire != "fp32")
+      sources += "- " + r.model->model + " gradients cross the wire as " + r.model->gradient_wire +
+                 " (gradient_wire): the measured fp32 buckets' bytes halved\n";
   }
   return report::md_table({"model", "batch", "compute s/step", "img/s on one GPU", "gradients MiB", "buckets",
                            "timeline shape from"},
