@@ -22,6 +22,10 @@ struct CudnnOptions {
   bool allow_tf32 = false;
   bool measure_algos = false;  // time every convolution algorithm at setup (cudnnFind*)
   bool inference_only = false;  // see NetworkOptions
+  // A batch norm whose only reader is a ReLU or ReLU6 runs with it as one kernel pair
+  // (bn_act_kernels.h) instead of cuDNN's batch norm and a separate activation pass
+  // (make_network: RINGBENCH_CUDNN_FUSE_BN=0 turns it off).
+  bool fuse_bn_activation = true;
 };
 std::unique_ptr<Network> make_cudnn_network(const Graph& g, int batch, const CudnnOptions& options = {});
 

@@ -10,7 +10,9 @@
 #      SANITIZE=0 (skip compute-sanitizer), SANITIZE_FILTER (its gtest filter), SANITIZE_TOOLS
 #      ("memcheck racecheck"), TESTS=0 (skip the GPU tests), LAYERS=0 (skip --layer-times),
 #      COMPARE=0 (skip the training comparison with PyTorch), MIGRATE=0 (skip the live migration
-#      of a rank), INFER=0 (skip inference vs PyTorch), INFER_ROUNDS (2).
+#      of a rank), INFER=0 (skip inference vs PyTorch), INFER_ROUNDS (2), PRECISION=0 (skip issue
+#      39's fused batch norm and precision runs, scripts/gpu_check_precision.sh; PREC_ROUNDS,
+#      PREC_STEPS), PRECISION_ONLY=1 (the GPU tests and those runs alone, ~10 min on an H200).
 # A GPU machine without this project's build dependencies (no apt, no network: the lent ones):
 # build here with scripts/gpu_pack.sh, carry build-gpu-pack/ there and run
 #   PACK=build-gpu-pack scripts/gpu_check.sh
@@ -19,6 +21,9 @@
 # plain GoogleTest binaries.
 # Exit status: nonzero if the build, a test, the sanitizer or a comparison run failed.
 set -uo pipefail
+if [ "${PRECISION_ONLY:-0}" = 1 ]; then
+  export LAYERS=0 ALGOS=0 COMPARE=0 SHARE=0 MIGRATE=0 INFER=0 SANITIZE=0 PRECISION=1
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu-check-$(date -u +%Y%m%d-%H%M%S)}
 build=${BUILD:-$root/build-gpu}
@@ -162,6 +167,7 @@ fi
 
 [ "${MIGRATE:-1}" = 1 ] && . "$root/scripts/gpu_check_migrate.sh"
 [ "${INFER:-1}" = 1 ] && . "$root/scripts/gpu_check_infer.sh"
+[ "${PRECISION:-1}" = 1 ] && . "$root/scripts/gpu_check_precision.sh"
 }
 
 if [ "${SANITIZE:-1}" = 0 ]; then

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backend_compare.h"
+#include "cuda/fast_div.h"
+#include "models/cuda/bn_act_kernels.h"
 #include "models/cuda/layer_kernels.h"
 #include "models/cuda/sgd_kernels.h"
 #include "models/sgd.h"
@@ -206,6 +210,129 @@ TEST(EmulatedKernels, SgdKernelIsTheCpuUpdateBitForBit) {
     ASSERT_EQ(w, wg) << "tensors " << first << ".." << end_tensor;
     ASSERT_EQ(v, vg) << "tensors " << first << ".." << end_tensor;
   }
+}
+
+// The fused kernels' index division by multiply and shift is exact wherever they use it
+// (numerators and divisors below 2^31): every divisor class (1, powers of two, odd, large,
+// the largest) at numerators around each multiple and at the ends.
+TEST(EmulatedKernels, FastDivIsExactBelowTwoToThe31) {
+  std::mt19937 rng(40);
+  const uint32_t top = (uint32_t(1) << 31) - 1;
+  for (uint32_t d : {1u, 2u, 3u, 6u, 7u, 49u, 64u, 96u, 289u, 12544u, 21609u, 1000003u, (1u << 30) + 1, top}) {
+    const cuda::FastDiv f(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, top, top - 1, top / d * d, top / d * d - 1};
+    for (int i = 0; i < 2000; ++i) {
+      const uint32_t q = uint32_t(rng() % (top / d + 1));
+      for (uint32_t n : {q * d, q * d + d - 1, uint32_t(rng() % top)})
+        if (n <= top) ns.push_back(n);
+    }
+    for (uint32_t n : ns) {
+      ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
+      ASSERT_EQ(f.mod(n), n % d) << n << " % " << d;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch norm fused with its activation (bn_act_kernels.cu) against the reference backend's two
+// separate layers: forward, running statistics, input and parameter gradients, after a
+// training and an inference forward. The reference computes in double, the kernels in float
+// (statistics and sums in double): within 2e-5 of each tensor's largest magnitude.
+
+struct BnActCase {
+  gpu::BnActivation act;
+  Dims in;
+  int batch;
+  bool training;
+};
+
+Graph bn_act_graph(const BnActCase& k) {
+  Graph g;
+  const int b = g.batch_norm(g.input(k.in), "bn");
+  if (k.act == gpu::BnActivation::relu) g.add_output(g.relu(b, "act"));
+  else if (k.act == gpu::BnActivation::relu6) g.add_output(g.relu6(b, "act"));
+  else g.add_output(b);
+  return g;
+}
+
+void check_bn_act(const BnActCase& k, uint32_t seed) {
+  const bool training = k.training;
+  const Graph g = bn_act_graph(k);
+  std::vector<float> params, state;
+  backend_test::random_params(g, seed, params, state);
+  for (const ParamTensor& p : g.params)  // gamma up to 6: ReLU6's cap is reached
+    if (p.kind == "bn_gamma")
+      for (size_t i = 0; i < p.numel; ++i) params[p.offset + i] *= 4.0f;
+  const size_t n = backend_test::in_count(g, k.batch);
+  auto x = random_vector(n, seed + 1, -2, 2);
+  for (float& v : x) v += 5.0f;  // a mean far from 0: the variance must not cancel
+  const auto dy = random_vector(n, seed + 2);
+  const ForwardArgs args{.training = training};
+  const auto ref = run_step(backend_test::backend("reference"), g, k.batch, params, state, x, {dy}, args);
+
+  const int bn = g.output_node().kind == OpKind::batch_norm ? int(g.nodes.size()) - 1 : int(g.nodes.size()) - 2;
+  const ParamTensor& gamma = g.params[size_t(g.nodes[size_t(bn)].params[0])];
+  const ParamTensor& beta = g.params[size_t(g.nodes[size_t(bn)].params[1])];
+  const gpu::BnShape shape{k.batch, k.in.c, int64_t(k.in.h) * k.in.w};
+  std::vector<float> running = state, mean(size_t(k.in.c)), invstd(size_t(k.in.c)), y(n);
+  std::vector<double> scratch(gpu::bn_act_scratch_doubles(shape));
+  const gpu::BnTensors t{params.data() + gamma.offset, params.data() + beta.offset, running.data(), mean.data(),
+                         invstd.data()};
+  const double eps = g.nodes[size_t(bn)].bn.eps;
+  if (training)
+    gpu::bn_act_forward_training(shape, k.act, x.data(), t, eps, g.nodes[size_t(bn)].bn.momentum, scratch.data(),
+                                 y.data(), kStream);
+  else
+    gpu::bn_act_forward_inference(shape, k.act, x.data(), t, eps, y.data(), kStream);
+  const std::string label = std::string(training ? "training" : "inference") + " c" + std::to_string(k.in.c) +
+                            " b" + std::to_string(k.batch) + " act " + std::to_string(int(k.act));
+  EXPECT_TRUE(backend_test::close(y.data(), ref.outputs[0].data(), n, 2e-5, label + " forward"));
+  EXPECT_TRUE(backend_test::close(running.data(), ref.state.data(), running.size(), 2e-5, label + " running"));
+
+  std::vector<float> dx(n, 0.5f), dgamma(size_t(k.in.c)), dbeta(size_t(k.in.c)), acc(n, 1.0f);
+  gpu::bn_act_backward(shape, k.act, training, x.data(), dy.data(), t, scratch.data(),
+                       {dx.data(), dgamma.data(), dbeta.data(), false}, kStream);
+  EXPECT_TRUE(backend_test::close(dx.data(), ref.dx.data(), n, 2e-5, label + " dx"));
+  EXPECT_TRUE(backend_test::close(dgamma.data(), ref.grads.data() + gamma.offset, gamma.numel, 2e-5, label + " dgamma"));
+  EXPECT_TRUE(backend_test::close(dbeta.data(), ref.grads.data() + beta.offset, beta.numel, 2e-5, label + " dbeta"));
+  gpu::bn_act_backward(shape, k.act, training, x.data(), dy.data(), t, scratch.data(),
+                       {acc.data(), dgamma.data(), dbeta.data(), true}, kStream);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], 1.0f + dx[i]) << label << " accumulate at " << i;
+}
+
+// Small shapes (every emulated GPU thread is a host thread); one with 2100 values per channel,
+// over two blocks per channel, and one with a single value per channel (the running variance
+// takes the biased one, 0, as the reference does).
+TEST(EmulatedKernels, BatchNormFusedWithActivationEqualsTheSeparateLayers) {
+  using A = gpu::BnActivation;
+  const BnActCase cases[] = {{A::relu, {3, 4, 5}, 2, true},    {A::relu6, {4, 3, 3}, 3, true},
+                             {A::relu6, {4, 3, 3}, 3, false},  {A::none, {2, 5, 2}, 2, false},
+                             {A::relu6, {1, 30, 70}, 1, true}, {A::relu, {3, 1, 1}, 1, true}};
+  uint32_t seed = 30;
+  for (const BnActCase& k : cases) check_bn_act(k, seed += 3);
+}
+
+// ReLU6's gradient mask, recomputed by the backward, is the one the forward applied: a case
+// built so that outputs sit at 0 and 6 and strictly between.
+TEST(EmulatedKernels, FusedReluSixMasksTheGradientAtBothEnds) {
+  const gpu::BnShape shape{1, 1, 6};
+  const std::vector<float> x = {-3, -1, 0.5f, 1, 2, 3};  // mean 0.4166..., normalised to about -1.7..1.3
+  const std::vector<float> gamma = {8}, beta = {3};
+  std::vector<float> running = {0, 1}, mean(1), invstd(1), y(6), dx(6), dgamma(1), dbeta(1);
+  std::vector<double> scratch(gpu::bn_act_scratch_doubles(shape));
+  const gpu::BnTensors t{gamma.data(), beta.data(), running.data(), mean.data(), invstd.data()};
+  gpu::bn_act_forward_training(shape, gpu::BnActivation::relu6, x.data(), t, 1e-3, 0.1f, scratch.data(), y.data(),
+                               kStream);
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[5], 6.0f);
+  const std::vector<float> dy = {1, 1, 1, 1, 1, 1};
+  gpu::bn_act_backward(shape, gpu::BnActivation::relu6, true, x.data(), dy.data(), t, scratch.data(),
+                       {dx.data(), dgamma.data(), dbeta.data(), false}, kStream);
+  int passed = 0;
+  for (float v : y) passed += v > 0 && v < 6;
+  EXPECT_EQ(dbeta[0], float(passed));  // sum of dy where 0 < y < 6
+  EXPECT_GT(passed, 0);
+  EXPECT_LT(passed, 6);
 }
 
 }  // namespace

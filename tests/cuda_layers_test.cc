@@ -186,6 +186,37 @@ TEST_F(CudnnBatchNorm, OneValuePerChannel) {  // batch 1 after an fc: running va
   check_batch_norm_after_fc(cudnn(), 6, 1);
 }
 
+// Batch norm fused with the ReLU or ReLU6 that alone reads it (bn_act_kernels.cu, the default)
+// and cuDNN's batch norm followed by the separate activation, both against the reference: a
+// batch norm read by a ReLU6, one by a ReLU, one read twice and one that is an output (neither
+// fused); training, then inference.
+Graph bn_activation_graph() {
+  Graph g;
+  const int x = g.input({3, 9, 8});
+  const int a = g.relu6(g.batch_norm(g.conv(x, "c1", conv(8, 3, 3, 1, Pads::same(1))), "bn1"), "act1");
+  const int b = g.relu(g.batch_norm(g.conv(a, "c2", conv(8, 1, 1)), "bn2"), "act2");
+  const int twice = g.batch_norm(g.conv(b, "c3", conv(8, 1, 1)), "bn3");
+  const int cat = g.concat({g.relu(twice, "act3"), twice}, "cat");
+  g.add_output(g.batch_norm(g.conv(cat, "c4", conv(6, 1, 1)), "bn4"));
+  return g;
+}
+
+TEST_F(CudnnBatchNorm, FusedWithItsActivationAndNot) {
+  const Graph g = bn_activation_graph();
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "unfused");
+    const NetworkFactory make = [fuse](const Graph& graph, int batch) -> std::unique_ptr<Network> {
+      return std::make_unique<HostStaged>(make_cudnn_network(graph, batch, {.fuse_bn_activation = fuse}));
+    };
+    compare_with_reference(make, g, {.batch = 3, .tol = 2e-4});
+    const std::string d = make(g, 3)->describe();
+    EXPECT_EQ(d.find("bn+relu6 fused kernel x1") != std::string::npos, fuse) << d;
+    EXPECT_EQ(d.find("bn+relu fused kernel x1") != std::string::npos, fuse) << d;
+    EXPECT_NE(d.find(fuse ? "bn cudnnBatchNormalization* spatial x2" : "bn cudnnBatchNormalization* spatial x4"),
+              std::string::npos) << d;
+  }
+}
+
 TEST_F(CudnnEltwise, Relu) {
   check_relu(cudnn());
 }
@@ -332,7 +363,8 @@ TEST_F(CudnnNetwork, OnDeviceStreamAndDescribe) {
   EXPECT_NE(d.find("fwd="), std::string::npos) << d;
   EXPECT_NE(d.find("bwd_filter="), std::string::npos) << d;
   EXPECT_NE(d.find("CUDNN_FMA_MATH"), std::string::npos) << d;  // no TF32 unless asked for
-  EXPECT_NE(d.find("bn cudnn"), std::string::npos) << d;
+  EXPECT_NE(d.find("bn+relu fused kernel"), std::string::npos) << d;  // every bn feeds one relu
+  EXPECT_EQ(d.find("relu cudnnActivation"), std::string::npos) << d;
 }
 
 TEST_F(CudnnNetwork, Errors) {

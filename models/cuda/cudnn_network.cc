@@ -13,9 +13,11 @@
 // BackwardData / BackwardFilter with a group count, cudnnBatchNormalization*, pooling,
 // activation), the algorithms are found once per shape from cuDNN's heuristics
 // (cudnnGetConvolution*Algorithm_v7; the unversioned getters are gone in cuDNN 9) and kept, and
-// we need no extra header-only dependency or per-graph engine/plan caching. We fuse nothing, so
-// the graph API's fusions would not be used. cuDNN 9 still ships the legacy API (deprecated:
-// it only warns with CUDNN_WARN_DEPRECATED).
+// we need no extra header-only dependency or per-graph engine/plan caching. The one fusion we
+// do, a batch norm with the ReLU or ReLU6 that alone reads it, is a kernel pair of our own
+// (bn_act_kernels.h; CudnnOptions::fuse_bn_activation), which also keeps the reference's
+// running-variance rule. cuDNN 9 still ships the legacy API (deprecated: it only warns with
+// CUDNN_WARN_DEPRECATED).
 //
 // Math: by default convolutions use CUDNN_FMA_MATH and cuBLAS CUBLAS_DEFAULT_MATH, i.e. true
 // fp32. (cuDNN's CUDNN_DEFAULT_MATH lets fp32 convolutions run in TF32 on Ampere and later,
@@ -109,6 +111,7 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
   RB_CUDA(cublasSetMathMode(blas, options_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   RB_CUDA(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
 
+  plan_fusions();
   // Activations and gradients first, so the workspace limit sees what is left.
   nodes_.resize(size_t(n));
   for (int id = 0; id < n; ++id) {
@@ -158,6 +161,30 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
   stream_.sync();
 }
 
+// A batch norm is fused with a ReLU or ReLU6 that is its only reader, unless the batch norm is
+// an output (its own value must then exist) or too large for the fused kernels.
+void CudnnNetwork::plan_fusions() {
+  const int n = int(g_.nodes.size());
+  fused_act_.assign(size_t(n), -1);
+  fused_bn_.assign(size_t(n), -1);
+  if (!options_.fuse_bn_activation) return;
+  std::vector<int> readers(size_t(n), 0), reader(size_t(n), -1);
+  for (int id = 1; id < n; ++id)
+    for (int p : g_.nodes[id].inputs) {
+      ++readers[size_t(p)];
+      reader[size_t(p)] = id;
+    }
+  for (const Output& o : g_.outputs) ++readers[size_t(o.node)];
+  for (int id = 1; id < n; ++id) {
+    if (g_.nodes[id].kind != OpKind::batch_norm || readers[size_t(id)] != 1 || reader[size_t(id)] < 0) continue;
+    if (!gpu::bn_act_fits(bn_shape(id))) continue;  // 2^31 values or more: cuDNN's 64-bit indices
+    const int a = reader[size_t(id)];
+    if (g_.nodes[a].kind != OpKind::relu && g_.nodes[a].kind != OpKind::relu6) continue;
+    fused_act_[size_t(id)] = a;
+    fused_bn_[size_t(a)] = id;
+  }
+}
+
 // What a convolution algorithm may use: at most kMaxConvWorkspace, a quarter of the GPU's free
 // memory, and a quarter of what an emulated framebuffer cap leaves after the activations.
 size_t CudnnNetwork::workspace_limit() const {
@@ -183,17 +210,24 @@ void CudnnNetwork::setup_node(int id, const gpu::ConvSettings& conv_settings) {
       break;
     case OpKind::batch_norm:
       RB_CUDA(cudnnDeriveBNTensorDescriptor(nd.bn_desc, nodes_[n.inputs[0]].desc, CUDNN_BATCHNORM_SPATIAL));
-      if (!options_.inference_only) {  // a training forward's batch statistics, for backward
+      // A training forward's batch statistics, for backward; the fused kernels' statistics always.
+      if (!options_.inference_only || fused(id)) {
         nd.bn_mean = DeviceArray<float>(size_t(n.out.c), "cudnn batch-norm statistics");
         nd.bn_invstd = DeviceArray<float>(size_t(n.out.c), "cudnn batch-norm statistics");
       }
-      note("bn cudnnBatchNormalization* spatial");
+      if (fused(id)) {
+        const size_t scratch = gpu::bn_act_scratch_doubles(bn_shape(id));
+        if (scratch > bn_scratch_.size()) bn_scratch_ = DeviceArray<double>(scratch, "cudnn batch-norm scratch");
+        note(std::string("bn+") + op_name(g_.nodes[size_t(fused_act_[id])].kind) + " fused kernel");
+      } else {
+        note("bn cudnnBatchNormalization* spatial");
+      }
       break;
     case OpKind::relu:
-      note("relu cudnnActivation");
+      if (!fused(id)) note("relu cudnnActivation");
       break;
     case OpKind::relu6:
-      note("relu6 kernel");
+      if (!fused(id)) note("relu6 kernel");
       break;
     case OpKind::max_pool:
     case OpKind::avg_pool: {

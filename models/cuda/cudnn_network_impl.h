@@ -16,6 +16,7 @@
 
 #include "cuda/memory.h"
 #include "models/backends.h"
+#include "models/cuda/bn_act_kernels.h"
 #include "models/cuda/conv.h"
 #include "models/cuda/cudnn_util.h"
 #include "models/cuda/layer_kernels.h"
@@ -77,15 +78,18 @@ class CudnnNetwork final : public Network {
   // get_input_grad() computes.
   enum class Pass { backward, input_grad };
 
+  void plan_fusions();
   void setup_node(int id, const gpu::ConvSettings& conv_settings);
   void note(const std::string& what) { count_impl(impls_, what); }
   size_t workspace_limit() const;
 
   void forward_node(int id);
   void forward_batch_norm(int id);
+  void forward_fused_bn(int id);
   void forward_fc(int id);
   void backward_node(int id, Pass pass);
   void backward_batch_norm(int id, bool acc);
+  void backward_fused_bn(int id, bool acc);
   void backward_concat(int id, Pass pass);
   void backward_fc(int id, bool data, bool params, bool acc);
   void seed_output_grads();
@@ -98,6 +102,13 @@ class CudnnNetwork final : public Network {
   float* grad(int id, size_t k) const { return grads_ + g_.params[g_.nodes[id].params.at(k)].offset; }
   float* running(int id) const { return state_ + g_.state.at(size_t(g_.nodes[id].state)).offset; }
   int64_t count(int id) const { return int64_t(batch_) * g_.nodes[id].out.numel(); }
+  bool fused(int id) const { return fused_act_[id] >= 0 || fused_bn_[id] >= 0; }
+  gpu::BnShape bn_shape(int id) const {
+    return {batch_, g_.nodes[id].out.c, int64_t(g_.nodes[id].out.h) * g_.nodes[id].out.w};
+  }
+  gpu::BnTensors bn_tensors(int id) {
+    return {param(id, 0), param(id, 1), running(id), nodes_[id].bn_mean.data(), nodes_[id].bn_invstd.data()};
+  }
   double bn_eps(int id) const { return std::max(double(g_.nodes[id].bn.eps), CUDNN_BN_MIN_EPSILON); }
   gpu::ConvScratch scratch() const { return {workspace_.data() + pad_bytes_, library_bytes_, pad_}; }
   cudaStream_t strm() const { return stream_.get(); }
@@ -111,6 +122,12 @@ class CudnnNetwork final : public Network {
   gpu::ActivationDesc relu_;
 
   std::vector<NodeData> nodes_;
+  // Batch norm + activation fusion (CudnnOptions::fuse_bn_activation): per node, a batch norm's
+  // fused activation and an activation's batch norm (-1: none). The batch norm's forward writes
+  // the activation's output and its backward reads the activation's gradient; the activation
+  // node itself does nothing.
+  std::vector<int> fused_act_, fused_bn_;
+  DeviceArray<double> bn_scratch_;  // the fused kernels' per-block partial sums
   std::vector<std::pair<int, int>> first_slot_;  // per node: the (consumer, input slot) that writes its gradient first
   bool defer_input_grad_ = false, has_deferred_ = false;
   std::vector<DeviceArray<float>> out_dy_;  // per output: the gradient set_output_grad() staged

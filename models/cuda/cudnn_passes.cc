@@ -53,12 +53,15 @@ void CudnnNetwork::forward_node(int id) {
       if (n.conv.bias) gpu::bias_add(y, param(id, 1), batch_, n.out.c, int64_t(n.out.h) * n.out.w, strm());
       break;
     case OpKind::batch_norm:
-      forward_batch_norm(id);
+      if (fused(id)) forward_fused_bn(id);
+      else forward_batch_norm(id);
       break;
     case OpKind::relu:
+      if (fused(id)) break;  // its batch norm wrote y
       RB_CUDA(cudnnActivationForward(dnn, relu_, &gpu::kOne, in.desc, x, &gpu::kZero, nd.desc, y));
       break;
     case OpKind::relu6:
+      if (fused(id)) break;
       gpu::relu6_forward(x, y, count(id), strm());
       break;
     case OpKind::max_pool:
@@ -118,6 +121,25 @@ void CudnnNetwork::forward_batch_norm(int id) {
       single ? 0.0 : double(n.bn.momentum), single ? nullptr : mean, single ? nullptr : var, bn_eps(id),
       nd.bn_mean.data(), nd.bn_invstd.data()));
   if (single) gpu::bn_running_single(nd.bn_mean.data(), mean, var, n.out.c, n.bn.momentum, strm());
+}
+
+namespace {
+gpu::BnActivation fused_kind(OpKind k) {
+  return k == OpKind::relu6 ? gpu::BnActivation::relu6 : gpu::BnActivation::relu;
+}
+}  // namespace
+
+// Into the fused activation's output: y = act(batch norm(x)).
+void CudnnNetwork::forward_fused_bn(int id) {
+  const int a = fused_act_[id];
+  const float* x = nodes_[g_.nodes[id].inputs.at(0)].y.data();
+  float* y = nodes_[a].y.data();
+  const gpu::BnActivation act = fused_kind(g_.nodes[a].kind);
+  if (args_.training)
+    gpu::bn_act_forward_training(bn_shape(id), act, x, bn_tensors(id), bn_eps(id), g_.nodes[id].bn.momentum,
+                                 bn_scratch_.data(), y, strm());
+  else
+    gpu::bn_act_forward_inference(bn_shape(id), act, x, bn_tensors(id), bn_eps(id), y, strm());
 }
 
 void CudnnNetwork::forward_fc(int id) {
@@ -206,15 +228,16 @@ void CudnnNetwork::backward_node(int id, Pass pass) {
       break;
     case OpKind::batch_norm:
       // Input and parameter gradients come from one call: never deferred (see the constructor).
-      if (pass == Pass::backward) backward_batch_norm(id, acc);
+      if (pass == Pass::backward && fused(id)) backward_fused_bn(id, acc);
+      else if (pass == Pass::backward) backward_batch_norm(id, acc);
       break;
     case OpKind::relu:
-      if (data)
+      if (data && !fused(id))
         RB_CUDA(cudnnActivationBackward(dnn, relu_, &gpu::kOne, nd.desc, nd.y.data(), nd.desc, dy, in.desc, x,
                                         gpu::blend(acc), in.desc, dx));
       break;
     case OpKind::relu6:
-      if (data) gpu::relu6_backward(x, dy, dx, count(id), acc, strm());
+      if (data && !fused(id)) gpu::relu6_backward(x, dy, dx, count(id), acc, strm());
       break;
     case OpKind::max_pool:
       if (data) gpu::max_pool_backward(nd.pool, int64_t(batch_) * n.out.c, dy, nd.argmax.data(), dx, acc, strm());
@@ -262,6 +285,15 @@ void CudnnNetwork::backward_batch_norm(int id, bool acc) {
     gpu::bn_backward_global(x, dy, param(id, 0), mean, mean + n.out.c, bn_eps(id), batch_, n.out.c,
                             int64_t(n.out.h) * n.out.w, dx, grad(id, 0), grad(id, 1), acc, strm());
   }
+}
+
+// From the fused activation's gradient (the batch norm's own dy and y are unused).
+void CudnnNetwork::backward_fused_bn(int id, bool acc) {
+  const int a = fused_act_[id];
+  const NodeData& in = nodes_[g_.nodes[id].inputs.at(0)];
+  gpu::bn_act_backward(bn_shape(id), fused_kind(g_.nodes[a].kind), args_.training, in.y.data(), nodes_[a].dy.data(),
+                       bn_tensors(id), bn_scratch_.data(),
+                       {in.dy.data(), grad(id, 0), grad(id, 1), acc}, strm());
 }
 
 // Each input's gradient is its per-sample range of dy.
