@@ -11,7 +11,8 @@ AllreduceAlgo parse_algo(const std::string& s) {
   if (s == "ring") return AllreduceAlgo::ring;
   if (s == "direct") return AllreduceAlgo::direct;
   if (s == "rd") return AllreduceAlgo::rd;
-  throw Error("unknown allreduce algorithm '" + s + "': use auto, ring, direct or rd");
+  if (s == "hd") return AllreduceAlgo::hd;
+  throw Error("unknown allreduce algorithm '" + s + "': use auto, ring, direct, rd or hd");
 }
 
 const char* algo_name(AllreduceAlgo a) {
@@ -20,6 +21,7 @@ const char* algo_name(AllreduceAlgo a) {
     case AllreduceAlgo::ring: return "ring";
     case AllreduceAlgo::direct: return "direct";
     case AllreduceAlgo::rd: return "rd";
+    case AllreduceAlgo::hd: return "hd";
   }
   return "?";
 }
@@ -27,6 +29,10 @@ const char* algo_name(AllreduceAlgo a) {
 Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
                      ReduceOp op, const AllreduceOptions& opts)
     : opts_(opts), esize_(dtype_size(dtype)) {
+  if (opts.algo == AllreduceAlgo::hd) {
+    hd_ = std::make_unique<HdAllreduce>(t, in, out, max_count, dtype, op, opts.ring.timeout);
+    return;
+  }
   const bool forced_small = opts.algo == AllreduceAlgo::direct || opts.algo == AllreduceAlgo::rd;
   if (!forced_small)
     ring_ = std::make_unique<RingAllreduce>(t, in, out, max_count, dtype, op, opts.ring);
@@ -47,6 +53,10 @@ bool Allreduce::small(size_t count) const {
 }
 
 const char* Allreduce::run(size_t count, size_t offset) {
+  if (hd_) {
+    hd_->run(count, offset);
+    return "hd";
+  }
   if (small(count)) {
     small_->run(count, offset);
     return small_->name();

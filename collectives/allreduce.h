@@ -1,14 +1,16 @@
 // The allreduce a benchmark or the training loop calls: the ring, or for small messages
 // recursive doubling (power-of-two rank counts) or the one-shot direct algorithm, chosen per
-// call by size (as MPI and NCCL switch algorithms). run() says which one ran.
+// call by size (as MPI and NCCL switch algorithms); or halving-doubling (hd) at every size when
+// asked. run() says which one ran.
 #pragma once
 
 #include "collectives/direct_allreduce.h"
+#include "collectives/hd_allreduce.h"
 #include "collectives/ring_allreduce.h"
 
 namespace ringbench {
 
-enum class AllreduceAlgo { automatic, ring, direct, rd };
+enum class AllreduceAlgo { automatic, ring, direct, rd, hd };
 
 struct AllreduceOptions {
   RingOptions ring;
@@ -16,7 +18,7 @@ struct AllreduceOptions {
   size_t direct_max_bytes = 32 << 10;  // automatic: rd or direct up to this size, ring above
 };
 
-AllreduceAlgo parse_algo(const std::string& s);  // "auto", "ring", "direct", "rd"
+AllreduceAlgo parse_algo(const std::string& s);  // "auto", "ring", "direct", "rd", "hd"
 const char* algo_name(AllreduceAlgo a);
 
 class Allreduce {
@@ -34,6 +36,7 @@ class Allreduce {
   size_t esize_;
   std::unique_ptr<RingAllreduce> ring_;
   std::unique_ptr<DirectAllreduce> small_;  // direct or rd
+  std::unique_ptr<HdAllreduce> hd_;         // --algo hd: halving-doubling at every size
 };
 
 }  // namespace ringbench

@@ -46,18 +46,20 @@ float expected_value(DType t, size_t index, int nranks, ReduceOp op) {
   return op == ReduceOp::avg ? s / static_cast<float>(nranks) : s;
 }
 
-size_t count_wrong(DType t, const void* data, size_t count, int nranks, ReduceOp op) {
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float e = expected_value(t, i, nranks, op);
-    if (t == DType::f32) {
-      float got = static_cast<const float*>(data)[i];
-      wrong += std::memcmp(&got, &e, sizeof e) != 0;
-    } else {
-      wrong += static_cast<const uint16_t*>(data)[i] != to_narrow(t, e);
-    }
+bool same_in_dtype(DType t, const void* data, size_t i, float e) {
+  if (t == DType::f32) {
+    const float got = static_cast<const float*>(data)[i];
+    return std::memcmp(&got, &e, sizeof e) == 0;
   }
-  return wrong;
+  return static_cast<const uint16_t*>(data)[i] == to_narrow(t, e);
+}
+
+size_t count_wrong(DType t, const void* data, size_t count, int nranks, ReduceOp op) {
+  return count_unlike(t, data, count, [&](size_t i) { return expected_value(t, i, nranks, op); });
+}
+
+float input_value(DType t, size_t index, int rank, int nranks) {
+  return static_cast<float>(value(t, index, rank, nranks));
 }
 
 }  // namespace ringbench

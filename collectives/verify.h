@@ -18,4 +18,18 @@ float expected_value(DType t, size_t index, int nranks, ReduceOp op);
 // Number of elements of `data` that differ (bit for bit, after rounding) from the expectation.
 size_t count_wrong(DType t, const void* data, size_t count, int nranks, ReduceOp op);
 
+// The other collectives' checks. What rank `rank`'s input holds at `index` (fill_input's value).
+float input_value(DType t, size_t index, int rank, int nranks);
+// Elements i of `data` that differ (bit for bit, after rounding to the dtype) from expect(i).
+template <class Expect>
+size_t count_unlike(DType t, const void* data, size_t count, Expect&& expect);
+bool same_in_dtype(DType t, const void* data, size_t i, float expected);
+
+template <class Expect>
+size_t count_unlike(DType t, const void* data, size_t count, Expect&& expect) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += !same_in_dtype(t, data, i, expect(i));
+  return wrong;
+}
+
 }  // namespace ringbench

@@ -10,7 +10,7 @@
 #include "base/errors.h"
 #include "collectives/store.h"
 #include "runner/cli/allreduce_rows.h"
-#include "runner/cli/collective.h"
+#include "runner/backends/collective.h"
 #include "runner/cli/world.h"
 
 namespace ringbench {
@@ -50,13 +50,13 @@ TEST(AllreduceRows, TimingsAndCountsOutOfRangeAreRefused) {
 }
 
 TEST(AllreduceRows, SummaryIsTheSlowestRank) {
-  const Row r = summarize({Measured{0, {10, 30}}, Measured{1, {20, 20}}}, 1000, allreduce_collective().busbw_factor(2));
+  const Row r = summarize({Measured{0, {10, 30}}, Measured{1, {20, 20}}}, 1000, find_collective("allreduce").busbw_factor(2));
   EXPECT_DOUBLE_EQ(r.time_us, 20);  // both means are 20
   EXPECT_DOUBLE_EQ(r.p50_us, 25);   // of the per-iteration maxima 20 and 30
   EXPECT_EQ(r.wrong, 1u);
   EXPECT_DOUBLE_EQ(r.algbw, 1000.0 / 20 / 1e3);
   EXPECT_DOUBLE_EQ(r.busbw, r.algbw);  // 2(n-1)/n = 1 for n = 2
-  EXPECT_DOUBLE_EQ(allreduce_collective().busbw_factor(4), 1.5);
+  EXPECT_DOUBLE_EQ(find_collective("allreduce").busbw_factor(4), 1.5);
   EXPECT_THROW(summarize({Measured{0, {10, 30}}, Measured{0, {20}}}, 1000, 1.0), Error);
 }
 

@@ -45,6 +45,20 @@ TEST(Mpirun, MpiAllreduceBaseline) {
   for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0);
 }
 
+// Every other collective: MPI's own call (--impl mpi) and ours bootstrapped by mpirun, exact.
+TEST(Mpirun, EveryCollectiveOverMpiAndOurs) {
+  skip_without_mpi();
+  for (const char* name : {"allgather", "reducescatter", "broadcast", "alltoall"})
+    for (const char* impl : {"mpi", "ring"}) {
+      SCOPED_TRACE(std::string(name) + " --impl " + impl);
+      auto [code, output, doc] = run_json(mpirun(3) + RINGBENCH_BIN " " + name + " --impl " + impl +
+                                          " -b 1K -e 1M -f 32 -n 2 -w 1 -o avg");
+      ASSERT_EQ(code, 0) << output;
+      EXPECT_EQ(doc["meta"]["collective"], name);
+      for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0) << row;
+    }
+}
+
 TEST(Mpirun, MpiBaselineRejectsHalf) {
   skip_without_mpi();
   auto r = run_command(mpirun(2) + RINGBENCH_BIN " allreduce --impl mpi -d half -e 4K");

@@ -1,4 +1,4 @@
-// Ring, direct and recursive-doubling allreduce with threads as ranks over loopback TCP: every rank count 1..8,
+// Ring, direct, recursive-doubling and halving-doubling allreduce with threads as ranks over loopback TCP: every rank count 1..8,
 // element counts that are empty, tiny, not divisible by the rank count and large, every dtype
 // and op, in- and out-of-place, and ring segments small enough that even tiny inputs run
 // through the pipeline.
@@ -43,6 +43,7 @@ TEST_P(RingThreads, ExactForAllShapes) {
         runs.push_back({AllreduceAlgo::ring, 16 << 10});
       }
       if ((n & (n - 1)) == 0) runs.push_back({AllreduceAlgo::rd, 1 << 20});
+      runs.push_back({AllreduceAlgo::hd, 1 << 20});  // every rank count: non-powers of two fold in
       for (const Run& run : runs)
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
           for (bool inplace : {false, true}) {

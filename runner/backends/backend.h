@@ -5,7 +5,7 @@
 // reports find backends here by name; none of them spells a backend's name.
 //
 // Setup is kept apart from what is timed (Gloo's way): make() connects the ranks, allreduce()
-// registers the buffers, and only AllreducePlan::run() is timed.
+// registers the buffers, and only CollectivePlan::run() is timed.
 #pragma once
 
 #include <chrono>
@@ -20,6 +20,7 @@
 #include "collectives/allreduce.h"
 #include "collectives/dtype.h"
 #include "collectives/store.h"
+#include "runner/backends/collective.h"
 #include "models/trainer.h"
 
 namespace CLI {
@@ -48,20 +49,6 @@ struct BackendSetup {
   std::string key_prefix;              // the command's store namespace: "allreduce", "train"
 };
 
-// One allreduce of fixed buffers, set up once for the largest count.
-class AllreducePlan {
- public:
-  virtual ~AllreducePlan() = default;
-  // Out-of-place reduces `in` into `out`; in-place reduces `out` into itself; elements
-  // [offset, offset + count). Returns the algorithm that ran ("ring", "direct", "mpi", ...).
-  virtual const char* run(size_t count, bool inplace, size_t offset = 0) = 0;
-  // Backends of device buffers (nccl) copy elements [0, count) of the host input (the host
-  // `out` when in place) to the device before a checked run, and the result back after it;
-  // the timed runs work on whatever the device holds. Host backends need neither.
-  virtual void load_input(size_t /*count*/, bool /*inplace*/) {}
-  virtual void fetch_result(size_t /*count*/) {}
-};
-
 // The ranks of one job, connected by one backend. Its plans and gradient reducers refer to it:
 // they must be destroyed before it.
 class Communicator {
@@ -72,6 +59,9 @@ class Communicator {
   // `ringbench allreduce`: buffers in host memory of `max_count` elements.
   virtual std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype,
                                                    ReduceOp op, const AllreduceOptions& ring) = 0;
+  // `ringbench <collective>`: our algorithm (`c.ring`) over this backend's transport, or the
+  // backend's own call (`c.mpi`); an Error naming both where this backend has none.
+  virtual std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs& a) = 0;
   // `ringbench train`: averages gradients in place, in host memory, or on the device for
   // backends that reduce GPU buffers (Backend::gpu_buffers). `wire`: the type the gradients
   // cross the network in (bf16, f16: compressed); a backend that cannot throws Error saying so.

@@ -1,10 +1,12 @@
-// The MPI baseline: MPI_Allreduce on MPI_COMM_WORLD. Float only (MPI has no half types); avg is
+// The MPI baseline: MPI_Allreduce on MPI_COMM_WORLD (and each collective's own MPI call,
+// runner/backends/ops/). Float only (MPI has no half types); avg is
 // MPI_SUM then a division. MPI calls have no timeout of their own: a watchdog aborts the job
 // when one call takes longer than twice the peer timeout.
 #include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <functional>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -39,13 +41,15 @@ std::map<std::string, std::string> mpi_path_info() {
 }
 
 #if RINGBENCH_HAVE_MPI
-class MpiPlan : public AllreducePlan {
+// One MPI collective call, timed by the sweep; a watchdog bounds it.
+class MpiPlan : public CollectivePlan {
  public:
-  MpiPlan(const void* in, void* out, size_t max_count, ReduceOp op, std::chrono::milliseconds timeout)
-      : in_(in), out_(out), op_(op), timeout_(timeout) {
+  using Call = std::function<int(size_t count, bool inplace, size_t offset)>;
+  MpiPlan(std::string what, Call call, size_t max_count, std::chrono::milliseconds timeout)
+      : what_(std::move(what)), call_(std::move(call)), timeout_(timeout) {
     if (max_count > static_cast<size_t>(INT_MAX))
-      throw Error("MPI_Allreduce takes an int count: at most " + std::to_string(INT_MAX) +
-                  " elements, asked for " + std::to_string(max_count));
+      throw Error(what_ + " takes an int count: at most " + std::to_string(INT_MAX) + " elements, asked for " +
+                  std::to_string(max_count));
     watchdog_ = std::thread([this] { watch(); });
   }
   ~MpiPlan() override {
@@ -58,15 +62,12 @@ class MpiPlan : public AllreducePlan {
   }
 
   const char* run(size_t count, bool inplace, size_t offset) override {
-    const float* in = static_cast<const float*>(in_) + offset;
-    float* out = static_cast<float*>(out_) + offset;
     {
       std::lock_guard lk(mu_);
       started_ = std::chrono::steady_clock::now();
       busy_ = true;
     }
-    int rc = MPI_Allreduce(inplace ? MPI_IN_PLACE : in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD);
+    const int rc = call_(count, inplace, offset);
     {
       std::lock_guard lk(mu_);
       busy_ = false;
@@ -75,12 +76,7 @@ class MpiPlan : public AllreducePlan {
       char msg[MPI_MAX_ERROR_STRING] = {};
       int len = 0;
       MPI_Error_string(rc, msg, &len);
-      throw Error(std::string("MPI_Allreduce failed: ") + msg);
-    }
-    if (op_ == ReduceOp::avg) {
-      int n = 1;
-      MPI_Comm_size(MPI_COMM_WORLD, &n);
-      divide(DType::f32, out, out, count, static_cast<float>(n));
+      throw Error(what_ + " failed: " + msg);
     }
     return "mpi";
   }
@@ -92,7 +88,7 @@ class MpiPlan : public AllreducePlan {
     while (!stop_) {
       cv_.wait_for(lk, std::chrono::milliseconds(100));
       if (busy_ && std::chrono::steady_clock::now() - started_ > timeout_) {
-        std::cerr << "ringbench: MPI_Allreduce did not return within "
+        std::cerr << "ringbench: " << what_ << " did not return within "
                   << std::chrono::duration<double>(timeout_).count()
                   << " s (a rank is dead, stopped or not calling it): aborting the job\n";
         std::cerr.flush();
@@ -101,9 +97,8 @@ class MpiPlan : public AllreducePlan {
     }
   }
 
-  const void* in_;
-  void* out_;
-  ReduceOp op_;
+  std::string what_;
+  Call call_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -112,15 +107,38 @@ class MpiPlan : public AllreducePlan {
   std::thread watchdog_;
 };
 
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// MPI_Allreduce of [offset, offset + count); avg is MPI_SUM then a division.
+MpiPlan::Call mpi_allreduce(const void* in_, void* out_, ReduceOp op) {
+  return [in_, out_, op](size_t count, bool inplace, size_t offset) {
+    const float* in = static_cast<const float*>(in_) + offset;
+    float* out = static_cast<float*>(out_) + offset;
+    const int rc = MPI_Allreduce(inplace ? MPI_IN_PLACE : in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS && op == ReduceOp::avg) divide(DType::f32, out, out, count, static_cast<float>(world_size()));
+    return rc;
+  };
+}
+
+std::unique_ptr<MpiPlan> allreduce_plan(const void* in, void* out, size_t max_count, ReduceOp op,
+                                        std::chrono::milliseconds timeout) {
+  return std::make_unique<MpiPlan>("MPI_Allreduce", mpi_allreduce(in, out, op), max_count, timeout);
+}
+
 class MpiReducer : public models::GradientReducer {
  public:
   MpiReducer(float* grads, size_t count, std::chrono::milliseconds timeout)
-      : plan_(grads, grads, count, ReduceOp::avg, timeout) {}
-  void allreduce_avg(size_t offset, size_t count) override { plan_.run(count, true, offset); }
+      : plan_(allreduce_plan(grads, grads, count, ReduceOp::avg, timeout)) {}
+  void allreduce_avg(size_t offset, size_t count) override { plan_->run(count, true, offset); }
   std::string describe() const override { return "MPI_Allreduce"; }
 
  private:
-  MpiPlan plan_;
+  std::unique_ptr<MpiPlan> plan_;
 };
 
 class MpiCommunicator : public Communicator {
@@ -132,7 +150,18 @@ class MpiCommunicator : public Communicator {
     if (dtype != DType::f32)
       throw Error(std::string("--impl mpi supports --dtype float only: MPI has no ") + dtype_name(dtype) +
                   " type to reduce");
-    return std::make_unique<MpiPlan>(in, out, max_count, op, wait_limit_);
+    return allreduce_plan(in, out, max_count, op, wait_limit_);
+  }
+  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs& a) override {
+    if (!c.mpi) throw Error("--impl mpi has no " + c.name);
+    if (a.dtype != DType::f32)
+      throw Error(std::string("--impl mpi supports --dtype float only: MPI has no ") + dtype_name(a.dtype) +
+                  " type to reduce");
+    const int rank = [] { int r = 0; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }();
+    auto call = [&c, a, rank, n = world_size()](size_t count, bool inplace, size_t) {
+      return c.mpi({inplace ? a.out : a.in, a.out, count, inplace, a.op, rank, n});
+    };
+    return std::make_unique<MpiPlan>("MPI " + c.name, call, a.max_count, wait_limit_);
   }
   std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     if (wire != DType::f32)

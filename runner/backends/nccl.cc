@@ -66,6 +66,9 @@ class NcclCommunicator : public Communicator {
                                            const AllreduceOptions&) override {
     return std::make_unique<NcclPlan>(comm_, in, out, max_count, dtype, op);
   }
+  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs&) override {
+    throw Error("--impl nccl runs allreduce only for now: " + c.name + " over NCCL is not built yet");
+  }
   std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     if (wire != DType::f32)
       throw Error(std::string("gradients as ") + dtype_name(wire) + " on the wire: not built for nccl yet; "

@@ -1,5 +1,7 @@
 #include "runner/backends/ring.h"
 
+#include "base/errors.h"
+
 namespace ringbench {
 namespace {
 
@@ -24,6 +26,10 @@ class RingCommunicator : public Communicator {
   std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
                                            const AllreduceOptions& ring) override {
     return std::make_unique<RingPlan>(*transport_, in, out, max_count, dtype, op, ring);
+  }
+  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs& a) override {
+    if (!c.ring) throw Error(c.name + " has no algorithm of ours over a transport");
+    return c.ring(*transport_, a);
   }
   std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     AllreduceOptions ao;

@@ -13,7 +13,7 @@
 
 #include "base/errors.h"
 #include "runner/backends/backend.h"
-#include "runner/cli/collective.h"
+#include "runner/backends/collective.h"
 #include "runner/cli/command.h"
 #include "runner/cli/allreduce_rows.h"
 #include "base/bytes.h"
@@ -57,6 +57,9 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
     throw Error("-e/--maxbytes " + a.maxbytes + " needs " + std::to_string(int(std::ceil(need_gib))) +
                 " GiB of buffers per rank; this machine has " + std::to_string(std::lround(have_gib)) + " GiB");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
+  parse_algo(a.algo);  // an unknown name fails here, once, before any rank starts
+  if (a.algo != "auto" && !a.collective->takes_algo)
+    throw Error("--algo " + a.algo + ": " + a.collective->name + " has one algorithm per backend; --algo is allreduce's");
   validate_backend_options();
   if (writes_results()) check_output_path(a.json, "--json");
 }
@@ -105,10 +108,13 @@ Sweep parse_sweep(const AllreduceArgs& a) {
   return s;
 }
 
+// The op column: none for a collective that does not reduce.
+const char* op_shown(const Sweep& s) { return s.a.collective->reduces ? op_name(s.op) : "none"; }
+
 // The options that shape the sweep: every rank must run the same one.
 std::string sweep_shape(const Sweep& s) {
   const AllreduceArgs& a = s.a;
-  return "-b " + std::to_string(s.minb) + " -e " + std::to_string(s.maxb) + " -f " + std::to_string(a.factor) +
+  return a.collective->name + " -b " + std::to_string(s.minb) + " -e " + std::to_string(s.maxb) + " -f " + std::to_string(a.factor) +
          " -n " + std::to_string(a.iters) + " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
          " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(s.dtype) + " --op " +
          op_name(s.op) + " --segment " + a.segment + " --min-segment " + a.min_segment + " --algo " + a.algo +
@@ -141,7 +147,7 @@ json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, cons
                {"transport", backend.name},
                {"store", job.store->describe()},
                {"dtype", dtype_name(s.dtype)},
-               {"op", op_name(s.op)},
+               {"op", op_shown(s)},
                {"options", {{"minbytes", s.minb}, {"maxbytes", s.maxb}, {"stepfactor", a.factor},
                             {"iters", a.iters}, {"warmup_iters", a.warmup}, {"check", a.check},
                             {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
@@ -155,11 +161,12 @@ json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, cons
 // The `#` lines above the table: build, options, algorithm, every rank's host and path, GPUs.
 void print_header(const RankJob& job, const Sweep& s, const Backend& backend, const json& hosts) {
   const AllreduceArgs& a = s.a;
+  const Collective& coll = *a.collective;
   const int n = job.n;
   auto b = build_info();
-  std::printf("# ringbench %s (%s) allreduce: %s over %s, %d ranks, launcher %s, store %s\n",
+  std::printf("# ringbench %s (%s) %s: %s over %s, %d ranks, launcher %s, store %s\n",
               b["ringbench"].get<std::string>().c_str(), b["commit"].get<std::string>().c_str(),
-              backend.title.c_str(), backend.over.c_str(),
+              coll.name.c_str(), coll.native ? backend.title.c_str() : backend.ring ? "ours" : backend.name.c_str(), backend.over.c_str(),
               n, job.world->launcher.c_str(), job.store->describe().c_str());
   std::printf("# build: %s | MPI: %s | reduce kernels: %s\n",
               b["compiler"].get<std::string>().c_str(), b["mpi"].get<std::string>().c_str(),
@@ -175,7 +182,7 @@ void print_header(const RankJob& job, const Sweep& s, const Backend& backend, co
   if (backend.options.as_run)
     std::printf(" --transport %s%s", backend.name.c_str(), options_line(backend.options.as_run()).c_str());
   std::printf("\n");
-  if (backend.ring)
+  if (backend.ring && coll.takes_algo)
     std::printf("# algorithm per row: %s\n",
                 a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
                                                                    : "direct (one-shot)") +
@@ -213,13 +220,18 @@ struct Bench {
 // iteration; `algo` is the algorithm that ran.
 Measured measure(const Bench& b, const RankJob& job, size_t count, bool inplace, const char*& algo) {
   const AllreduceArgs& a = b.s.a;
+  const size_t es = b.s.es;
+  const CollectiveLayout at = b.coll.layout(count, job.rank, job.n, inplace);
   Measured m;
-  b.coll.fill(b.s.dtype, inplace ? b.out : b.in, count, job.rank, job.n);
+  // An element the collective never writes must not pass for a result left by an earlier row:
+  // the result's place holds NaNs (all bits set) until the input goes in.
+  if (a.check && at.out_count) std::memset(b.out + at.out_offset * es, 0xff, at.out_count * es);
+  b.coll.fill(b.s.dtype, (inplace ? b.out : b.in) + at.in_offset * es, at.in_count, job.rank, job.n);
   b.impl.load_input(count, inplace);  // device implementations: to the GPU
   if (a.check) {
     algo = b.impl.run(count, inplace);
     b.impl.fetch_result(count);
-    m.wrong = b.coll.check(b.s.dtype, b.out, count, job.n, b.s.op);
+    m.wrong = b.coll.check(b.s.dtype, b.out + at.out_offset * es, at.out_count, job.rank, job.n, b.s.op);
   }
   for (int i = 0; i < a.warmup; ++i) b.impl.run(count, inplace);
   for (int i = 0; i < a.iters; ++i) {
@@ -244,7 +256,7 @@ Row run_point(const Bench& b, const RankJob& job, size_t count, bool inplace, Ta
   const AllreduceArgs& a = b.s.a;
   const char* algo = "";
   const Measured m = measure(b, job, count, inplace, algo);
-  const std::string key = "allreduce/point/" + std::to_string(t.point++) + "/";
+  const std::string key = b.coll.name + "/point/" + std::to_string(t.point++) + "/";
   job.store->set(key + std::to_string(job.rank), pack(m));
   if (job.rank != 0) {
     t.total_wrong += m.wrong;
@@ -259,7 +271,7 @@ Row run_point(const Bench& b, const RankJob& job, size_t count, bool inplace, Ta
   const Row row = summarize(all, count * es, b.coll.busbw_factor(job.n));
   t.total_wrong += row.wrong;
   t.rows.push_back({{"bytes", count * es}, {"count", count}, {"dtype", dtype_name(b.s.dtype)},
-                    {"op", op_name(b.s.op)}, {"inplace", inplace}, {"algo", algo},
+                    {"op", op_shown(b.s)}, {"inplace", inplace}, {"algo", algo},
                     {"time_us", row.time_us}, {"p50_us", row.p50_us},
                     {"p99_us", row.p99_us}, {"algbw_gbps", row.algbw},
                     {"busbw_gbps", row.busbw},
@@ -273,7 +285,7 @@ Row run_point(const Bench& b, const RankJob& job, size_t count, bool inplace, Ta
 void print_row(const Sweep& s, size_t count, const std::string& algo, const Row (&results)[2]) {
   auto wrong = [&](const Row& r) { return s.a.check ? std::to_string(r.wrong) : std::string("N/A"); };
   std::printf("%12zu %13zu %9s %6s %6s %10.1f %8.3f %8.3f %7s %10.1f %8.3f %8.3f %7s\n",
-              count * s.es, count, dtype_name(s.dtype), op_name(s.op), algo.c_str(),
+              count * s.es, count, dtype_name(s.dtype), op_shown(s), algo.c_str(),
               results[0].time_us, results[0].algbw,
               results[0].busbw, wrong(results[0]).c_str(), results[1].time_us,
               results[1].algbw, results[1].busbw, wrong(results[1]).c_str());
@@ -295,12 +307,12 @@ size_t next_size(const Sweep& s, size_t bytes) {
 
 }  // namespace
 
-int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) {
+int run_collective_sweep(const AllreduceArgs& a, const std::vector<std::string>& argv) {
   const Sweep s = parse_sweep(a);
   const Backend& backend = chosen_backend(a);
-  const Collective& coll = allreduce_collective();
+  const Collective& coll = *a.collective;
   const Millis timeout(static_cast<long>(a.timeout_s * 1000));
-  RankJob job = start_rank_job({"allreduce", a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
+  RankJob job = start_rank_job({coll.name, a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
                                 backend.gpu_buffers ? "--impl " + backend.name : "", backend.needs_mpirun},
                                argv);
   if (job.launched) return *job.launched;
@@ -313,10 +325,10 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
     const size_t max_count = s.maxb / s.es;
     AlignedBuffer in(max_count * s.es), out(max_count * s.es);
     if (backend.gpu_buffers) use_local_gpu(*job.world);
-    auto comm = backend.make({*job.store, job.rank, job.n, *job.world, timeout, net_args(a), "allreduce"});
+    auto comm = backend.make({*job.store, job.rank, job.n, *job.world, timeout, net_args(a), coll.name});
     const json path = path_json(*comm);
-    const std::unique_ptr<AllreducePlan> impl =
-        coll.plan(*comm, in.data, out.data, max_count, s.dtype, s.op, allreduce_options(a, timeout));
+    const PlanArgs plan{in.data, out.data, max_count, s.dtype, s.op, allreduce_options(a, timeout)};
+    const std::unique_ptr<CollectivePlan> impl = coll.native ? coll.native(*comm, plan) : comm->plan(coll, plan);
     const json hosts = job.exchange_hosts(job.host_record(path, gpu_json()), false);
     if (job.rank == 0) {
       meta = sweep_meta(job, s, backend, coll, argv, hosts);
@@ -326,7 +338,7 @@ int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv) 
 
     const Bench bench{s, coll, *impl, in.data, out.data};
     for (size_t bytes = s.minb;; bytes = next_size(s, bytes)) {
-      const size_t count = bytes / s.es;
+      const size_t count = coll.round_count(bytes / s.es, job.n);
       std::string row_algo;
       const Row results[2] = {run_point(bench, job, count, false, t, row_algo),
                               run_point(bench, job, count, true, t, row_algo)};

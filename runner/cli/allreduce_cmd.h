@@ -1,6 +1,7 @@
-// `ringbench allreduce`: an nccl-tests style sweep of one allreduce implementation over message
-// sizes, with `#` metadata, one row per size (out-of-place and in-place), JSON beside it, and a
-// nonzero exit code when any element is wrong.
+// `ringbench allreduce` (and allgather, reducescatter, broadcast, alltoall: every registered
+// Collective): an nccl-tests style sweep of one implementation over message sizes, with `#`
+// metadata, one row per size (out-of-place and in-place), JSON beside it, and a nonzero exit
+// code when any element is wrong.
 #pragma once
 
 #include <cstddef>
@@ -9,10 +10,10 @@
 
 #include "runner/backends/backend.h"
 
-
 namespace ringbench {
 
 struct AllreduceArgs {
+  const Collective* collective = nullptr;  // the command's
   std::string minbytes = "4K", maxbytes = "64M";
   double factor = 2;
   int iters = 20, warmup = 5, check = 1;
@@ -30,6 +31,6 @@ struct AllreduceArgs {
 };
 
 // `argv` is the full command line, for re-executing local ranks and for the metadata.
-int run_allreduce(const AllreduceArgs& a, const std::vector<std::string>& argv);
+int run_collective_sweep(const AllreduceArgs& a, const std::vector<std::string>& argv);
 
 }  // namespace ringbench

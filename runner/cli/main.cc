@@ -16,6 +16,7 @@
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
 #include "runner/backends/backend.h"
+#include "runner/backends/collective.h"
 #include "runner/cluster/cluster.h"
 #include "runner/cli/infer_cmd.h"
 #include "runner/cli/metadata.h"
@@ -95,13 +96,22 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
   using namespace ringbench;
   const std::string rings = backend_names(is_ring), any = backend_names(any_backend),
                     baselines = backend_names([](const Backend& b) { return !b.ring; });
-  return {
-      subcommand<AllreduceArgs>(
-          app, "allreduce",
-          "nccl-tests style allreduce sweep: our ring over " + rings + " (--transport), or the baselines (--impl " +
-              baselines + ").\nRun under mpirun (mpirun -np 4 ringbench allreduce) or locally (ringbench allreduce "
-              "--ranks 4).",
-          add_allreduce_options, [&argv](const AllreduceArgs& a) { return run_allreduce(a, argv); }),
+  // `ringbench allreduce`, `allgather`, ...: one command per registered collective.
+  std::vector<Subcommand> subs;
+  for (const Collective* c : collectives()) {
+    const std::string help = "nccl-tests style " + c->name + " sweep (" + c->help + "): ours over " + rings +
+                             " (--transport), or the baselines (--impl " + baselines + ").\nRun under mpirun "
+                             "(mpirun -np 4 ringbench " + c->name + ") or locally (ringbench " + c->name +
+                             " --ranks 4).";
+    subs.push_back(subcommand<AllreduceArgs>(
+        app, c->name.c_str(), help,
+        [c](CLI::App& cmd, AllreduceArgs& a) {
+          a.collective = c;
+          add_allreduce_options(cmd, a);
+        },
+        [&argv](const AllreduceArgs& a) { return run_collective_sweep(a, argv); }));
+  }
+  for (Subcommand& s : std::vector<Subcommand>{
       subcommand<TrainArgs>(
           app, "train",
           "Data-parallel training (synthetic data or Fashion-MNIST) with bucketed gradient allreduce overlapped with "
@@ -150,7 +160,9 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
           "vGPU profiles: the catalog (profiles), this machine's GPU (detect), and k VMs time-sliced on one device "
           "(share)",
           add_vgpu_commands, [&argv](const VgpuArgs& a) { return run_vgpu(a, argv); }),
-  };
+       })
+    subs.push_back(std::move(s));
+  return subs;
 }
 
 }  // namespace

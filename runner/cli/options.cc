@@ -78,7 +78,8 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
                  "4 segments (not with forwards)")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
   cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
-                 "direct; ring above), ring, direct (one-shot) or rd (recursive doubling)")
+                 "direct; ring above), ring, direct (one-shot), rd (recursive doubling) or hd "
+                 "(halving-doubling, Rabenseifner; any rank count)")
       ->capture_default_str();
   cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the small-message "
                  "algorithms")->capture_default_str();

@@ -1,0 +1,57 @@
+#include "collectives/pairwise_alltoall.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+#include "collectives/tag.h"
+
+namespace ringbench {
+
+PairwiseAlltoall::PairwiseAlltoall(Transport& t, const void* in, void* out, size_t max_block, DType dtype,
+                                   RingOptions opts)
+    : t_(t), max_block_(max_block), dtype_(dtype), opts_(opts),
+      bufs_(t, in, max_block * static_cast<size_t>(t.size()), out, max_block * static_cast<size_t>(t.size()),
+            in == out && t.size() > 1 ? std::max<size_t>(max_block * static_cast<size_t>(t.size()), 1) : 0,
+            dtype_size(dtype)) {}
+
+void PairwiseAlltoall::run(size_t block) {
+  if (block > max_block_)
+    throw Error("alltoall of " + std::to_string(block) + " elements per peer exceeds the " +
+                std::to_string(max_block_) + " it was set up for");
+  const size_t es = bufs_.esize();
+  if (t_.size() == 1) {
+    if (bufs_.in() != bufs_.out() && block) std::memcpy(bufs_.out(), bufs_.in(), block * es);
+    return;
+  }
+  const uint64_t tag = collective_tag({0xa2aU, block, uint64_t(dtype_), runs_++});
+  run_collective(t_, [&] { exchange(block, tag); }, [&] {
+    return "alltoall (pairwise) of " + std::to_string(block) + " x " + dtype_name(dtype_) + " per peer";
+  });
+}
+
+void PairwiseAlltoall::exchange(size_t block, uint64_t tag) {
+  const int n = t_.size(), r = t_.rank();
+  const size_t es = bufs_.esize(), bytes = block * es;
+  const bool inplace = bufs_.in() == bufs_.out();
+  if (inplace && bytes) std::memcpy(bufs_.scratch(), bufs_.out(), static_cast<size_t>(n) * bytes);
+  Buffer& from = inplace ? bufs_.scratch_buf() : bufs_.in_buf();
+  const char* from_data = inplace ? bufs_.scratch() : bufs_.in();
+  auto at = [&](int p) { return static_cast<size_t>(p) * bytes; };
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int i = 1; i < n; ++i) {
+    const int p = (r + n - i) % n;  // the rank whose send to us comes i-th in its order
+    reqs.push_back(t_.irecv(p, bufs_.out_buf(), at(p), bytes, tag));
+  }
+  for (int i = 1; i < n; ++i) {
+    const int p = (r + i) % n;
+    reqs.push_back(t_.isend(p, from, at(p), bytes, tag));
+  }
+  if (bytes && !inplace) std::memcpy(bufs_.out() + at(r), from_data + at(r), bytes);  // in place it is there
+  for (auto& q : reqs) q->wait(opts_.timeout);
+}
+
+}  // namespace ringbench

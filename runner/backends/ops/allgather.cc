@@ -1,0 +1,57 @@
+// allgather: every rank ends with every rank's block, in rank order. The count is the gathered
+// total (nccl-tests' size column), a multiple of the ranks; each rank receives (n-1)/n of it:
+// busbw = algbw × (n-1)/n. In place, a rank's block is already at its place in the output.
+#include "collectives/ring_allgather.h"
+#include "collectives/verify.h"
+#include "ringbench/config.h"
+#include "runner/backends/collective.h"
+
+#if RINGBENCH_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace ringbench {
+namespace {
+
+CollectiveLayout layout(size_t count, int rank, int n, bool inplace) {
+  const size_t block = count / static_cast<size_t>(n);
+  return {inplace ? static_cast<size_t>(rank) * block : 0, block, 0, count};
+}
+
+uint64_t check(DType dtype, const void* result, size_t count, int, int n, ReduceOp) {
+  const size_t block = count / static_cast<size_t>(n);
+  return count_unlike(dtype, result, count,
+                      [&](size_t i) { return input_value(dtype, i % block, static_cast<int>(i / block), n); });
+}
+
+std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
+  const size_t n = static_cast<size_t>(t.size());
+  return both_ways("ring", a, [&](const void* in, void* out) {
+    auto ag = std::make_shared<RingAllgather>(t, in, out, a.max_count / n, a.dtype, a.options.ring);
+    return [ag, n](size_t count) { ag->run(count / n); };
+  });
+}
+
+#if RINGBENCH_HAVE_MPI
+int mpi(const MpiCall& c) {
+  const int block = static_cast<int>(c.count / static_cast<size_t>(c.ranks));
+  return MPI_Allgather(c.inplace ? MPI_IN_PLACE : c.in, block, MPI_FLOAT, c.out, block, MPI_FLOAT, MPI_COMM_WORLD);
+}
+#else
+constexpr int (*mpi)(const MpiCall&) = nullptr;
+#endif
+
+RINGBENCH_REGISTER_COLLECTIVE(
+    allgather, {.name = "allgather",
+                .order = 20,
+                .help = "every rank's block on every rank, in rank order",
+                .busbw_factor = [](int n) { return double(n - 1) / n; },
+                .round_count = round_to_ranks,
+                .layout = layout,
+                .fill = fill_input,
+                .check = check,
+                .ring = ring,
+                .mpi = mpi});
+
+}  // namespace
+}  // namespace ringbench

@@ -1,0 +1,53 @@
+// alltoall: block p of rank r's input ends as block r of rank p's output. The count is each
+// rank's whole input (nccl-tests' size column), a multiple of the ranks; each rank sends (n-1)/n
+// of it: busbw = algbw × (n-1)/n. Input element r·block + i of rank p is unique per (p, r, i).
+#include "collectives/pairwise_alltoall.h"
+#include "collectives/verify.h"
+#include "ringbench/config.h"
+#include "runner/backends/collective.h"
+
+#if RINGBENCH_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace ringbench {
+namespace {
+
+CollectiveLayout layout(size_t count, int, int, bool) { return {0, count, 0, count}; }
+
+uint64_t check(DType dtype, const void* result, size_t count, int rank, int n, ReduceOp) {
+  const size_t block = count / static_cast<size_t>(n), mine = static_cast<size_t>(rank) * block;
+  return count_unlike(dtype, result, count,
+                      [&](size_t i) { return input_value(dtype, mine + i % block, static_cast<int>(i / block), n); });
+}
+
+std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
+  const size_t n = static_cast<size_t>(t.size());
+  return both_ways("pairwise", a, [&](const void* in, void* out) {
+    auto aa = std::make_shared<PairwiseAlltoall>(t, in, out, a.max_count / n, a.dtype, a.options.ring);
+    return [aa, n](size_t count) { aa->run(count / n); };
+  });
+}
+
+#if RINGBENCH_HAVE_MPI
+int mpi(const MpiCall& c) {
+  const int block = static_cast<int>(c.count / static_cast<size_t>(c.ranks));
+  return MPI_Alltoall(c.inplace ? MPI_IN_PLACE : c.in, block, MPI_FLOAT, c.out, block, MPI_FLOAT, MPI_COMM_WORLD);
+}
+#else
+constexpr int (*mpi)(const MpiCall&) = nullptr;
+#endif
+
+RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
+                                         .order = 50,
+                                         .help = "block p of rank r's input to rank p, as its output's block r",
+                                         .busbw_factor = [](int n) { return double(n - 1) / n; },
+                                         .round_count = round_to_ranks,
+                                         .layout = layout,
+                                         .fill = fill_input,
+                                         .check = check,
+                                         .ring = ring,
+                                         .mpi = mpi});
+
+}  // namespace
+}  // namespace ringbench

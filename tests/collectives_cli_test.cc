@@ -1,0 +1,81 @@
+// `ringbench allgather|reducescatter|broadcast|alltoall` end to end: local ranks, the table and
+// JSON of `ringbench allreduce`, exact rows, counts rounded to a multiple of the ranks where the
+// blocks are per rank, nccl-tests' busbw factors; `allreduce --algo hd` at a rank count that is
+// not a power of two; options that do not apply are clear errors.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "tests/run_command.h"
+
+namespace ringbench {
+namespace {
+
+using testing::has_all;
+using testing::run_command;
+using testing::run_json;
+
+const std::string kBin = RINGBENCH_BIN;
+
+// The busbw factor at 3 ranks, and whether counts are a multiple of the ranks.
+struct Expect {
+  double factor;
+  bool per_rank;
+};
+const std::map<std::string, Expect> kCollectives = {
+    {"allgather", {2.0 / 3, true}}, {"reducescatter", {2.0 / 3, true}},
+    {"broadcast", {1.0, false}},    {"alltoall", {2.0 / 3, true}}};
+
+class CollectiveCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CollectiveCli, LocalRanksAreExactWithNcclTestsBusbw) {
+  const std::string name = GetParam();
+  const Expect e = kCollectives.at(name);
+  auto [code, output, doc] = run_json(kBin + " " + name + " --ranks 3 -b 0 -e 256K -f 8 -n 2 -w 1 --timeout 10");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(has_all(output, {"# ringbench", " " + name + ": ours over tcp, 3 ranks", "# Out of bounds values : 0 OK"}));
+  EXPECT_EQ(doc["meta"]["collective"], name);
+  ASSERT_EQ(doc["rows"].size(), 16u);  // 0, 4, 32, 256, 2K, 16K, 128K, 256K bytes: out of place and in place
+  for (auto& row : doc["rows"]) {
+    EXPECT_EQ(row["wrong"], 0) << row;
+    if (e.per_rank) {
+      EXPECT_EQ(row["count"].get<size_t>() % 3, 0u) << row;
+    }
+    EXPECT_NEAR(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>() * e.factor, 1e-9);
+  }
+}
+
+TEST_P(CollectiveCli, OverSharedMemoryToo) {
+  auto [code, output, doc] =
+      run_json(kBin + " " + GetParam() + " --ranks 4 --transport shm -b 1K -e 1M -f 32 -n 2 -w 1 --timeout 10");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_EQ(doc["meta"]["transport"], "shm");
+  for (auto& row : doc["rows"]) EXPECT_EQ(row["wrong"], 0) << row;
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, CollectiveCli,
+                         ::testing::Values("allgather", "reducescatter", "broadcast", "alltoall"));
+
+TEST(CollectiveCliHd, HalvingDoublingIsExactAtFiveRanks) {
+  auto [code, output, doc] =
+      run_json(kBin + " allreduce --algo hd --ranks 5 -b 0 -e 1M -f 16 -n 2 -w 1 -o avg --timeout 10");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(has_all(output, {"# algorithm per row: hd", "# Out of bounds values : 0 OK"}));
+  for (auto& row : doc["rows"]) {
+    EXPECT_EQ(row["wrong"], 0) << row;
+    EXPECT_EQ(row["algo"], "hd");
+  }
+}
+
+TEST(CollectiveCliErrors, OptionsThatDoNotApplyAreClearErrors) {
+  auto r = run_command(kBin + " allgather --ranks 2 --algo hd -e 4K");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has_all(r.output, {"--algo hd", "allgather has one algorithm per backend"})) << r.output;
+  r = run_command(kBin + " allreduce --ranks 2 --algo hx -e 4K");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has_all(r.output, {"unknown allreduce algorithm 'hx'", "rd or hd"})) << r.output;
+}
+
+}  // namespace
+}  // namespace ringbench

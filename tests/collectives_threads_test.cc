@@ -1,0 +1,141 @@
+// Every registered collective but allreduce (ring_threads_test's) with threads as ranks over
+// loopback TCP, through its descriptor as `ringbench <collective>` runs it: exact at N = 2, 3,
+// 4, 5, 8 for counts from 0 up, with segments of a few elements so that even tiny inputs run
+// through the pipeline, in place and out of place, reducing ones for every op and a 16-bit
+// dtype; nothing written past the result; a plan set up for 0 elements; and the check itself
+// catches one wrong element.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+#include "collectives/verify.h"
+#include "runner/backends/collective.h"
+#include "tests/rank_threads.h"
+
+namespace ringbench {
+namespace {
+
+struct Case {
+  std::string collective;
+  int ranks;
+};
+
+class CollectiveThreads : public ::testing::TestWithParam<Case> {};
+
+// One run of `c` on this rank: fill, run, check; returns the wrong elements. The output's
+// elements past the result and the input stay as they were.
+uint64_t run_once(const Collective& c, Transport& t, CollectivePlan& plan, std::vector<char>& in,
+                  std::vector<char>& out, size_t count, DType dtype, ReduceOp op, bool inplace) {
+  const int n = t.size(), r = t.rank();
+  const size_t es = dtype_size(dtype);
+  const CollectiveLayout at = c.layout(count, r, n, inplace);
+  std::memset(out.data(), 0x5a, out.size());
+  c.fill(dtype, (inplace ? out.data() : in.data()) + at.in_offset * es, at.in_count, r, n);
+  const std::vector<char> input_before = in;
+  plan.run(count, inplace);
+  EXPECT_EQ(in, input_before) << "the input was written";
+  EXPECT_EQ(out.back(), 0x5a) << "wrote past the end";
+  return c.check(dtype, out.data() + at.out_offset * es, at.out_count, r, n, op);
+}
+
+// A plan set up for no elements at all (no buffers to register) runs 0 elements, both ways.
+void set_up_for_nothing(const Collective& c, Transport& t) {
+  std::vector<char> in(1), out(1);
+  PlanArgs a{in.data(), out.data(), 0, DType::f32, ReduceOp::sum, {}};
+  auto plan = c.ring(t, a);
+  EXPECT_EQ(run_once(c, t, *plan, in, out, 0, DType::f32, ReduceOp::sum, false), 0u);
+  EXPECT_EQ(run_once(c, t, *plan, in, out, 0, DType::f32, ReduceOp::sum, true), 0u);
+}
+
+// A result with one element changed, and one never written, are caught by the check.
+void check_catches_a_wrong_element(const Collective& c, Transport& t) {
+  const int n = t.size();
+  const size_t count = c.round_count(64 * static_cast<size_t>(n), n);
+  std::vector<float> in(count), out(count);
+  PlanArgs a{in.data(), out.data(), count, DType::f32, ReduceOp::sum, {}};
+  auto plan = c.ring(t, a);
+  const CollectiveLayout at = c.layout(count, t.rank(), n, false);
+  c.fill(DType::f32, in.data() + at.in_offset, at.in_count, t.rank(), n);
+  plan->run(count, false);
+  ASSERT_EQ(c.check(DType::f32, out.data() + at.out_offset, at.out_count, t.rank(), n, ReduceOp::sum), 0u);
+  out[at.out_offset + at.out_count - 1] += 1;
+  EXPECT_EQ(c.check(DType::f32, out.data() + at.out_offset, at.out_count, t.rank(), n, ReduceOp::sum), 1u);
+  std::memset(out.data(), 0xff, out.size() * sizeof(float));
+  EXPECT_EQ(c.check(DType::f32, out.data() + at.out_offset, at.out_count, t.rank(), n, ReduceOp::sum), at.out_count);
+}
+
+// One job per case (a transport's teardown takes up to a heartbeat: fewer, longer tests).
+TEST_P(CollectiveThreads, ExactForAllShapes) {
+  const Collective& c = find_collective(GetParam().collective);
+  const int n = GetParam().ranks;
+  const size_t un = static_cast<size_t>(n);
+  const std::vector<size_t> counts = {0, un, 7 * un, 1000 * un + un / 2, ((size_t{1} << 13) + 3) * un};
+  const size_t max_count = counts.back();
+  std::vector<DType> dtypes = {DType::f32};
+  if (c.reduces) dtypes.push_back(DType::bf16);
+  TcpOptions tcp;
+  tcp.timeout = std::chrono::seconds(4);  // heartbeats every 0.5 s
+  testing::run_ranks(n, [&](Transport& t) {
+    set_up_for_nothing(c, t);
+    check_catches_a_wrong_element(c, t);
+    for (DType dtype : dtypes)
+      for (ReduceOp op : c.reduces ? std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::avg} : std::vector<ReduceOp>{ReduceOp::sum})
+        for (size_t seg : {size_t{3}, size_t{1} << 20}) {
+          const size_t es = dtype_size(dtype);
+          std::vector<char> in(max_count * es + 1), out(max_count * es + 1);
+          PlanArgs a{in.data(), out.data(), max_count, dtype, op, {}};
+          a.options.ring.segment_bytes = seg * es;
+          a.options.ring.min_segment_bytes = seg * es;
+          a.options.ring.timeout = std::chrono::seconds(30);
+          auto plan = c.ring(t, a);
+          for (size_t raw : counts) {
+            const size_t count = c.round_count(raw, n);
+            if (seg == 3 && count > 7 * un) continue;  // thousands of tiny messages: slow, adds nothing
+            for (bool inplace : {false, true}) {
+              SCOPED_TRACE("rank " + std::to_string(t.rank()) + " count " + std::to_string(count) + " " +
+                           dtype_name(dtype) + " " + op_name(op) + " segment " + std::to_string(seg) +
+                           (inplace ? " in place" : " out of place"));
+              EXPECT_EQ(run_once(c, t, *plan, in, out, count, dtype, op, inplace), 0u);
+            }
+          }
+        }
+  }, tcp);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const Collective* c : collectives())
+    if (c->ring)
+      for (int n : {2, 3, 4, 5, 8}) v.push_back({c->name, n});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveThreads, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return p.param.collective + "_" + std::to_string(p.param.ranks) + "ranks";
+                         });
+
+// The bus-bandwidth factors nccl-tests' PERFORMANCE.md defines.
+TEST(CollectiveDescriptors, BusbwFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(find_collective("allreduce").busbw_factor(4), 1.5);
+  EXPECT_DOUBLE_EQ(find_collective("allgather").busbw_factor(4), 0.75);
+  EXPECT_DOUBLE_EQ(find_collective("reducescatter").busbw_factor(8), 0.875);
+  EXPECT_DOUBLE_EQ(find_collective("broadcast").busbw_factor(5), 1.0);
+  EXPECT_DOUBLE_EQ(find_collective("alltoall").busbw_factor(2), 0.5);
+  EXPECT_THROW(find_collective("gather"), Error);
+}
+
+TEST(CollectiveDescriptors, EveryOneIsComplete) {
+  ASSERT_GE(collectives().size(), 5u);
+  for (const Collective* c : collectives()) {
+    SCOPED_TRACE(c->name);
+    EXPECT_TRUE(c->busbw_factor && c->round_count && c->layout && c->fill && c->check);
+    EXPECT_TRUE(c->native || c->ring) << "no way to run it";
+  }
+}
+
+}  // namespace
+}  // namespace ringbench
