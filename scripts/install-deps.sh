@@ -13,6 +13,7 @@ packages=(
   libdnnl-dev zlib1g-dev              # oneDNN CPU backend; gzip'd idx datasets
   dataset-fashion-mnist               # the real dataset training is checked on
   libyaml-cpp-dev gnuplot-nox         # sweep configs; the report's SVG plots
+  libturbojpeg0-dev                   # JPEG decoding of real image sets (train --data jpeg)
   libssl-dev                          # libcrypto: HMAC-SHA256 authentication of every connection
   libibverbs-dev ibverbs-providers    # the RDMA verbs transport (runs only where a device is)
   clang libclang-rt-dev               # libFuzzer and its sanitizers (scripts/fuzz.sh)

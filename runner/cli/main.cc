@@ -18,6 +18,7 @@
 #include "runner/backends/backend.h"
 #include "runner/backends/collective.h"
 #include "runner/cluster/cluster.h"
+#include "runner/cli/data_cmd.h"
 #include "runner/cli/infer_cmd.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/options.h"
@@ -138,6 +139,11 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
           "serving at once with `ringbench vgpu share -- infer`.\nringbench infer --model mobilenet_v1 "
           "--min-duration 10",
           add_infer_options, [](const InferArgs& a) { return run_infer(a); }),
+      subcommand<DataArgs>(
+          app, "data",
+          "Image sets for train --data jpeg: make a generated ImageNet-like set of JPEG shards, verify one\n"
+          "ringbench data make imagenet-like DIR --images 1000 --seed 1 | ringbench data verify DIR",
+          add_data_options, [](const DataArgs& a) { return run_data(a); }),
       subcommand<ReportArgs>(app, "report",
                              "Regenerate RUN_DIR's summary.csv, report.md and plots from its raw.jsonl alone",
                              add_report_options, run_report),

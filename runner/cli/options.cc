@@ -128,9 +128,15 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
   cmd.add_option("--weight-decay", a.weight_decay, "L2 weight decay on conv and fc weights")->capture_default_str();
   cmd.add_option("--seed", a.seed, "Seed of parameters, synthetic data, shuffling and dropout")->capture_default_str();
-  cmd.add_option("--data", a.data, "synthetic (random images, for throughput) or fashion-mnist")->capture_default_str();
+  cmd.add_option("--data", a.data, "synthetic (random images, for throughput), fashion-mnist or jpeg (an image "
+                 "set in --data-dir: `ringbench data make`'s shards, or one subfolder of JPEGs per class)")
+      ->capture_default_str();
   cmd.add_option("--data-dir", a.data_dir, "Where the Fashion-MNIST idx files are (default "
-                 "/usr/share/datasets/fashion-mnist)");
+                 "/usr/share/datasets/fashion-mnist), or the JPEG image set");
+  cmd.add_option("--data-threads", a.data_threads, "--data jpeg: threads decoding and augmenting images, beside the "
+                 "compute threads")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd.add_option("--data-prefetch", a.data_prefetch, "--data jpeg: batches prepared ahead of the one training")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
   cmd.add_option("--save-checkpoint", a.save_checkpoint, "Rank 0 writes the final parameters and batch-norm state "
                  "to this file (models/checkpoint.h's format), for infer --checkpoint");

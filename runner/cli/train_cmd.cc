@@ -29,6 +29,7 @@
 #include "runner/cli/cpu_budget.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
+#include "runner/cli/train_input.h"
 #include "runner/cli/train_results.h"
 #include "runner/cli/train_setup.h"
 #include "runner/cli/world.h"
@@ -321,7 +322,7 @@ void log_step(const TrainArgs& a, int64_t s, int64_t total_steps, bool measuring
 // migration (`mig`) may stop it at a step boundary; a target starts `from` where its source was.
 Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& a, const RankJob& job,
                   int64_t total_steps, const VgpuSetup& vgpu, bool timeline, migrate::Migration* mig,
-                  migrate::LoopState from) {
+                  migrate::LoopState from, InputMeter& input) {
   Steps st;
   st.measured = std::move(from.measured);
   int traced = from.traced;
@@ -347,6 +348,7 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
     traced += trace;
     m::StepRecord r = trainer.step(source, trace);
     r.step_s += stalled;
+    input.step_done(measuring, r.step_s);
     if (mig) mig->after_step(s, trainer);
     if (!std::isfinite(r.loss))
       throw Error("the loss became " + std::to_string(r.loss) + " at step " + std::to_string(s) + ": lower --lr");
@@ -457,11 +459,13 @@ struct TrainPlan {
 
 // After the steps: every rank's records and hashes to rank 0, which reports and writes them.
 void finish_rank(RankJob& job, const TrainPlan& p, m::Trainer& trainer, TrainData& data, const Steps& st,
-                 const VgpuSetup& vgpu, m::Timeline* timeline, migrate::Migration* mig, json& doc) {
+                 const VgpuSetup& vgpu, m::Timeline* timeline, migrate::Migration* mig, const InputMeter& input,
+                 json& doc) {
   const TrainArgs& a = p.a;
   const auto profile = profile_layers(trainer, *data.source, a, p.graph);
   const std::vector<json> ranks =
       gather_steps(*job.store, job.rank, job.n, st.measured, cpus_busy(st), a.batch, 2 * p.timeout);
+  const json input_summary = gather_input(*job.store, job.rank, job.n, input, st.measured.size(), 2 * p.timeout);
   const json hashes = final_hashes(job, trainer);
   const json eval = data.test_set.labels.empty()
                         ? json()
@@ -478,6 +482,8 @@ void finish_rank(RankJob& job, const TrainPlan& p, m::Trainer& trainer, TrainDat
     std::printf("# loss scale: %lld step(s) skipped for inf/NaN gradients, scale now %g (lowest %g, raised %lld "
                 "time(s))\n", (long long)trainer.loss_scaler().counts().skipped, trainer.loss_scaler().counts().scale,
                 trainer.loss_scaler().counts().lowest, (long long)trainer.loss_scaler().counts().raised);
+  if (!input_summary.is_null()) doc["input"] = input_summary;
+  print_input(input_summary);
   if (!moved.is_null()) doc["migration"] = moved;
   print_migration(moved);
   job.write_json(doc);
@@ -531,10 +537,11 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
     }
     from = std::move(*arrived);
   }
+  InputMeter input(data.pipeline);
   const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr, mig.get(),
-                               std::move(from));
+                               std::move(from), input);
   if (st.left) return mig->wait_for_target();
-  finish_rank(job, p, trainer, data, st, vgpu, timeline.get(), mig.get(), doc);
+  finish_rank(job, p, trainer, data, st, vgpu, timeline.get(), mig.get(), input, doc);
   return 0;
 }
 

@@ -22,6 +22,7 @@ struct TrainArgs {
   std::string compression = "auto";  // auto | none | fp16 | bf16: the gradients' type on the wire
   std::string loss_scale = "auto";   // auto | none | dynamic[:INIT] (models::LossScaleOptions)
   std::string data_dir;
+  int data_threads = 2, data_prefetch = 2;  // --data jpeg: the input pipeline's threads and batches ahead
   int batch = 32, steps = 20, warmup = 5, log_every = 10, epochs = 0;
   int classes = 0, image_size = 0, threads = 0, timeline_steps = 3;
   int layer_times = 0;  // extra steps after the measured ones, each layer timed

@@ -10,6 +10,8 @@
 #include "base/errors.h"
 #include "base/input_file.h"
 #include "base/output_file.h"
+#include "input/image_set.h"
+#include "models/jpeg_source.h"
 #include "models/zoo.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
@@ -43,10 +45,13 @@ void validate_train_args(const TrainArgs& a) {
   if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
     throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
   validate_backend_options();
-  if (a.data != "synthetic" && a.data != "fashion-mnist")
-    throw Error("--data " + a.data + " is not known: use synthetic or fashion-mnist");
+  if (a.data != "synthetic" && a.data != "fashion-mnist" && a.data != "jpeg")
+    throw Error("--data " + a.data + " is not known: use synthetic, fashion-mnist or jpeg");
+  if (a.data == "jpeg" && a.data_dir.empty())
+    throw Error("--data jpeg needs --data-dir (an image set: `ringbench data make imagenet-like DIR`, or a folder "
+                "with one subfolder of JPEGs per class)");
   if (a.epochs > 0 && a.data == "synthetic")
-    throw Error("--epochs needs a real dataset (--data fashion-mnist); synthetic data has no epochs");
+    throw Error("--epochs needs a real dataset (--data fashion-mnist or jpeg); synthetic data has no epochs");
   if (!(a.timeout_s >= 0.1)) throw Error("--timeout must be at least 0.1 seconds");
   if (a.loss_scale != "auto" && !m::parse_loss_scale(a.loss_scale))
     throw Error("--loss-scale " + quote_excerpt(a.loss_scale) +
@@ -189,6 +194,32 @@ void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const Train
 }
 
 
+// --data jpeg: this rank's shards of the image set, through the input pipeline.
+void load_jpeg_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int rank, int n) {
+  const m::Dims in = graph.input_dims();
+  if (in.c != 3 || in.h != in.w)
+    throw Error("--data jpeg needs a model taking square RGB images; " + a.model + " takes " + m::to_string(in));
+  std::shared_ptr<const input::ImageSet> set = input::open_image_set(a.data_dir);
+  const int classes = graph.output_node().out.c;
+  if (set->classes() > uint32_t(classes))
+    throw Error("--data-dir " + a.data_dir + " has " + std::to_string(set->classes()) + " classes, more than " +
+                a.model + "'s " + std::to_string(classes) + " outputs: use --classes " + std::to_string(set->classes()));
+  input::PipelineOptions o;
+  o.batch = a.batch;
+  o.image_size = in.h;
+  o.threads = a.data_threads;
+  o.prefetch = a.data_prefetch;
+  o.seed = a.seed;
+  o.rank = rank;
+  o.ranks = n;
+  o.timeout = std::chrono::milliseconds(int64_t(a.timeout_s * 1000));
+  auto source = std::make_unique<m::JpegBatchSource>(set, o);
+  d.pipeline = &source->pipeline();
+  if (a.epochs > 0)
+    d.total_steps = std::max<int64_t>(int64_t(a.epochs) * source->pipeline().steps_per_epoch(), a.warmup + 1);
+  d.source = std::move(source);
+}
+
 // Synthetic data, or this rank's shard of Fashion-MNIST. In place: the source refers to the
 // training set.
 void load_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int rank, int n) {
@@ -197,6 +228,7 @@ void load_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int rank
     d.source = m::make_synthetic_source(graph.input_dims(), graph.output_node().out.c, a.batch, a.seed, rank);
     return;
   }
+  if (a.data == "jpeg") return load_jpeg_data(d, a, graph, rank, n);
   const std::string dir = a.data_dir.empty() ? m::kFashionMnistDir : a.data_dir;
   d.train_set = m::load_fashion_mnist(dir, true, rank, n);
   if (!(d.train_set.dims == graph.input_dims()))

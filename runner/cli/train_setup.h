@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "input/pipeline.h"
 #include "models/data.h"
 #include "models/graph.h"
 #include "models/network.h"
@@ -60,6 +61,7 @@ void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const Train
 struct TrainData {
   std::unique_ptr<models::BatchSource> source;
   models::Dataset train_set, test_set;  // Fashion-MNIST's (test_set: with --eval)
+  const input::Pipeline* pipeline = nullptr;  // --data jpeg: the source's input pipeline
   int64_t total_steps = 0;
 };
 // Synthetic data, or this rank's shard of Fashion-MNIST.

@@ -1,0 +1,42 @@
+// A set of labelled JPEGs to train on: a packed set (DIR/manifest.txt and its shards, as
+// `ringbench data make` writes them) or a user's folder tree with one subfolder per class, as
+// torchvision's ImageFolder reads it (classes in name order, *.jpg / *.jpeg files in each).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringbench::input {
+
+class ImageSet {
+ public:
+  virtual ~ImageSet() = default;
+  virtual size_t size() const = 0;
+  virtual uint32_t classes() const = 0;
+  // Record i's label as its index says (read() does not check it again).
+  virtual uint32_t label(size_t i) const = 0;
+  // The records rank `rank` of `n` reads: every rank's are disjoint and together all of them.
+  // Packed sets go by whole shards (shard s to rank s % n); folders by record (i % n).
+  virtual std::vector<size_t> rank_records(int rank, int n) const = 0;
+  // Record i's bytes. Throws Error naming the file (and record) when it cannot be read or its
+  // checksum is wrong; a shard whose index is damaged fails every read the same way.
+  virtual std::string read(size_t i) const = 0;
+  // "shard-00003.rbs record 17" or "DIR/class/file.jpg": what an error or a skip names.
+  virtual std::string name(size_t i) const = 0;
+  // "packed, 64 shards" or "image folder": for the header.
+  virtual std::string describe() const = 0;
+};
+
+// Opens `dir`: a packed set when DIR/manifest.txt exists, else an image folder tree. Throws
+// Error naming the directory (or manifest line) when it is neither, or holds no images. A packed
+// set's shards are opened here; a shard that is missing, of another size than the manifest's or
+// with a bad index does not stop it: its records fail read() with that reason.
+std::unique_ptr<ImageSet> open_image_set(const std::string& dir);
+
+// Every shard's SHA-256 against the manifest (reads the whole set): one line per shard that
+// differs or cannot be read; empty when all match.
+std::vector<std::string> verify_packed_set(const std::string& dir);
+
+}  // namespace ringbench::input
