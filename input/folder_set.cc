@@ -86,7 +86,7 @@ class FolderSet : public ImageSet {
 std::unique_ptr<ImageSet> open_image_set(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw Error("--data-dir " + dir + ": not a directory");
+    throw Error(dir + ": not a directory (an image set is a directory)");
   std::error_code ec;
   if (fs::exists(fs::path(dir) / kManifestName, ec)) return open_packed_set(dir);
   return std::make_unique<FolderSet>(dir);
