@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -210,6 +211,31 @@ TEST(EmulatedKernels, SgdKernelIsTheCpuUpdateBitForBit) {
     ASSERT_EQ(w, wg) << "tensors " << first << ".." << end_tensor;
     ASSERT_EQ(v, vg) << "tensors " << first << ".." << end_tensor;
   }
+}
+
+// Dynamic loss scaling's device check (DeviceBuffers::unscale_if_finite): inf, -inf and NaN
+// are found wherever they are (first, last, past a block's range), finite extremes are not, and
+// the unscale is the exact product.
+TEST(EmulatedKernels, LossScalingFlagsNonFiniteGradientsAndScales) {
+  const size_t n = 700;  // three blocks of 256
+  const auto g = random_vector(n, 41, -1e38f, 1e38f);
+  int flag = 0;
+  cuda_kernels::flag_nonfinite(g.data(), n, &flag, kStream);
+  EXPECT_EQ(flag, 0);
+  std::vector<float> tiny = {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(), -0.0f};
+  cuda_kernels::flag_nonfinite(tiny.data(), tiny.size(), &flag, kStream);
+  EXPECT_EQ(flag, 0);
+  for (float bad : {INFINITY, -INFINITY, NAN})
+    for (size_t at : {size_t(0), size_t(300), n - 1}) {
+      std::vector<float> v = g;
+      v[at] = bad;
+      flag = 0;
+      cuda_kernels::flag_nonfinite(v.data(), n, &flag, kStream);
+      EXPECT_EQ(flag, 1) << bad << " at " << at;
+    }
+  std::vector<float> v = g;
+  cuda_kernels::scale(v.data(), n, 0x1p-16f, kStream);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], g[i] * 0x1p-16f) << i;
 }
 
 // The fused kernels' index division by multiply and shift is exact wherever they use it

@@ -156,6 +156,39 @@ TEST(CudaTrainer, HostReducerWithGpuGradientsIsAClearError) {
   }
 }
 
+// Dynamic loss scaling with GPU buffers (DeviceBuffers::unscale_if_finite's kernels): without
+// an overflow a scaled run trains as the unscaled one (a power-of-two scale is exact; within
+// 1e-5, since cuDNN's algorithms may sum in another order run to run); 2^127 overflows within a
+// few steps, and each such step is skipped (the parameters as they were, the scale halved).
+TEST(CudaTrainer, LossScalingSkipsOverflowsAndOtherwiseTrainsAsUnscaled) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const m::Graph g = small_cnn();
+  m::TrainOptions o = data_parallel_options(1 << 10);
+  const auto plain = train_single(g, "cudnn", 4, 5, o);
+  o.loss_scale = {.enabled = true, .initial = 65536, .interval = 2};
+  const auto scaled = train_single(g, "cudnn", 4, 5, o);
+  ASSERT_EQ(plain.size(), scaled.size());
+  for (size_t i = 0; i < plain.size(); ++i) ASSERT_NEAR(scaled[i], plain[i], 1e-5 * (1 + std::fabs(plain[i]))) << i;
+
+  o.loss_scale = {.enabled = true, .initial = 0x1p127, .interval = 1000};
+  auto net = m::make_network("cudnn", g, 4);
+  m::Trainer t(*net, o, nullptr);
+  SliceSource src(g.input_dims(), g.output_node().out.c, 4, 0);
+  std::vector<float> before = t.host_params();
+  int skipped = 0;
+  for (int s = 0; s < 50 && skipped == 0; ++s) {
+    const m::StepRecord r = t.step(src);
+    const std::vector<float> after = t.host_params();
+    if (r.skipped) {
+      ++skipped;
+      EXPECT_EQ(after, before) << "a skipped step changed the parameters, step " << s;
+    }
+    before = after;
+  }
+  EXPECT_EQ(skipped, 1) << "2^127 never overflowed in 50 steps: the test forces nothing";
+  EXPECT_EQ(t.loss_scaler().scale(), 0x1p126);
+}
+
 // The staged ring on device buffers: exactly the expected sums (values unique per rank and
 // index, every partial sum an exact integer: collectives/verify.h), for empty, tiny, odd and
 // multi-piece counts, whole-bucket and pipelined pieces, at an offset, twice in a row (the

@@ -87,6 +87,19 @@ class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
                              {tensor_begin_.data(), tensor_decay_.data()}, b.first, b.last, b.offset,
                              b.offset + b.count, sgd_.lr, sgd_.momentum, stream_);
   }
+  // After every bucket's reduction; one flag read back (a host sync, as the host check has).
+  bool unscale_if_finite(float inv_scale) override {
+    for (size_t b = 0; b < reduced_.size(); ++b)
+      if (recorded_[b]) reduced_[b]->wait_on(stream_);
+    RB_CUDA(cudaMemsetAsync(nonfinite_.data(), 0, sizeof(int), stream_));
+    cuda_kernels::flag_nonfinite(grads_.data(), grads_.size(), nonfinite_.data(), stream_);
+    int nonfinite = 0;
+    RB_CUDA(cudaMemcpyAsync(&nonfinite, nonfinite_.data(), sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    sync();
+    if (nonfinite) return false;
+    cuda_kernels::scale(grads_.data(), grads_.size(), inv_scale, stream_);
+    return true;
+  }
   void wait_compute() override { sync(); }
   void bind_thread() override { RB_CUDA(cudaSetDevice(device_)); }
 
@@ -103,6 +116,7 @@ class DeviceBuffers final : public ArrayTrainBuffers<cuda::DeviceArray<float>> {
   int device_ = 0;
   cuda::DeviceArray<size_t> tensor_begin_;
   cuda::DeviceArray<float> tensor_decay_;
+  cuda::DeviceArray<int> nonfinite_{1, "loss-scaling flag"};
   std::vector<std::unique_ptr<cuda::Event>> ready_, reduced_;  // per bucket
   std::vector<char> recorded_;  // per bucket: reduced_ was recorded this step
 };

@@ -34,7 +34,33 @@ __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, f
   }
 }
 
+// x - x is 0 for every finite x, NaN for inf and NaN (as the host's check in train_buffers.cc).
+__global__ void flag_nonfinite_kernel(const float* g, size_t n, int* flag) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    if (!(__fsub_rn(g[i], g[i]) == 0.0f)) *flag = 1;  // every writer writes 1: no race on the value
+}
+
+__global__ void scale_kernel(float* g, size_t n, float factor) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) g[i] = __fmul_rn(g[i], factor);
+}
+
+unsigned blocks_for(size_t n, unsigned threads) { return unsigned(std::min<size_t>((n + threads - 1) / threads, 8192)); }
+
 }  // namespace
+
+void flag_nonfinite(const float* g, size_t n, int* flag, cudaStream_t stream) {
+  if (n == 0) return;
+  RB_LAUNCH(flag_nonfinite_kernel, blocks_for(n, 256), 256, stream)(g, n, flag);
+  RB_CUDA(cudaGetLastError());
+}
+
+void scale(float* g, size_t n, float factor, cudaStream_t stream) {
+  if (n == 0) return;
+  RB_LAUNCH(scale_kernel, blocks_for(n, 256), 256, stream)(g, n, factor);
+  RB_CUDA(cudaGetLastError());
+}
 
 void sgd_update(float* params, const float* grads, float* velocity, const SgdTensors& tensors,
                 int first, int last, size_t begin, size_t end, float lr, float momentum,

@@ -25,4 +25,10 @@ void sgd_update(float* params, const float* grads, float* velocity, const SgdTen
                 int first, int last, size_t begin, size_t end, float lr, float momentum,
                 cudaStream_t stream);
 
+// Dynamic loss scaling (TrainBuffers::unscale_if_finite), on `stream`: sets *flag (device) to 1
+// if any of g[0, n) is inf or NaN (never to 0: the caller clears it first); multiplies g[0, n)
+// by `factor`.
+void flag_nonfinite(const float* g, size_t n, int* flag, cudaStream_t stream);
+void scale(float* g, size_t n, float factor, cudaStream_t stream);
+
 }  // namespace ringbench::models::cuda_kernels
