@@ -8,6 +8,8 @@ Timeline::Timeline(int rank, Clock::time_point origin) : rank_(rank), origin_(or
 
 void Timeline::name_track(int track, const std::string& name) {
   std::lock_guard lk(mu_);
+  for (auto& t : tracks_)
+    if (t.first == track) return void(t.second = name);  // renamed (the trainer, once it knows the wire)
   tracks_.emplace_back(track, name);
 }
 

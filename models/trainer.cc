@@ -204,14 +204,12 @@ Trainer::Trainer(Network& net, const TrainOptions& o, const ReducerFactory& make
   const int b = net_.batch();
   images_.resize(size_t(b) * size_t(g_.input_dims().numel()));
   labels_.resize(size_t(b));
-  if (o.world > 1 && make_reducer) connect(make_reducer);  // else: connect() before the first step
   if (o.timeline) {
     o.timeline->name_track(0, "compute");
     o.timeline->name_track(1, "step");
-    for (size_t i = 0; i < plan_.buckets.size(); ++i)
-      o.timeline->name_track(int(10 + i), "allreduce bucket " + std::to_string(i) + " (" +
-                                              std::to_string(plan_.buckets[i].count * 4) + " B)");
+    name_bucket_tracks(sizeof(float));  // renamed by connect() with the wire's element size
   }
+  if (o.world > 1 && make_reducer) connect(make_reducer);  // else: connect() before the first step
 }
 
 Trainer::~Trainer() = default;
@@ -227,6 +225,15 @@ void Trainer::connect(const ReducerFactory& make_reducer) {
                                 " backend keeps its gradients in " + (buffers_->on_device() ? "GPU" : "host") +
                                 " memory");
   comm_ = std::make_unique<Comm>(*reducer_, *buffers_, plan_, o_.timeline);
+  name_bucket_tracks(dtype_size(reducer_->wire_dtype()));
+}
+
+// A bucket's track names the bytes it puts on the wire (2 per element when compressed).
+void Trainer::name_bucket_tracks(size_t element_bytes) {
+  if (!o_.timeline) return;
+  for (size_t i = 0; i < plan_.buckets.size(); ++i)
+    o_.timeline->name_track(int(10 + i), "allreduce bucket " + std::to_string(i) + " (" +
+                                             std::to_string(plan_.buckets[i].count * element_bytes) + " B)");
 }
 
 void Trainer::restore(const std::vector<float>& params, const std::vector<float>& momentum,

@@ -146,6 +146,7 @@ class Trainer {
     double optimizer = 0;  // updating the parameters
   };
   OptimizerTimes update_by_bucket(StepRecord& r);
+  void name_bucket_tracks(size_t element_bytes);
 
   Network& net_;
   const Graph& g_;

@@ -155,9 +155,9 @@ TEST(TrainCli, GpuOptionsWithoutAGpuAreClearErrors) {
 // --precision and --compression (issues 39, 40): the header and the JSON say what computed in
 // which precision and what crossed the wire, and a bucket's bytes are the wire's.
 TEST(TrainCli, PrecisionAndGradientWireAreSaidAndRecorded) {
-  const std::string json = temp_path("wire") + ".json";
+  const std::string json = temp_path("wire") + ".json", trace = temp_path("wire-trace") + ".json";
   auto r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --compression bf16 --json " +
-                       json);
+                       json + " --timeline " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_all(r.output, {"# precision fp32: forward and backward in fp32; master weights, gradients",
                                  "gradients on the wire: as bf16 (--compression bf16)",
@@ -169,6 +169,15 @@ TEST(TrainCli, PrecisionAndGradientWireAreSaidAndRecorded) {
   EXPECT_EQ(doc["meta"]["gradient_wire"]["bytes_per_step"], 1663370 * 2);
   for (const auto& b : doc["meta"]["buckets"]["list"]) EXPECT_EQ(b["bytes"], 2 * b["count"].get<size_t>()) << b;
   std::remove(json.c_str());
+  // The timeline's bucket tracks name the wire's bytes too.
+  const std::string rank0 = trace.substr(0, trace.size() - 5) + ".rank0.json";
+  std::ifstream tf(rank0);
+  const std::string timeline((std::istreambuf_iterator<char>(tf)), std::istreambuf_iterator<char>());
+  const auto& first = doc["meta"]["buckets"]["list"][0];
+  EXPECT_NE(timeline.find("allreduce bucket 0 (" + std::to_string(first["bytes"].get<size_t>()) + " B)"),
+            std::string::npos) << first;
+  for (int rank = 0; rank < 2; ++rank)
+    std::remove((trace.substr(0, trace.size() - 5) + ".rank" + std::to_string(rank) + ".json").c_str());
   // Uncompressed: fp32 on the wire, 4 bytes a gradient.
   r = run_command(kBin + " train --model lenet --batch 8 --steps 2 --warmup 1 --ranks 2 --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
