@@ -65,7 +65,34 @@ wanted() {  # PASS: whether this run includes the pass
 run_ctest() {  # DIR [ctest args...]
   local dir=$1
   shift
+  echo "$(test_estimate "$dir" "$@")"
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$jobs" "$@")
+}
+# What a test phase is about to do and roughly how long: its tests' last recorded times (ctest's
+# Testing/Temporary/CTestCostData.txt, left by an earlier run in the tree), else just the count.
+test_estimate() {  # DIR [ctest args...]
+  local dir=$1
+  shift
+  (cd "$dir" && ctest --show-only=json-v1 "$@") 2>/dev/null | python3 -c '
+import json, sys
+names = [t["name"] for t in json.load(sys.stdin)["tests"]]
+cost = {}
+try:
+    for line in open(sys.argv[1] + "/Testing/Temporary/CTestCostData.txt"):
+        f = line.split()
+        if line.startswith("---"): break
+        if len(f) == 3: cost[f[0]] = float(f[2])
+except OSError:
+    pass
+known = [cost[n] for n in names if n in cost]
+what = f"next: {len(names)} tests, one at a time" if sys.argv[2] == "1" else f"next: {len(names)} tests, {sys.argv[2]} at a time"
+if known:
+    s = sum(known) / int(sys.argv[2])
+    what += f"; about {s / 60:.0f} min" if s >= 120 else f"; about {s:.0f} s"
+    what += f" by the last recorded times of {len(known)} of them"
+else:
+    what += " (no earlier times recorded in this tree)"
+print(what + "; each line below is one test ending")' "$dir" "$jobs" || true
 }
 configure_pass() {  # PASS DIR SELECT_FUNCTION [CMAKE_ARGS...]: configure; targets to $state/PASS.targets
   local pass=$1 dir=$2 select_fn=$3
@@ -97,11 +124,15 @@ build_lane() {
   done
 }
 await_build() {  # PASS: waits for the lane to build PASS, shows its output; fails if the build did
-  local pass=$1
+  local pass=$1 waited=0
   until [ -f "$state/$pass.built" ]; do
     [ -n "$lane" ] && kill -0 "$lane" 2>/dev/null || [ -f "$state/$pass.built" ] ||
       { echo "scripts/test.sh: the build lane ended before building $pass" >&2; record "$pass build" "$(date +%s)" 1; return 1; }
+    # Every minute of waiting says where the pass's build is (its last [n/N] line).
+    [ $((waited % 60)) = 0 ] && echo "waiting for the $pass build: $(grep -oE '^\[[0-9]+/[0-9]+\]' "$state/$pass.log" 2>/dev/null |
+      tail -1 || true) ${waited}s so far"
     sleep 2
+    waited=$((waited + 2))
   done
   echo "== $pass build (behind the tests, nice 10; log $state/$pass.log) =="
   if [ "$(cat "$state/$pass.built")" = 0 ]; then grep -E '^== |^\[[0-9]+/[0-9]+\]' "$state/$pass.log" | tail -3
@@ -132,7 +163,7 @@ select_all() { :; }  # nothing named: the whole tree (the product, benchmarks an
 select_asan() { test_targets "$1" -LE nosan; }
 select_tsan() { test_targets "$1" -L tsan; }
 select_cuda() { echo "$(test_targets "$1" -L '^gpu$') $(test_targets "$1" -R 'GpuOptions|Nccl|Cudnn')" ringbench; }
-test_release() { run_ctest "$1"; }
+test_release() { run_ctest "$1" -LE manual; }  # manual: minutes and a mirror (tests/package)
 test_asan() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_ctest "$1" -LE nosan
@@ -143,6 +174,10 @@ test_cuda() {
   run_ctest "$1" -R 'GpuOptions|Nccl|Cudnn'
 }
 
+echo "scripts/test.sh: the passes ${only:-release,asan,tsan,cuda,fuzz}, each a build tree of its own. On a 2-core"
+echo "machine a whole run takes ~30 min: the release build (~5 min from scratch, ninja's [n/N] lines"
+echo "below), its tests (~11 min), then each later pass's tests, whose builds run behind the tests."
+echo "A table of every phase's time ends the run."
 phase install "$root/scripts/install-deps.sh" || true
 
 sanitizers=$([ "${RINGBENCH_SKIP_SANITIZERS:-0}" = 1 ] && echo off || echo on)
@@ -151,7 +186,8 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 later=()
 # The later passes precompile nlohmann/json and GoogleTest (RINGBENCH_PCH): ~35% less compile
 # time for runner/ and tests/, on the build lane that bounds CI's time.
-no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON"
+# build.sh turns CUDA on in a new tree where nvcc is: only the cuda pass's tree has it.
+no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON -DRINGBENCH_WITH_CUDA=OFF"
 [ "$sanitizers" = on ] && wanted asan && later+=("asan $root/build-asan select_asan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined $no_bench")
 [ "$sanitizers" = on ] && wanted tsan && later+=("tsan $root/build-tsan select_tsan \
@@ -180,7 +216,7 @@ fi
 wanted fuzz && later+=("fuzz $root/build-fuzz -")
 
 release_built=0
-wanted release && configure_pass release "$root/build" select_all "${cache_args[@]}" &&
+wanted release && configure_pass release "$root/build" select_all -DRINGBENCH_WITH_CUDA=OFF "${cache_args[@]}" &&
   phase "release build" build_targets release "$root/build" && release_built=1
 if [ ${#later[@]} -gt 0 ] && [ "${RINGBENCH_BUILD_BEHIND:-1}" = 0 ]; then
   build_lane

@@ -108,6 +108,37 @@ TEST(Doctor, ClockOffsetsBeyondTheRoundTripWarn) {
   EXPECT_EQ(verdict_of(r, "clock")["text"], "largest offset from g0: 263.5 ms (g1, +-0.5 ms)");
 }
 
+// A GPU the driver sees (NVML or nvidia-smi) and a ringbench built without CUDA: `--device auto`
+// would train on the CPU there, so the host is a FAIL naming it and the fix.
+TEST(Doctor, AGpuHostWithACpuOnlyBuildFailsNamingTheHostAndTheFix) {
+  const auto with_gpu = [](json h, bool built_with_cuda) {
+    h["gpu"]["built_with_cuda"] = built_with_cuda;
+    h["gpu"]["vgpu"] = {{"kind", "bare-metal"}, {"note", ""},
+                        {"gpus", json::array({{{"index", 0}, {"name", "NVIDIA H200"}, {"memory_mib", 143771}}})}};
+    return h;
+  };
+  json r = two_hosts(with_gpu(host("g0", 0), true), with_gpu(host("g1", 1), false));
+  json v = verdict_of(r, "gpu build");
+  EXPECT_EQ(v["status"], "FAIL");
+  const std::string text = v["text"];
+  EXPECT_NE(text.find("host g1 has a GPU (NVIDIA H200) but its ringbench was built without CUDA"), std::string::npos) << text;
+  EXPECT_NE(text.find("scripts/build.sh"), std::string::npos) << text;
+  EXPECT_FALSE(doctor_ok({{"verdicts", doctor_verdicts(r)}}));
+  // Built with CUDA everywhere, or no GPU where it is not: ok.
+  EXPECT_EQ(verdict_of(two_hosts(with_gpu(host("g0", 0), true), with_gpu(host("g1", 1), true)), "gpu build")["status"], "ok");
+  json cpu_only = host("g1", 1);
+  cpu_only["gpu"]["built_with_cuda"] = false;
+  EXPECT_EQ(verdict_of(two_hosts(host("g0", 0), cpu_only), "gpu build")["status"], "ok");
+}
+
+TEST(Doctor, ThisHostSaysWhetherItsBuildHasCuda) {
+  World w;
+  w.store = std::make_unique<InProcStore>();
+  const json r = doctor_checks(w, "", Millis(5000));
+  EXPECT_EQ(r["hosts"][0]["gpu"]["built_with_cuda"], bool(RINGBENCH_HAVE_CUDA));
+  EXPECT_NE(verdict_of(r, "gpu build"), nullptr);
+}
+
 TEST(Doctor, ABadHostRecordFromTheStoreIsAnErrorNamingTheRankAndField) {
   World w;
   w.size = 2;

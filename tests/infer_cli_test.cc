@@ -23,6 +23,10 @@ TEST(InferCli, ScenariosMemoryAndLoadGenValidity) {
   ASSERT_EQ(code, 0) << output;
   EXPECT_TRUE(has_all(output, {"# ringbench infer: lenet", "Offline: batch 4", "SingleStream: p90", "Server: 50.0 QPS",
                                "INVALID (min duration 600 s"}));
+  // Said before the runs: Offline's two sizes, SingleStream and one Server run of 0.2 s each.
+  EXPECT_TRUE(has_all(output, {"# expected duration: 4 run(s) of at least 0.2 s each (Offline 2 batch size(s), "
+                               "SingleStream, Server): at least 0.0 min"}))
+      << output;
   EXPECT_EQ(doc["meta"]["allowed_batches"], nlohmann::json({1, 2, 4}));
   const auto& mem = doc["memory"];
   EXPECT_GT(mem["training_mib"].get<double>(), 0);

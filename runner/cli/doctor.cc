@@ -83,6 +83,7 @@ json gpu_summary() {
   const json dev = gpu_json(-1);
   release_gpu_context();
   return {{"cuda", dev.value("available", false) ? json(dev) : json(dev.value("reason", std::string("no device")))},
+          {"built_with_cuda", bool(RINGBENCH_HAVE_CUDA)},
           {"vgpu", vgpu::to_json(vgpu::detect_gpus())}};
 }
 
@@ -248,6 +249,21 @@ json memory_verdict(const json& hosts) {
                  "at least " + std::to_string(least) + " MiB available on every host (least: " + where + ")");
 }
 
+// A GPU the driver reports (NVML or nvidia-smi, which need no CUDA build) on a host whose
+// ringbench cannot use it: `--device auto` would train on the CPU there without a word.
+json gpu_build_verdict(const json& hosts) {
+  for (const json& h : hosts) {
+    const json& g = h["gpu"];
+    const json& gpus = g["vgpu"].contains("gpus") && g["vgpu"]["gpus"].is_array() ? g["vgpu"]["gpus"] : json::array();
+    if (gpus.empty() || !g.contains("built_with_cuda") || g["built_with_cuda"] != false) continue;
+    return verdict("gpu build", "FAIL",
+                   "host " + str(h, "host") + " has a GPU (" + str(gpus[0], "name") +
+                       ") but its ringbench was built without CUDA: install the ringbench-cuda package there, or rebuild "
+                       "with scripts/build.sh on a host with the CUDA toolkit (nvcc), which turns CUDA on");
+  }
+  return verdict("gpu build", "ok", "every host with a GPU has a ringbench built with CUDA");
+}
+
 json clock_verdict(const json& hosts, const json& clock) {
   if (clock.empty()) return verdict("clock", "ok", "1 host");
   double worst = 0, rtt = 0;
@@ -281,6 +297,7 @@ json verdicts(const json& r) {
     const json& c = h["gpu"]["cuda"];
     return c.is_string() ? "no GPU (" + c.get<std::string>() + ")" : str(c, "name");
   }));
+  v.push_back(gpu_build_verdict(hosts));
   v.push_back(memory_verdict(hosts));
   v.push_back(clock_verdict(hosts, r["clock"]));
   return v;
@@ -313,6 +330,11 @@ void check_host_record(const json& h, int rank) {
   }
   need("gpu", is(h, "gpu", T::object) && h["gpu"].contains("cuda") && (h["gpu"]["cuda"].is_string() || h["gpu"]["cuda"].is_object()) &&
                      is(h["gpu"], "vgpu", T::object), "");
+  need("built_with_cuda", !h["gpu"].contains("built_with_cuda") || h["gpu"]["built_with_cuda"].is_boolean(), "gpu.");
+  const json& v = h["gpu"]["vgpu"];
+  need("gpus", !v.contains("gpus") || (v["gpus"].is_array() && std::all_of(v["gpus"].begin(), v["gpus"].end(),
+                                                                        [&](const json& g) { return is(g, "name", T::string); })),
+       "gpu.vgpu.");
   need("memory", is(h, "memory", T::object), "");
   const json& m = h["memory"];
   for (const char* k : {"total_mib", "available_mib"}) need(k, m.contains(k) && m[k].is_number_unsigned(), "memory.");

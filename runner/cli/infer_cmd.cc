@@ -277,6 +277,33 @@ int64_t serve_while_others_measure(const InferArgs& a, const json& server, infer
   return runs;
 }
 
+// Said before the scenarios start: at LoadGen's full rules (600 s a run) a default `infer` runs
+// for the better part of an hour and would otherwise say nothing about it until the first run ends.
+void announce_expected_duration(const InferArgs& a, const infer::NetworkTarget& target) {
+  int runs = 0;
+  double floor_s = 0;
+  std::string parts;
+  auto add = [&](infer::Scenario s, int n, const std::string& what) {
+    runs += n;
+    floor_s += n * rules_for(a, s).min_duration_s;
+    parts += (parts.empty() ? "" : ", ") + what;
+  };
+  if (wants(a, "offline")) {
+    const size_t n = a.batches.empty() ? target.allowed_batches().size() : a.batches.size();
+    add(infer::Scenario::Offline, int(n), "Offline " + std::to_string(n) + " batch size(s)");
+  }
+  if (wants(a, "single-stream")) add(infer::Scenario::SingleStream, 1, "SingleStream");
+  const bool search = wants(a, "server") && a.server_qps <= 0;
+  if (wants(a, "server")) add(infer::Scenario::Server, 1, search ? "Server's QPS search" : "Server");
+  if (runs == 0) return;
+  std::printf("# expected duration: %d run(s) of at least %.3g s each (%s): at least %.1f min; a run also lasts "
+              "until its minimum count of queries or samples (--min-queries)%s%s\n", runs, floor_s / runs, parts.c_str(),
+              floor_s / 60, search ? "; the QPS search makes a full run per try, up to 30 tries" : "",
+              a.min_duration_s < 0 ? "; --min-duration shortens every run (such runs are INVALID under LoadGen's rules)"
+                                   : "");
+  std::fflush(stdout);
+}
+
 // The scenarios, measured: with a scheduler the VMs sharing the device start together, and
 // doc["device"] gets this VM's share of it over its measured window.
 void run_scenarios(const InferArgs& a, infer::NetworkTarget& target, const VgpuSetup& vgpu, json& doc) {
@@ -360,6 +387,7 @@ int run_infer(const InferArgs& a) {
   // first (first-touch of buffers, oneDNN's and cuDNN's first executions), untimed.
   for (int b : target->allowed_batches())
     for (int i = 0; i < 2; ++i) target->run(b);
+  announce_expected_duration(a, *target);
   run_scenarios(a, *target, vgpu, doc);
   if (!a.json_path.empty()) write_file_atomic(a.json_path, doc.dump(1) + "\n");
   return 0;

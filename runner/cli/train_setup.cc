@@ -15,6 +15,7 @@
 #include "models/zoo.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
+#include "runner/cli/slurm.h"
 #include "runner/cli/world.h"
 #include "runner/sweep/yaml_reader.h"
 
@@ -25,6 +26,7 @@ namespace m = ringbench::models;
 
 int ranks_on_this_host(const World& w) {
   if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return std::max(1, std::atoi(s));
+  if (w.launcher == "slurm") return slurm_tasks_on_this_node();
   if (w.launcher == "local" || w.launcher == "env") return w.size;  // all on this machine
   return 1;
 }
@@ -105,7 +107,7 @@ Placement place_training(const TrainArgs& a, const Backend& comm) {
   if (comm.gpu_buffers && (a.device == "cpu" || cpu_backend))
     throw Error("--transport " + comm.name + " reduces GPU buffers: it needs --device cuda (or auto) and a GPU backend");
   // One rank communicates with no one: only a backend that also decides the device must be here.
-  const bool communicates = a.ranks > 1 || launched_by_mpirun() || launched_by_env();
+  const bool communicates = a.ranks > 1 || launched_by_mpirun() || launched_by_env() || launched_by_slurm();
   if (const std::string why = comm.unavailable && (communicates || comm.gpu_buffers) ? comm.unavailable() : "";
       !why.empty())
     throw Error("--transport " + comm.name + " is not available: " + why);

@@ -21,6 +21,7 @@
 #include "collectives/net.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/mpi_util.h"
+#include "runner/cli/slurm.h"
 
 namespace ringbench {
 namespace {
@@ -128,7 +129,7 @@ bool launched_by_mpirun() {
 bool launched_by_env() { return env("RINGBENCH_RANK") != nullptr; }
 
 bool writes_results() {
-  for (const char* v : {"RINGBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+  for (const char* v : {"RINGBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
     if (const char* r = env(v)) return std::string(r) == "0";
   return true;
 }
@@ -154,6 +155,8 @@ std::unique_ptr<World> make_world(const WorldOptions& o, bool need_mpi) {
   if (need_mpi)
     throw Error("--impl mpi needs MPI: launch with mpirun (e.g. mpirun -np 4 ringbench "
                 "allreduce --impl mpi)");
+  std::optional<SlurmRankEnv> slurm;  // srun's tasks: the env launcher's variables while the world is made
+  if (!launched_by_env() && launched_by_slurm()) slurm.emplace();
   if (launched_by_env()) {
     w->launcher = env("RINGBENCH_LAUNCHER") ? env("RINGBENCH_LAUNCHER") : "env";
     w->rank = env_int("RINGBENCH_RANK");
@@ -377,7 +380,7 @@ std::optional<int> launch_ranks_here(int ranks, const std::string& gpu_per_rank,
                                      const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                                      int standby_rank) {
   if (ranks < 1) throw Error("--ranks must be >= 1");
-  if (ranks == 1 || launched_by_mpirun() || launched_by_env()) return std::nullopt;
+  if (ranks == 1 || launched_by_mpirun() || launched_by_env() || launched_by_slurm()) return std::nullopt;
   if (!gpu_per_rank.empty() && ranks > gpu_count())
     throw Error(gpu_per_rank + " with --ranks " + std::to_string(ranks) + ": every rank needs a GPU of its own, "
                 "and this machine has " + std::to_string(gpu_count()));

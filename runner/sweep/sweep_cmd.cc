@@ -28,6 +28,7 @@
 #include "runner/report/report.h"
 #include "runner/sweep/sweep_config.h"
 #include "runner/sweep/sweep_exec.h"
+#include "runner/cli/slurm.h"
 #include "runner/cli/world.h"
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
@@ -480,7 +481,8 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   if (!a.config.empty() && !a.resume.empty())
     throw Error("give either a config or --resume RUN_DIR (which reruns its own config.yaml), not both");
   catch_signals();
-  const bool under_mpirun = launched_by_mpirun() && !launched_by_env();
+  // srun's tasks are sweep ranks as mpirun's are (runner/cli/slurm.h).
+  const bool under_mpirun = (launched_by_mpirun() || launched_by_slurm()) && !launched_by_env();
   if (under_mpirun) {
     WorldOptions wo;
     wo.timeout = Millis(120000);
