@@ -24,7 +24,7 @@ struct CudnnOptions {
   bool inference_only = false;  // see NetworkOptions
   // A batch norm whose only reader is a ReLU or ReLU6 runs with it as one kernel pair
   // (bn_act_kernels.h) instead of cuDNN's batch norm and a separate activation pass
-  // (make_network: RINGBENCH_CUDNN_FUSE_BN=0 turns it off).
+  // (make_network: off unless RINGBENCH_CUDNN_FUSE_BN=1, until it has run on a GPU).
   bool fuse_bn_activation = true;
 };
 std::unique_ptr<Network> make_cudnn_network(const Graph& g, int batch, const CudnnOptions& options = {});

@@ -363,8 +363,8 @@ TEST_F(CudnnNetwork, OnDeviceStreamAndDescribe) {
   EXPECT_NE(d.find("fwd="), std::string::npos) << d;
   EXPECT_NE(d.find("bwd_filter="), std::string::npos) << d;
   EXPECT_NE(d.find("CUDNN_FMA_MATH"), std::string::npos) << d;  // no TF32 unless asked for
-  EXPECT_NE(d.find("bn+relu fused kernel"), std::string::npos) << d;  // every bn feeds one relu
-  EXPECT_EQ(d.find("relu cudnnActivation"), std::string::npos) << d;
+  // The fused batch norm + activation is opt-in (RINGBENCH_CUDNN_FUSE_BN=1) until it has run on a GPU.
+  EXPECT_EQ(d.find("bn+relu fused kernel"), std::string::npos) << d;
 }
 
 TEST_F(CudnnNetwork, Errors) {
