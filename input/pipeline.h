@@ -63,6 +63,8 @@ class Pipeline {
   // The next batch is `step`'s (the workers restart there).
   void seek(int64_t step);
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  const PipelineOptions& options() const { return o_; }
+  const ImageSet& set() const { return *set_; }
   PipelineTotals totals() const;
   // The records, in order, that made batch `step`'s images (for tests): run after its next().
   const std::vector<size_t>& last_records() const { return last_records_; }

@@ -67,6 +67,9 @@ TEST(DataCli, MobileNetTrainsOnJpegsOnTwoRanksAndSaysWhatTheInputCost) {
   const auto& in = doc["input"];
   ASSERT_EQ(in["ranks"].size(), 2u);
   EXPECT_EQ(in["bad_records"], 1);
+  EXPECT_EQ(in["config"]["threads"], 2);
+  EXPECT_EQ(in["config"]["image_size"], 32);
+  EXPECT_EQ(in["config"]["steps_per_epoch"], 2);
   for (const auto& rk : in["ranks"]) {
     EXPECT_EQ(rk["stall_s"].size(), 3u);
     EXPECT_GT(rk["images_per_s"].get<double>(), 0);

@@ -69,6 +69,12 @@ json InputMeter::rank_json(int rank) const {
           {"bad_records", last_.bad_records}, {"skipped_names", names}};
 }
 
+json InputMeter::config_json() const {
+  const input::PipelineOptions& o = pipeline_->options();
+  return {{"set", pipeline_->set().describe()}, {"threads", o.threads}, {"prefetch_batches", o.prefetch},
+          {"image_size", o.image_size}, {"steps_per_epoch", pipeline_->steps_per_epoch()}};
+}
+
 json gather_input(Store& store, int rank, int n, const InputMeter& meter, size_t steps,
                   std::chrono::milliseconds timeout) {
   if (!meter.active()) return json();
@@ -93,7 +99,8 @@ json gather_input(Store& store, int rank, int n, const InputMeter& meter, size_t
     bad += j["bad_records"].get<int64_t>();
     ranks.push_back(j);
   }
-  return {{"stall_s_per_step", {{"mean_over_ranks", stall_mean}, {"max_over_ranks", stall_max}}},
+  return {{"config", meter.config_json()},
+          {"stall_s_per_step", {{"mean_over_ranks", stall_mean}, {"max_over_ranks", stall_max}}},
           {"images_per_s_per_rank", img_s},
           {"pipeline_cpus_per_rank", cpus},
           {"skipped", skipped},

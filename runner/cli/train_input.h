@@ -23,6 +23,8 @@ class InputMeter {
   void step_done(bool measuring, double step_s);
   // This rank's record: per-step series and its skipped images.
   nlohmann::json rank_json(int rank) const;
+  // How the pipeline runs: the set, threads, batches ahead, crop size, steps per epoch.
+  nlohmann::json config_json() const;
 
  private:
   const input::Pipeline* pipeline_;
