@@ -69,6 +69,9 @@ class FolderSet : public ImageSet {
     for (size_t i = size_t(rank); i < files_.size(); i += size_t(n)) out.push_back(i);
     return out;
   }
+  size_t rank_record_count(int rank, int n) const override {
+    return files_.size() > size_t(rank) ? (files_.size() - size_t(rank) + size_t(n) - 1) / size_t(n) : 0;
+  }
   std::string read(size_t i) const override { return read_input_file(files_[i], "the image", kMaxRecordBytes); }
   std::string name(size_t i) const override { return files_[i]; }
   std::string describe() const override {

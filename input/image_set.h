@@ -8,7 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "base/errors.h"
+
 namespace ringbench::input {
+
+// The process ran out of a resource (file descriptors) reading a set: not the record's fault, so
+// never skipped as damage.
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+};
 
 class ImageSet {
  public:
@@ -20,8 +29,11 @@ class ImageSet {
   // The records rank `rank` of `n` reads: every rank's are disjoint and together all of them.
   // Packed sets go by whole shards (shard s to rank s % n); folders by record (i % n).
   virtual std::vector<size_t> rank_records(int rank, int n) const = 0;
+  // rank_records(rank, n).size(), counted without listing them.
+  virtual size_t rank_record_count(int rank, int n) const = 0;
   // Record i's bytes. Throws Error naming the file (and record) when it cannot be read or its
-  // checksum is wrong; a shard whose index is damaged fails every read the same way.
+  // checksum is wrong; a shard whose index is damaged fails every read the same way. Throws
+  // ResourceError when the process is out of file descriptors.
   virtual std::string read(size_t i) const = 0;
   // "shard-00003.rbs record 17" or "DIR/class/file.jpg": what an error or a skip names.
   virtual std::string name(size_t i) const = 0;
@@ -31,8 +43,10 @@ class ImageSet {
 
 // Opens `dir`: a packed set when DIR/manifest.txt exists, else an image folder tree. Throws
 // Error naming the directory (or manifest line) when it is neither, or holds no images. A packed
-// set's shards are opened here; a shard that is missing, of another size than the manifest's or
-// with a bad index does not stop it: its records fail read() with that reason.
+// set's shards are only stat'ed here (a rank opens just its own, when it reads them, and keeps no
+// descriptor); a shard that is missing, of another size than the manifest's or with a bad index
+// fails its records' read() with that reason, but a set whose shards are mostly missing or of the
+// wrong size is refused, naming the manifest.
 std::unique_ptr<ImageSet> open_image_set(const std::string& dir);
 
 // Every shard's SHA-256 against the manifest (reads the whole set): one line per shard that

@@ -81,6 +81,7 @@ std::string format_manifest(const Manifest& m) {
 
 Manifest parse_manifest(std::string_view text, const std::string& name) {
   Manifest m;
+  uint64_t images = 0;
   std::set<std::string> seen;
   size_t line_no = 0, pos = 0;
   while (pos < text.size()) {
@@ -99,6 +100,9 @@ Manifest parse_manifest(std::string_view text, const std::string& name) {
     } else if (w[0] == "shard") {
       if (m.shards.size() >= kMaxShards) throw Error(where + ": more than " + std::to_string(kMaxShards) + " shards");
       m.shards.push_back(parse_shard(w, where));
+      images += m.shards.back().records;
+      if (images > kMaxSetImages)
+        throw Error(where + ": the shards hold more than " + std::to_string(kMaxSetImages) + " images in all");
       if (!seen.insert(m.shards.back().file).second) throw Error(where + ": shard " + m.shards.back().file + " again");
     } else {
       throw Error(where + ": " + quote_excerpt(line) + " is not 'classes N' (once) or a shard line");

@@ -28,11 +28,13 @@ struct Manifest {
 constexpr const char* kManifestName = "manifest.txt";
 constexpr uint32_t kMaxClasses = 100000;
 constexpr size_t kMaxShards = 100000;
+// A set's images in all (ImageNet-21k has 14M): bounds what a manifest alone makes a rank allocate.
+constexpr uint64_t kMaxSetImages = uint64_t(20) << 20;
 
 std::string format_manifest(const Manifest& m);
 
 // Parses a manifest read from `name`. Every line is checked (a known keyword, numbers in range,
-// shard files plain names that appear once, SHA-256 in hex); throws Error naming `name`, the
+// shard files plain names that appear once, SHA-256 in hex, at most kMaxSetImages images); throws Error naming `name`, the
 // line and what is wrong, quoting at most a short excerpt of it.
 Manifest parse_manifest(std::string_view text, const std::string& name);
 

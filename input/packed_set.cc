@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "base/errors.h"
 #include "base/input_file.h"
@@ -31,49 +32,80 @@ bool pread_all(int fd, char* out, size_t n, uint64_t offset, std::string& why) {
   return true;
 }
 
-struct Shard {
-  std::string path, file;
-  int fd = -1;
-  std::vector<ShardRecord> records;
-  std::string damage;  // why every read of it fails ("" when it opened well)
+// Opens a shard to read, closed by the caller. Out of descriptors is the process's fault, not the
+// shard's: ResourceError. Any other failure: -1 with `why`.
+int open_shard_file(const std::string& path, std::string& why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+    throw ResourceError(path + ": cannot open the shard: " + std::strerror(errno) +
+                        " (the process is out of file descriptors: raise ulimit -n)");
+  if (fd < 0) why = std::string("cannot open the shard: ") + std::strerror(errno);
+  return fd;
+}
+
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
+struct Shard {
+  std::string path;
+  std::string damage;  // why every read of it fails ("" while none is known)
+  bool loaded = false;  // its index read (or found damaged), under PackedSet::mu_
+  std::vector<ShardRecord> records;
+};
+
+// Every rank stats every shard (no descriptor kept), so that a set mostly missing is refused on
+// every rank alike; a rank opens only the shards it reads, when it reads them, and closes them.
 class PackedSet : public ImageSet {
  public:
-  explicit PackedSet(const std::string& dir) {
-    const std::string path = dir + "/" + kManifestName;
-    manifest_ = parse_manifest(read_input_file(path, "the image set manifest", kMaxConfigBytes), path);
+  explicit PackedSet(const std::string& dir) : manifest_path_(dir + "/" + kManifestName) {
+    manifest_ = parse_manifest(read_input_file(manifest_path_, "the image set manifest", kMaxConfigBytes),
+                               manifest_path_);
+    size_t unusable = 0;
     for (const ManifestShard& m : manifest_.shards) {
       first_.push_back(size_);
       size_ += m.records;
-      shards_.push_back(open_shard(dir, m));
+      shards_.push_back(Shard{dir + "/" + m.file, stat_damage(dir + "/" + m.file, m), false, {}});
+      if (!shards_.back().damage.empty()) ++unusable;
     }
-  }
-  ~PackedSet() override {
-    for (Shard& s : shards_)
-      if (s.fd >= 0) ::close(s.fd);
+    if (unusable * 2 > shards_.size())
+      throw Error(manifest_path_ + ": " + std::to_string(unusable) + " of its " + std::to_string(shards_.size()) +
+                  " shards are missing or not as it says (" + shards_[first_unusable()].path + ": " +
+                  shards_[first_unusable()].damage + "): is this the set's directory?");
   }
 
   size_t size() const override { return size_; }
   uint32_t classes() const override { return manifest_.classes; }
   uint32_t label(size_t i) const override {
     const auto [s, r] = locate(i);
-    return shards_[s].records.empty() ? 0 : shards_[s].records[r].label;
+    const Shard& shard = loaded(s);
+    return shard.records.empty() ? 0 : shard.records[r].label;
   }
   std::vector<size_t> rank_records(int rank, int n) const override {
     std::vector<size_t> out;
+    out.reserve(rank_record_count(rank, n));
     for (size_t s = size_t(rank); s < shards_.size(); s += size_t(n))
       for (size_t r = 0; r < manifest_.shards[s].records; ++r) out.push_back(first_[s] + r);
     return out;
   }
+  size_t rank_record_count(int rank, int n) const override {
+    size_t count = 0;
+    for (size_t s = size_t(rank); s < shards_.size(); s += size_t(n)) count += manifest_.shards[s].records;
+    return count;
+  }
   std::string read(size_t i) const override {
     const auto [s, r] = locate(i);
-    const Shard& shard = shards_[s];
+    const Shard& shard = loaded(s);
     if (!shard.damage.empty()) throw Error(name(i) + ": " + shard.damage);
     const ShardRecord& rec = shard.records[r];
-    std::string bytes(rec.bytes, '\0');
     std::string why;
-    if (!pread_all(shard.fd, bytes.data(), bytes.size(), rec.offset, why)) throw Error(name(i) + ": " + why);
+    const FdCloser fd{open_shard_file(shard.path, why)};
+    if (fd.fd < 0) throw Error(name(i) + ": " + why);
+    std::string bytes(rec.bytes, '\0');
+    if (!pread_all(fd.fd, bytes.data(), bytes.size(), rec.offset, why)) throw Error(name(i) + ": " + why);
     if (record_crc32(bytes) != rec.crc32) throw Error(name(i) + ": its CRC-32 is not the index's (damaged)");
     return bytes;
   }
@@ -92,42 +124,60 @@ class PackedSet : public ImageSet {
     return {s, i - first_[s]};
   }
 
-  Shard open_shard(const std::string& dir, const ManifestShard& m) const {
-    Shard s{dir + "/" + m.file, m.file, -1, {}, ""};
-    s.fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st {};
-    if (s.fd < 0) {
-      s.damage = std::string("cannot open the shard: ") + std::strerror(errno);
-    } else if (::fstat(s.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      s.damage = std::string("the shard is ") + file_type_name(st.st_mode);
-    } else if (uint64_t(st.st_size) != m.bytes) {
-      s.damage = "the shard has " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(m.bytes);
-    } else {
-      s.damage = read_index(s, m, uint64_t(st.st_size));
-    }
+  size_t first_unusable() const {
+    size_t s = 0;
+    while (shards_[s].damage.empty()) ++s;
     return s;
   }
 
-  std::string read_index(Shard& s, const ManifestShard& m, uint64_t file_bytes) const {
+  static std::string stat_damage(const std::string& path, const ManifestShard& m) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::string("cannot open the shard: ") + std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return std::string("the shard is ") + file_type_name(st.st_mode);
+    if (uint64_t(st.st_size) != m.bytes)
+      return "the shard has " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(m.bytes);
+    return "";
+  }
+
+  // Shard s with its index read: once, by the first reader (the index is a few KB).
+  const Shard& loaded(size_t s) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    Shard& shard = shards_[s];
+    if (!shard.loaded) {
+      if (shard.damage.empty()) shard.damage = read_index(shard, manifest_.shards[s]);
+      if (!shard.damage.empty()) shard.records.clear();
+      shard.loaded = true;
+    }
+    return shard;
+  }
+
+  std::string read_index(Shard& s, const ManifestShard& m) const {
+    std::string why;
+    const FdCloser fd{open_shard_file(s.path, why)};
+    if (fd.fd < 0) return why;
+    struct stat st {};
+    if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::string("the shard is ") + file_type_name(st.st_mode);
+    if (uint64_t(st.st_size) != m.bytes)
+      return "the shard has " + std::to_string(st.st_size) + " bytes, the manifest says " + std::to_string(m.bytes);
     try {
       std::string head(kShardHeaderBytes, '\0');
-      std::string why;
-      if (!pread_all(s.fd, head.data(), head.size(), 0, why)) return why;
-      head.resize(std::min<uint64_t>(shard_index_bytes(head, s.path), file_bytes));
-      if (!pread_all(s.fd, head.data(), head.size(), 0, why)) return why;
-      s.records = decode_shard_index(head, file_bytes, manifest_.classes, s.path);
+      if (!pread_all(fd.fd, head.data(), head.size(), 0, why)) return why;
+      head.resize(std::min<uint64_t>(shard_index_bytes(head, s.path), m.bytes));
+      if (!pread_all(fd.fd, head.data(), head.size(), 0, why)) return why;
+      s.records = decode_shard_index(head, m.bytes, manifest_.classes, s.path);
       if (s.records.size() != m.records)
         return "the shard holds " + std::to_string(s.records.size()) + " records, the manifest says " +
                std::to_string(m.records);
       return "";
     } catch (const Error& e) {
-      s.records.clear();
       return e.what();
     }
   }
 
+  std::string manifest_path_;
   Manifest manifest_;
-  std::vector<Shard> shards_;
+  mutable std::mutex mu_;  // guards shards_' lazy indexes
+  mutable std::vector<Shard> shards_;
   std::vector<size_t> first_;  // index of each shard's first record
   size_t size_ = 0;
 };

@@ -22,7 +22,7 @@ double thread_cpu_seconds() {
 
 int64_t steps_per_epoch(const ImageSet& set, int ranks, int batch) {
   size_t smallest = set.size();
-  for (int r = 0; r < ranks; ++r) smallest = std::min(smallest, set.rank_records(r, ranks).size());
+  for (int r = 0; r < ranks; ++r) smallest = std::min(smallest, set.rank_record_count(r, ranks));
   if (smallest < size_t(batch))
     throw Error("the image set (" + set.describe() + ") gives a rank of " + std::to_string(ranks) + " only " +
                 std::to_string(smallest) + " images, fewer than a batch of " + std::to_string(batch) +
@@ -103,6 +103,8 @@ void Pipeline::make_image(int64_t step, int j, Augmenter& aug, Slot& slot) {
       slot.labels[size_t(j)] = int32_t(set_->label(record));
       slot.records[size_t(j)] = record;
       return;
+    } catch (const ResourceError&) {
+      throw;  // the process's fault, not the record's
     } catch (const Error& e) {
       std::lock_guard<std::mutex> lock(mu_);
       ++totals_.skipped;

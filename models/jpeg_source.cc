@@ -9,7 +9,7 @@ JpegBatchSource::JpegBatchSource(std::shared_ptr<const input::ImageSet> set, con
 
 std::string JpegBatchSource::describe() const {
   return "jpeg (" + set_->describe() + "; rank " + std::to_string(options_.rank) + " reads " +
-         std::to_string(set_->rank_records(options_.rank, options_.ranks).size()) + ", " +
+         std::to_string(set_->rank_record_count(options_.rank, options_.ranks)) + ", " +
          std::to_string(pipeline_.steps_per_epoch()) + " steps an epoch; random resized crop to " +
          std::to_string(options_.image_size) + ", flip, normalise on " + std::to_string(options_.threads) +
          " threads, " + std::to_string(options_.prefetch) + " batches ahead)";

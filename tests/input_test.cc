@@ -2,6 +2,8 @@
 // the crop, flip and DCT-scaled decode against simple references, determinism, disjoint ranks,
 // and corrupt input skipped and named.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -349,3 +351,64 @@ TEST(Pipeline, ASetSmallerThanABatchPerRankIsAClearError) {
 }
 
 }  // namespace
+
+// D1: the manifest alone must not size a rank's allocations: the set's images are capped, and a
+// set whose shards are mostly missing is refused, naming the manifest.
+TEST(PackedSet, AManifestOfHugeOrMissingShardsIsRefusedNamingIt) {
+  TempDir t;
+  const std::string hash(64, 'a');
+  std::string huge = "ringbench-images 1\nclasses 10\n";
+  for (int s = 0; s < 21; ++s) huge += "shard s" + std::to_string(s) + " 1048576 1 " + hash + "\n";
+  spit(t.path / "manifest.txt", huge);
+  try {
+    open_image_set(t.path.string());
+    ADD_FAILURE() << "a manifest of 22M images was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("manifest.txt line 23: the shards hold more than"), std::string::npos)
+        << e.what();
+  }
+  small_set(t.path / "set", 16, 4);
+  fs::remove(t.path / "set/shard-00001.rbs");
+  fs::remove(t.path / "set/shard-00002.rbs");
+  const auto half = open_image_set((t.path / "set").string());  // half missing: still opens
+  EXPECT_EQ(half->rank_record_count(1, 3), half->rank_records(1, 3).size());
+  EXPECT_EQ(half->rank_record_count(0, 3), 8u);
+  fs::remove(t.path / "set/shard-00003.rbs");
+  try {
+    open_image_set((t.path / "set").string());
+    ADD_FAILURE() << "a set with 3 of 4 shards missing was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set/manifest.txt: 3 of its 4 shards are missing"), std::string::npos)
+        << e.what();
+  }
+}
+
+size_t open_fds() { return size_t(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator())); }
+
+// D2: a rank keeps no shard open (an ImageNet-sized set has more shards than RLIMIT_NOFILE), and
+// running out of descriptors is an error of its own, never a damaged record to skip.
+TEST(PackedSet, NoShardStaysOpenAndOutOfDescriptorsIsNotDamage) {
+  TempDir t;
+  small_set(t.path / "set", 16, 2);  // 8 shards
+  const size_t before = open_fds();
+  const auto set = open_image_set((t.path / "set").string());
+  for (size_t i : set->rank_records(1, 2)) EXPECT_FALSE(set->read(i).empty());
+  EXPECT_EQ(open_fds(), before);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = before + 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;  // every descriptor the limit allows, taken
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  bool resource_error = false;
+  try {
+    set->read(0);
+  } catch (const ResourceError& e) {
+    resource_error = std::string(e.what()).find("shard-00000.rbs") != std::string::npos;
+  } catch (...) {
+  }
+  for (int fd : filler) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  EXPECT_TRUE(resource_error);
+}
