@@ -72,6 +72,7 @@ class FolderSet : public ImageSet {
   size_t rank_record_count(int rank, int n) const override {
     return files_.size() > size_t(rank) ? (files_.size() - size_t(rank) + size_t(n) - 1) / size_t(n) : 0;
   }
+  std::vector<std::string> unreadable_shards(int, int) const override { return {}; }
   std::string read(size_t i) const override { return read_input_file(files_[i], "the image", kMaxRecordBytes); }
   std::string name(size_t i) const override { return files_[i]; }
   std::string describe() const override {

@@ -31,6 +31,9 @@ class ImageSet {
   virtual std::vector<size_t> rank_records(int rank, int n) const = 0;
   // rank_records(rank, n).size(), counted without listing them.
   virtual size_t rank_record_count(int rank, int n) const = 0;
+  // "FILE: why" for each of rank `rank`'s shards already known unreadable (missing, of another
+  // size than the manifest's); none for a folder tree.
+  virtual std::vector<std::string> unreadable_shards(int rank, int n) const = 0;
   // Record i's bytes. Throws Error naming the file (and record) when it cannot be read or its
   // checksum is wrong; a shard whose index is damaged fails every read the same way. Throws
   // ResourceError when the process is out of file descriptors.

@@ -96,6 +96,13 @@ class PackedSet : public ImageSet {
     for (size_t s = size_t(rank); s < shards_.size(); s += size_t(n)) count += manifest_.shards[s].records;
     return count;
   }
+  std::vector<std::string> unreadable_shards(int rank, int n) const override {
+    std::vector<std::string> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t s = size_t(rank); s < shards_.size(); s += size_t(n))
+      if (!shards_[s].damage.empty()) out.push_back(shards_[s].path + ": " + shards_[s].damage);
+    return out;
+  }
   std::string read(size_t i) const override {
     const auto [s, r] = locate(i);
     const Shard& shard = loaded(s);

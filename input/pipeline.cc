@@ -11,6 +11,7 @@ namespace ringbench::input {
 namespace {
 
 constexpr size_t kNamedSkips = 10;
+constexpr const char* kAllowDamaged = "pass --allow-damaged-data to train on what is left";
 
 double thread_cpu_seconds() {
   timespec ts{};
@@ -38,6 +39,14 @@ Pipeline::Pipeline(std::shared_ptr<const ImageSet> set, const PipelineOptions& o
   if (size_t(steps_per_epoch_) * size_t(o_.batch) > mine_.size())
     throw Error("input pipeline: " + std::to_string(steps_per_epoch_) + " steps of " + std::to_string(o_.batch) +
                 " need more than rank " + std::to_string(o_.rank) + "'s " + std::to_string(mine_.size()) + " images");
+  if (!o_.allow_damaged) {
+    const std::vector<std::string> broken = set_->unreadable_shards(o_.rank, o_.ranks);
+    if (!broken.empty())
+      throw Error("input pipeline: " + std::to_string(broken.size()) + " of rank " + std::to_string(o_.rank) +
+                  "'s shards cannot be read (" + broken.front() + "): repair the set (ringbench data verify) or " +
+                  kAllowDamaged);
+  }
+  for (int t = 0; t < o_.threads; ++t) augmenters_.push_back(std::make_unique<Augmenter>());
   image_floats_ = size_t(3) * size_t(o_.image_size) * size_t(o_.image_size);
   slots_.resize(size_t(o_.prefetch) + 1);
   for (Slot& s : slots_) {
@@ -55,7 +64,7 @@ void Pipeline::start(int64_t step) {
   next_item_ = step * o_.batch;
   stopping_ = false;
   for (Slot& s : slots_) s.done = 0;
-  for (int t = 0; t < o_.threads; ++t) workers_.emplace_back([this] { work(); });
+  for (int t = 0; t < o_.threads; ++t) workers_.emplace_back([this, t] { work(*augmenters_[size_t(t)]); });
 }
 
 void Pipeline::stop() {
@@ -111,18 +120,28 @@ void Pipeline::make_image(int64_t step, int j, Augmenter& aug, Slot& slot) {
       if (bad_.insert(record).second && totals_.skipped_names.size() < kNamedSkips)
         totals_.skipped_names.push_back(e.what());
       totals_.bad_records = int64_t(bad_.size());
+      check_damage(e.what());
     }
   }
   throw Error("input pipeline: none of rank " + std::to_string(o_.rank) + "'s " + std::to_string(ord->size()) +
               " images decodes (" + set_->describe() + ")");
 }
 
-void Pipeline::work() {
-  Augmenter aug;
+void Pipeline::check_damage(const std::string& latest) {
+  if (o_.allow_damaged || double(bad_.size()) <= kMaxBadFraction * double(mine_.size())) return;
+  throw Error("input pipeline: rank " + std::to_string(o_.rank) + " found " + std::to_string(bad_.size()) + " of its " +
+              std::to_string(mine_.size()) + " records bad, more than " + std::to_string(int(kMaxBadFraction * 100)) +
+              "% (latest: " + latest + "): repair the set (ringbench data verify) or " + kAllowDamaged);
+}
+
+void Pipeline::work(Augmenter& aug) {
   const int64_t depth = int64_t(slots_.size());
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [&] { return stopping_ || next_item_ / o_.batch < step_ + depth; });
+    // Woken by next() and stop(); the timed wait only re-checks, in case a wake was missed.
+    while (!work_cv_.wait_for(lock, std::chrono::seconds(1),
+                              [&] { return stopping_ || next_item_ / o_.batch < step_ + depth; })) {
+    }
     if (stopping_) return;
     const int64_t item = next_item_++;
     const int64_t step = item / o_.batch;
@@ -140,7 +159,7 @@ void Pipeline::work() {
     lock.lock();
     totals_.cpu_s += cpu;
     if (failed && !error_) error_ = failed;
-    ++totals_.images;
+    if (!failed) ++totals_.images;
     if (++slot.done == o_.batch) ready_cv_.notify_all();
     if (failed) ready_cv_.notify_all();
   }

@@ -5,7 +5,9 @@
 // Deterministic: image j of step k is record order(epoch)[i] with its crop and flip drawn from
 // (seed, epoch, record) alone, whatever thread made it and whenever. A record that cannot be read
 // or decoded is skipped, counted and named in totals(); the next record of the epoch's order
-// takes its place (the same one on every run).
+// takes its place (the same one on every run). So that a run never trains on a fraction of the
+// set unawares, a rank with a shard missing, or with more than kMaxBadFraction of its records
+// bad, fails unless allow_damaged says to go on.
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,9 @@
 
 namespace ringbench::input {
 
+// The share of a rank's records that may fail (read or decode) before the pipeline stops.
+constexpr double kMaxBadFraction = 0.01;
+
 struct PipelineOptions {
   int batch = 32;
   int image_size = 224;
@@ -34,10 +39,11 @@ struct PipelineOptions {
   std::chrono::milliseconds timeout{30000};  // next()'s longest wait for a batch
   // Steps per epoch: every rank must take the same number. 0: steps_per_epoch(set, ranks, batch).
   int64_t steps_per_epoch = 0;
+  bool allow_damaged = false;  // go on with missing shards and any number of bad records
 };
 
 struct PipelineTotals {
-  int64_t images = 0;    // decoded into batches
+  int64_t images = 0;    // decoded into batches (failures not counted)
   int64_t skipped = 0;   // records that failed (each failure counted)
   int64_t bad_records = 0;  // distinct records that failed
   double cpu_s = 0;      // the workers' CPU time on reading, decoding and augmenting
@@ -48,6 +54,8 @@ struct PipelineTotals {
 // Steps per epoch every rank can take: the smallest rank's records over the batch. Throws Error
 // when a rank has fewer records than a batch (naming the set, ranks and batch).
 int64_t steps_per_epoch(const ImageSet& set, int ranks, int batch);
+
+class Augmenter;
 
 class Pipeline {
  public:
@@ -66,6 +74,7 @@ class Pipeline {
   const PipelineOptions& options() const { return o_; }
   const ImageSet& set() const { return *set_; }
   PipelineTotals totals() const;
+  bool allow_damaged() const { return o_.allow_damaged; }
   // The records, in order, that made batch `step`'s images (for tests): run after its next().
   const std::vector<size_t>& last_records() const { return last_records_; }
 
@@ -78,13 +87,15 @@ class Pipeline {
   };
   void start(int64_t step);
   void stop();
-  void work();
+  void work(Augmenter& aug);
+  void check_damage(const std::string& latest);  // with mu_ held
   std::shared_ptr<const std::vector<size_t>> order(int64_t epoch);
-  void make_image(int64_t step, int j, class Augmenter& aug, Slot& slot);
+  void make_image(int64_t step, int j, Augmenter& aug, Slot& slot);
 
   std::shared_ptr<const ImageSet> set_;
   PipelineOptions o_;
   std::vector<size_t> mine_;  // this rank's records
+  std::vector<std::unique_ptr<Augmenter>> augmenters_;  // one per worker, made before they start
   int64_t steps_per_epoch_ = 0;
   size_t image_floats_ = 0;
 

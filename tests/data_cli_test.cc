@@ -55,9 +55,15 @@ TEST(DataCli, MobileNetTrainsOnJpegsOnTwoRanksAndSaysWhatTheInputCost) {
   const std::string dir = make_set("data_train", 16);
   damage(dir + "/shard-00003.rbs", 20);  // rank 1's: one record's CRC-32 fails
   const std::string json = temp_path("data_train") + ".json";
-  const auto r = run_command(kBin + " train --model mobilenet_v1 --image-size 32 --classes 10 --data jpeg --data-dir " +
-                             dir + " --batch 4 --steps 3 --warmup 1 --ranks 2 --data-threads 2 --json " + json);
+  const std::string train = kBin + " train --model mobilenet_v1 --image-size 32 --classes 10 --data jpeg --data-dir " +
+                            dir + " --batch 4 --steps 3 --warmup 1 --ranks 2 --data-threads 2 --json " + json;
+  const auto refused = run_command(train);  // 1 of rank 1's 8 records is more than 1%
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("rank 1 found 1 of its 8 records bad"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--allow-damaged-data"), std::string::npos) << refused.output;
+  const auto r = run_command(train + " --allow-damaged-data");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("# DAMAGED DATA: trained without 1 records"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("data jpeg (packed, 4 shards, 16 images, 10 classes; rank 0 reads 8, 2 steps an epoch"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("# input pipeline: waited"), std::string::npos) << r.output;
@@ -70,6 +76,7 @@ TEST(DataCli, MobileNetTrainsOnJpegsOnTwoRanksAndSaysWhatTheInputCost) {
   EXPECT_EQ(in["config"]["threads"], 2);
   EXPECT_EQ(in["config"]["image_size"], 32);
   EXPECT_EQ(in["config"]["steps_per_epoch"], 2);
+  EXPECT_EQ(in["allow_damaged_data"], true);
   for (const auto& rk : in["ranks"]) {
     EXPECT_EQ(rk["stall_s"].size(), 3u);
     EXPECT_GT(rk["images_per_s"].get<double>(), 0);

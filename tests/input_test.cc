@@ -291,7 +291,16 @@ TEST(Pipeline, CorruptImagesAndDamagedShardsAreSkippedCountedAndNamed) {
   o.batch = 4;
   o.image_size = 16;
   o.threads = 2;
-  Pipeline p(std::shared_ptr<const ImageSet>(open_image_set(dir.string())), o);
+  const auto set = std::shared_ptr<const ImageSet>(open_image_set(dir.string()));
+  try {  // a shard of the wrong size: refused unless told to go on
+    Pipeline refused(set, o);
+    ADD_FAILURE() << "a rank with a broken shard was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shard-00002.rbs: the shard has"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--allow-damaged-data"), std::string::npos) << e.what();
+  }
+  o.allow_damaged = true;
+  Pipeline p(set, o);
   std::vector<float> images(size_t(4) * 3 * 16 * 16);
   std::vector<int32_t> labels(4);
   for (int s = 0; s < 8; ++s) p.next(images.data(), labels.data());  // two epochs
@@ -304,6 +313,34 @@ TEST(Pipeline, CorruptImagesAndDamagedShardsAreSkippedCountedAndNamed) {
   EXPECT_NE(names.find("shard-00001.rbs record 3: its CRC-32"), std::string::npos) << names;
   EXPECT_NE(names.find("shard-00002.rbs record"), std::string::npos) << names;
   EXPECT_NE(names.find("the manifest says"), std::string::npos) << names;
+}
+
+// D3: one bad record in 16 (more than 1%) stops the pipeline, unless told to go on.
+TEST(Pipeline, MoreThanOnePercentBadRecordsIsAnErrorUnlessAllowed) {
+  TempDir t;
+  const fs::path dir = t.path / "set";
+  small_set(dir, 16, 16);
+  std::string s0 = slurp(dir / "shard-00000.rbs");
+  s0[s0.size() - 10] ^= 0x5a;
+  spit(dir / "shard-00000.rbs", s0);
+  PipelineOptions o;
+  o.batch = 4;
+  o.image_size = 16;
+  const auto set = std::shared_ptr<const ImageSet>(open_image_set(dir.string()));
+  std::vector<float> images(size_t(4) * 3 * 16 * 16);
+  std::vector<int32_t> labels(4);
+  try {
+    Pipeline p(set, o);
+    for (int s = 0; s < 4; ++s) p.next(images.data(), labels.data());  // an epoch
+    ADD_FAILURE() << "trained on past a bad record in 16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 of its 16 records bad, more than 1% (latest: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--allow-damaged-data"), std::string::npos) << e.what();
+  }
+  o.allow_damaged = true;
+  Pipeline p(set, o);
+  for (int s = 0; s < 4; ++s) p.next(images.data(), labels.data());
+  EXPECT_EQ(p.totals().bad_records, 1);
 }
 
 TEST(ImageFolder, ClassesInNameOrderAndAGarbageFileIsSkipped) {
@@ -326,6 +363,7 @@ TEST(ImageFolder, ClassesInNameOrderAndAGarbageFileIsSkipped) {
   o.batch = 5;
   o.image_size = 24;
   o.prefetch = 0;
+  o.allow_damaged = true;  // 1 bad in 10
   Pipeline p(set, o);
   std::vector<float> images(size_t(5) * 3 * 24 * 24);
   std::vector<int32_t> labels(5);
@@ -336,6 +374,28 @@ TEST(ImageFolder, ClassesInNameOrderAndAGarbageFileIsSkipped) {
       << p.totals().skipped_names[0];
   TempDir empty;
   EXPECT_THROW(open_image_set(empty.path.string()), Error);
+}
+
+// D7: images that failed are not counted as decoded.
+TEST(ImageFolder, NothingDecodableIsAnErrorAndNoImageIsCounted) {
+  TempDir t;
+  fs::create_directories(t.path / "cat");
+  for (int i = 0; i < 4; ++i) spit(t.path / "cat" / ("img" + std::to_string(i) + ".jpg"), "\xff\xd8 not a JPEG");
+  PipelineOptions o;
+  o.batch = 2;
+  o.image_size = 16;
+  o.threads = 2;
+  o.allow_damaged = true;
+  Pipeline p(std::shared_ptr<const ImageSet>(open_image_set(t.path.string())), o);
+  std::vector<float> images(size_t(2) * 3 * 16 * 16);
+  std::vector<int32_t> labels(2);
+  try {
+    p.next(images.data(), labels.data());
+    ADD_FAILURE() << "a batch of undecodable images";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("none of rank 0's 4 images decodes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.totals().images, 0);
 }
 
 TEST(Pipeline, ASetSmallerThanABatchPerRankIsAClearError) {

@@ -50,6 +50,7 @@ int run_bench(const DataArgs& a) {
   o.image_size = a.image_size;
   o.threads = a.threads;
   o.seed = a.seed;
+  o.allow_damaged = a.allow_damaged;
   auto set = std::shared_ptr<const input::ImageSet>(input::open_image_set(a.dir));
   input::Pipeline p(set, o);
   std::vector<float> images(size_t(a.batch) * 3 * size_t(a.image_size) * size_t(a.image_size));
@@ -93,6 +94,8 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   a.bench->add_option("--batches", a.batches, "Batches timed")->capture_default_str()->check(CLI::Range(1, 1000000));
   a.bench->add_option("--image-size", a.image_size, "Crop size")->capture_default_str()->check(CLI::Range(8, 2048));
   a.bench->add_option("--seed", a.seed, "Shuffle and augmentation seed")->capture_default_str();
+  a.bench->add_flag("--allow-damaged-data", a.allow_damaged, "Go on although shards are missing or more than 1% of "
+                    "the records cannot be read");
 }
 
 int run_data(const DataArgs& a) {

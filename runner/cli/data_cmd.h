@@ -22,6 +22,7 @@ struct DataArgs {
   int threads = 1, image_size = 224, batch = 32;
   int64_t batches = 20;
   uint64_t seed = 1;
+  bool allow_damaged = false;
 };
 
 void add_data_options(CLI::App& cmd, DataArgs& a);

@@ -137,6 +137,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "compute threads")->capture_default_str()->check(CLI::Range(1, 256));
   cmd.add_option("--data-prefetch", a.data_prefetch, "--data jpeg: batches prepared ahead of the one training")
       ->capture_default_str()->check(CLI::Range(0, 64));
+  cmd.add_flag("--allow-damaged-data", a.allow_damaged_data, "--data jpeg: train on although shards are missing or "
+               "more than 1% of a rank's records cannot be read (they are skipped, and the output says so)");
   cmd.add_flag("--eval", a.eval, "Real data: report test-set accuracy at the end");
   cmd.add_option("--save-checkpoint", a.save_checkpoint, "Rank 0 writes the final parameters and batch-norm state "
                  "to this file (models/checkpoint.h's format), for infer --checkpoint");

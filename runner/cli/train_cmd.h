@@ -27,6 +27,7 @@ struct TrainArgs {
   int classes = 0, image_size = 0, threads = 0, timeline_steps = 3;
   int layer_times = 0;  // extra steps after the measured ones, each layer timed
   bool aux_logits = false, no_overlap = false, eval = false;
+  bool allow_damaged_data = false;  // --data jpeg: train on past missing shards and over 1% bad records
   double lr = 0.01, momentum = 0.9, weight_decay = 4e-5, fusion_mb = 25, first_bucket_mb = 1;
   uint64_t seed = 42;
   std::string json, timeline;

@@ -36,6 +36,8 @@ void check_record(const json& j, const std::string& key, int r, size_t steps) {
   for (const char* k : {"skipped", "bad_records"})
     if (!j.contains(k) || !j[k].is_number_integer() || j[k].get<int64_t>() < 0)
       throw Error(from + "\"" + k + "\" must be a count");
+  if (!j.contains("allow_damaged_data") || !j["allow_damaged_data"].is_boolean())
+    throw Error(from + "\"allow_damaged_data\" must be true or false");
   if (!j.contains("skipped_names") || !j["skipped_names"].is_array() || j["skipped_names"].size() > kMaxNames)
     throw Error(from + "\"skipped_names\" must be an array of at most " + std::to_string(kMaxNames) + " names");
   for (const json& v : j["skipped_names"])
@@ -66,7 +68,8 @@ json InputMeter::rank_json(int rank) const {
   for (const std::string& s : last_.skipped_names) names.push_back(s.substr(0, kMaxNameChars));
   return {{"rank", rank},           {"stall_s", stall_s_},         {"images", images_},
           {"cpu_s", cpu_s_},        {"step_s", step_s_},           {"skipped", last_.skipped},
-          {"bad_records", last_.bad_records}, {"skipped_names", names}};
+          {"bad_records", last_.bad_records}, {"skipped_names", names},
+          {"allow_damaged_data", pipeline_->allow_damaged()}};
 }
 
 json InputMeter::config_json() const {
@@ -83,6 +86,7 @@ json gather_input(Store& store, int rank, int n, const InputMeter& meter, size_t
   json ranks = json::array();
   double stall_mean = 0, stall_max = 0, img_s = 0, cpus = 0;
   int64_t skipped = 0, bad = 0;
+  bool damage_allowed = false;
   for (int r = 0; r < n; ++r) {
     const std::string key = "train/input/" + std::to_string(r);
     json j = get_rank_json(store, key, r, timeout);
@@ -97,6 +101,7 @@ json gather_input(Store& store, int rank, int n, const InputMeter& meter, size_t
     cpus += j["pipeline_cpus"].get<double>() / n;
     skipped += j["skipped"].get<int64_t>();
     bad += j["bad_records"].get<int64_t>();
+    damage_allowed = damage_allowed || j["allow_damaged_data"].get<bool>();
     ranks.push_back(j);
   }
   return {{"config", meter.config_json()},
@@ -105,6 +110,7 @@ json gather_input(Store& store, int rank, int n, const InputMeter& meter, size_t
           {"pipeline_cpus_per_rank", cpus},
           {"skipped", skipped},
           {"bad_records", bad},
+          {"allow_damaged_data", damage_allowed},
           {"ranks", ranks}};
 }
 
@@ -117,6 +123,9 @@ void print_input(const json& s) {
               1e3 * s["stall_s_per_step"]["max_over_ranks"].get<double>(), s["images_per_s_per_rank"].get<double>(),
               s["pipeline_cpus_per_rank"].get<double>(), (long long)s["skipped"].get<int64_t>(),
               (long long)s["bad_records"].get<int64_t>());
+  if (s["allow_damaged_data"].get<bool>() && s["bad_records"].get<int64_t>() > 0)
+    std::printf("# DAMAGED DATA: trained without %lld records that could not be read or decoded "
+                "(--allow-damaged-data)\n", (long long)s["bad_records"].get<int64_t>());
   for (const json& r : s["ranks"])
     for (const json& name : r["skipped_names"])
       std::printf("# skipped (rank %d): %s\n", r["rank"].get<int>(), name.get<std::string>().c_str());

@@ -214,6 +214,7 @@ void load_jpeg_data(TrainData& d, const TrainArgs& a, const m::Graph& graph, int
   o.seed = a.seed;
   o.rank = rank;
   o.ranks = n;
+  o.allow_damaged = a.allow_damaged_data;
   o.timeout = std::chrono::milliseconds(int64_t(a.timeout_s * 1000));
   auto source = std::make_unique<m::JpegBatchSource>(set, o);
   d.pipeline = &source->pipeline();
