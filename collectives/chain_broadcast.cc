@@ -16,6 +16,7 @@ ChainBroadcast::ChainBroadcast(Transport& t, const void* in, void* out, size_t m
     : t_(t), max_count_(max_count), dtype_(dtype), opts_(opts),
       bufs_(t, in, max_count, out, max_count, 0, dtype_size(dtype)) {
   if (opts_.segment_bytes < dtype_size(dtype)) throw Error("segment size must be at least one element");
+  if (opts_.depth < 1) throw Error("pipeline depth must be >= 1");
 }
 
 void ChainBroadcast::run(size_t count) {

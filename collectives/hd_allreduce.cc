@@ -46,8 +46,9 @@ struct HdAllreduce::Pass {
     const size_t es = hd.bufs_.esize();
     auto recv = hd.t_.irecv(peer, into, base + recv_at * es, (recv_end - recv_at) * es, tag);
     auto send = hd.t_.isend(peer, from, base + send_at * es, (send_end - send_at) * es, tag);
-    recv->wait(hd.timeout_);
-    send->wait(hd.timeout_);
+    const auto wait = transfer_timeout(hd.timeout_, std::max(send_end - send_at, recv_end - recv_at) * es);
+    recv->wait(wait);
+    send->wait(wait);
   }
 };
 
@@ -66,15 +67,15 @@ void HdAllreduce::run_hd(size_t count, size_t offset, uint64_t tag) {
   // The even ranks below 2·rem hand their input over and wait for the result.
   if (r < 2 * rem && r % 2 == 0) {
     auto give = t_.isend(r + 1, bufs_.in_buf(), pass.base, count * es, tag);
-    give->wait(timeout_);  // in place, the result arrives where the input was
+    give->wait(transfer_timeout(timeout_, count * es));  // in place, the result arrives where the input was
     auto back = t_.irecv(r + 1, bufs_.out_buf(), pass.base, count * es, tag);
-    back->wait(timeout_);
+    back->wait(transfer_timeout(timeout_, 3 * count * es));  // behind the p ranks' halving and doubling
     return;
   }
   bool in_out = bufs_.in() == bufs_.out();  // whether this rank's running sum is in `out` yet
   if (r < 2 * rem) {
     auto from = t_.irecv(r - 1, bufs_.scratch_buf(), pass.base, count * es, tag);
-    from->wait(timeout_);
+    from->wait(transfer_timeout(timeout_, count * es));
     reduce_sum(dtype_, out, in, tmp, count);
     in_out = true;
   }
@@ -113,7 +114,7 @@ void HdAllreduce::run_hd(size_t count, size_t offset, uint64_t tag) {
   }
   if (r < 2 * rem) {  // hand the result back to the even rank below
     auto back = t_.isend(r - 1, bufs_.out_buf(), pass.base, count * es, tag);
-    back->wait(timeout_);
+    back->wait(transfer_timeout(timeout_, count * es));
   }
 }
 

@@ -51,7 +51,9 @@ void PairwiseAlltoall::exchange(size_t block, uint64_t tag) {
     reqs.push_back(t_.isend(p, from, at(p), bytes, tag));
   }
   if (bytes && !inplace) std::memcpy(bufs_.out() + at(r), from_data + at(r), bytes);  // in place it is there
-  for (auto& q : reqs) q->wait(opts_.timeout);
+  // All of them at once: the last can complete only after every other one has moved.
+  const auto wait = transfer_timeout(opts_.timeout, reqs.size() * bytes);
+  for (auto& q : reqs) q->wait(wait);
 }
 
 }  // namespace ringbench

@@ -22,6 +22,7 @@ RingAllgather::RingAllgather(Transport& t, const void* in, void* out, size_t max
     : t_(t), max_block_(max_block), dtype_(dtype), opts_(opts),
       bufs_(t, in, max_block, out, max_block * static_cast<size_t>(t.size()), 0, dtype_size(dtype)) {
   if (opts_.segment_bytes < dtype_size(dtype)) throw Error("segment size must be at least one element");
+  if (opts_.depth < 1) throw Error("pipeline depth must be >= 1");
 }
 
 void RingAllgather::run(size_t block) {

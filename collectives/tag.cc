@@ -12,6 +12,10 @@ uint64_t collective_tag(std::initializer_list<uint64_t> values) {
   return h;
 }
 
+std::chrono::milliseconds transfer_timeout(std::chrono::milliseconds timeout, size_t bytes) {
+  return timeout + std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(bytes) / kSlowestLinkBytesPerS * 1e3));
+}
+
 std::string describe_allreduce(const char* algo, size_t count, DType dtype, ReduceOp op) {
   return std::string("allreduce (") + algo + ") of " + std::to_string(count) + " x " +
          dtype_name(dtype) + " (" + op_name(op) + ")";

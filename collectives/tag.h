@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <initializer_list>
 #include <string>
 
@@ -33,6 +34,13 @@ void run_collective(Transport& t, Body&& body, Describe&& describe) {
     throw;
   }
 }
+
+// The longest wait on one request that moves `bytes`, or waits behind that much traffic: the
+// timeout plus the bytes at kSlowestLinkBytesPerS, so that a large unsegmented message on a slow
+// but live link is not taken for a dead peer (the transport still finds a dead or silent peer
+// by itself, within its own timeout).
+constexpr double kSlowestLinkBytesPerS = 10e6;
+std::chrono::milliseconds transfer_timeout(std::chrono::milliseconds timeout, size_t bytes);
 
 // "allreduce of 1024 x float (sum)"
 std::string describe_allreduce(const char* algo, size_t count, DType dtype, ReduceOp op);

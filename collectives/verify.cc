@@ -58,6 +58,28 @@ size_t count_wrong(DType t, const void* data, size_t count, int nranks, ReduceOp
   return count_unlike(t, data, count, [&](size_t i) { return expected_value(t, i, nranks, op); });
 }
 
+uint32_t distinct_bits(DType t, size_t index, int rank, int nranks) {
+  // index * nranks + rank, scrambled by a bijection of the low `bits` bits (an odd multiplier and
+  // an xor-shift), so that neighbours differ in many bits; the top bits of the exponent stay 0.
+  const int bits = t == DType::f32 ? 30 : 14;
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  uint64_t k = (static_cast<uint64_t>(index) * static_cast<uint64_t>(nranks) + static_cast<uint64_t>(rank)) & mask;
+  k = (k * 0x2545f491ULL) & mask;
+  k ^= k >> (bits / 2);
+  return static_cast<uint32_t>(k);
+}
+
+void fill_distinct(DType t, void* data, size_t count, int rank, int nranks) {
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t b = distinct_bits(t, i, rank, nranks);
+    if (t == DType::f32) {
+      static_cast<uint32_t*>(data)[i] = b;
+    } else {
+      static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(b);
+    }
+  }
+}
+
 float input_value(DType t, size_t index, int rank, int nranks) {
   return static_cast<float>(value(t, index, rank, nranks));
 }

@@ -25,6 +25,22 @@ template <class Expect>
 size_t count_unlike(DType t, const void* data, size_t count, Expect&& expect);
 bool same_in_dtype(DType t, const void* data, size_t i, float expected);
 
+// The collectives that only move data (allgather, alltoall, broadcast) need no exact sums, so
+// their values are bit patterns injective in (rank, index) while index * nranks + rank < 2^14
+// (half, bfloat16) or 2^30 (float): a swapped block or a rank that kept its own input differs
+// everywhere. Never an infinity or NaN. Compared bit for bit.
+void fill_distinct(DType t, void* data, size_t count, int rank, int nranks);
+uint32_t distinct_bits(DType t, size_t index, int rank, int nranks);
+// Elements i of `data` whose bits are not expect_bits(i).
+template <class ExpectBits>
+size_t count_unlike_bits(DType t, const void* data, size_t count, ExpectBits&& expect_bits) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i)
+    wrong += (t == DType::f32 ? static_cast<const uint32_t*>(data)[i] : static_cast<const uint16_t*>(data)[i]) !=
+             expect_bits(i);
+  return wrong;
+}
+
 template <class Expect>
 size_t count_unlike(DType t, const void* data, size_t count, Expect&& expect) {
   size_t wrong = 0;

@@ -72,6 +72,11 @@ TEST(CollectiveCliErrors, OptionsThatDoNotApplyAreClearErrors) {
   auto r = run_command(kBin + " allgather --ranks 2 --algo hd -e 4K");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has_all(r.output, {"--algo hd", "allgather has one algorithm per backend"})) << r.output;
+  for (const char* op : {"allgather", "broadcast"}) {  // once a null receive dereferenced: SIGSEGV
+    r = run_command(kBin + " " + op + " --ranks 2 --depth 0 -e 4K");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(has_all(r.output, {"--depth", "not in range"})) << r.output;
+  }
   r = run_command(kBin + " allreduce --ranks 2 --algo hx -e 4K");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has_all(r.output, {"unknown allreduce algorithm 'hx'", "rd or hd"})) << r.output;

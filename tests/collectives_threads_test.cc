@@ -6,11 +6,13 @@
 // catches one wrong element.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/errors.h"
+#include "collectives/tag.h"
 #include "collectives/verify.h"
 #include "runner/backends/collective.h"
 #include "tests/rank_threads.h"
@@ -41,12 +43,18 @@ uint64_t run_once(const Collective& c, Transport& t, CollectivePlan& plan, std::
   return c.check(dtype, out.data() + at.out_offset * es, at.out_count, r, n, op);
 }
 
-// A plan set up for no elements at all (no buffers to register) runs 0 elements, both ways.
+// A plan set up for no elements at all (no buffers to register) runs 0 elements, both ways; one
+// with a pipeline depth of 0 is refused.
 void set_up_for_nothing(const Collective& c, Transport& t) {
   std::vector<char> in(1), out(1);
   PlanArgs a{in.data(), out.data(), 0, DType::f32, ReduceOp::sum, {}};
   auto plan = c.ring(t, a);
   EXPECT_EQ(run_once(c, t, *plan, in, out, 0, DType::f32, ReduceOp::sum, false), 0u);
+  if (c.name != "alltoall") {  // the ring and chain pipelines post `depth` receives ahead
+    PlanArgs no_depth = a;
+    no_depth.options.ring.depth = 0;
+    EXPECT_THROW(c.ring(t, no_depth), Error) << "depth 0";
+  }
   EXPECT_EQ(run_once(c, t, *plan, in, out, 0, DType::f32, ReduceOp::sum, true), 0u);
 }
 
@@ -117,6 +125,70 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveThreads, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& p) {
                            return p.param.collective + "_" + std::to_string(p.param.ranks) + "ranks";
                          });
+
+// The non-reducing collectives' checks at count = n (one element a block), in the 16-bit dtypes
+// where a hash masked for exact sums has only a few values: every swap of two blocks, and a
+// broadcast rank that kept its own input, are wrong in every element they touch.
+TEST(CollectiveChecks, ASwappedBlockOrAKeptInputIsCaughtAtOneElementABlock) {
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+    for (int n : {8, 64}) {
+      const size_t un = static_cast<size_t>(n), es = dtype_size(dtype);
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " at " + std::to_string(n) + " ranks");
+      std::vector<std::vector<char>> inputs(un, std::vector<char>(un * es));
+      for (int r = 0; r < n; ++r) find_collective("allgather").fill(dtype, inputs[size_t(r)].data(), un, r, n);
+      // allgather's result on any rank: rank b's one element at b. alltoall's on rank 1: rank b's element 1.
+      for (const char* name : {"allgather", "alltoall"}) {
+        const Collective& c = find_collective(name);
+        std::vector<char> result(un * es);
+        for (size_t b = 0; b < un; ++b)
+          std::memcpy(result.data() + b * es, inputs[b].data() + (std::string(name) == "allgather" ? 0 : es), es);
+        ASSERT_EQ(c.check(dtype, result.data(), un, 1, n, ReduceOp::sum), 0u) << name;
+        for (size_t a = 0; a < un; ++a)
+          for (size_t b = a + 1; b < un; ++b) {
+            std::vector<char> swapped = result;
+            std::memcpy(swapped.data() + a * es, result.data() + b * es, es);
+            std::memcpy(swapped.data() + b * es, result.data() + a * es, es);
+            ASSERT_EQ(c.check(dtype, swapped.data(), un, 1, n, ReduceOp::sum), 2u) << name << " blocks " << a << ", " << b;
+          }
+      }
+      const Collective& bc = find_collective("broadcast");
+      for (int r = 0; r < n; ++r) {
+        bc.fill(dtype, inputs[size_t(r)].data(), un, r, n);
+        EXPECT_EQ(bc.check(dtype, inputs[size_t(r)].data(), un, r, n, ReduceOp::sum), r == 0 ? 0u : un) << "rank " << r;
+      }
+    }
+}
+
+// In place the result's place holds the input when the run starts (the NaN pre-fill is
+// overwritten), so a collective that did nothing must still be caught: on every rank but
+// broadcast's root, every element that is not the rank's own block is wrong.
+TEST(CollectiveChecks, ANoOpInPlaceIsReportedWrong) {
+  const int n = 4;
+  for (const Collective* c : collectives()) {
+    const size_t count = c->round_count(64 * n, n);
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(c->name + " rank " + std::to_string(r));
+      const CollectiveLayout at = c->layout(count, r, n, true);
+      std::vector<float> out(std::max(at.in_offset + at.in_count, at.out_offset + at.out_count));
+      std::memset(out.data(), 0xff, out.size() * sizeof(float));
+      c->fill(DType::f32, out.data() + at.in_offset, at.in_count, r, n);
+      const uint64_t wrong = c->check(DType::f32, out.data() + at.out_offset, at.out_count, r, n, ReduceOp::sum);
+      if (c->name == "broadcast" && r == 0)
+        EXPECT_EQ(wrong, 0u);  // the root's input is its result
+      else
+        EXPECT_GE(wrong, at.out_count - at.out_count / static_cast<size_t>(n));
+    }
+  }
+}
+
+// An unsegmented transfer's wait grows with its bytes: halving-doubling's first exchange of 4 GiB
+// takes ~34 s at 1 Gbit/s, far past 2 x --timeout 10, on a live link.
+TEST(CollectiveTimeouts, AWaitGrowsWithTheBytesItWaitsFor) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(transfer_timeout(milliseconds(10000), 0), milliseconds(10000));
+  const size_t four_gib = size_t{4} << 30;
+  EXPECT_GT(transfer_timeout(milliseconds(10000), four_gib), milliseconds(10000 + 34000 * 2));
+}
 
 // The bus-bandwidth factors nccl-tests' PERFORMANCE.md defines.
 TEST(CollectiveDescriptors, BusbwFactorsAreNcclTests) {

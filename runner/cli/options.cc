@@ -76,7 +76,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
                  "--shm-reduce forward, a quarter of its ring: the path's forward_bytes)")->capture_default_str();
   cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
                  "4 segments (not with forwards)")->capture_default_str();
-  cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str();
+  cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
                  "direct; ring above), ring, direct (one-shot), rd (recursive doubling) or hd "
                  "(halving-doubling, Rabenseifner; any rank count)")

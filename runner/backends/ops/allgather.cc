@@ -20,8 +20,8 @@ CollectiveLayout layout(size_t count, int rank, int n, bool inplace) {
 
 uint64_t check(DType dtype, const void* result, size_t count, int, int n, ReduceOp) {
   const size_t block = count / static_cast<size_t>(n);
-  return count_unlike(dtype, result, count,
-                      [&](size_t i) { return input_value(dtype, i % block, static_cast<int>(i / block), n); });
+  return count_unlike_bits(dtype, result, count,
+                      [&](size_t i) { return distinct_bits(dtype, i % block, static_cast<int>(i / block), n); });
 }
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
@@ -48,7 +48,7 @@ RINGBENCH_REGISTER_COLLECTIVE(
                 .busbw_factor = [](int n) { return double(n - 1) / n; },
                 .round_count = round_to_ranks,
                 .layout = layout,
-                .fill = fill_input,
+                .fill = fill_distinct,
                 .check = check,
                 .ring = ring,
                 .mpi = mpi});

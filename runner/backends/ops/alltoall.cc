@@ -17,8 +17,8 @@ CollectiveLayout layout(size_t count, int, int, bool) { return {0, count, 0, cou
 
 uint64_t check(DType dtype, const void* result, size_t count, int rank, int n, ReduceOp) {
   const size_t block = count / static_cast<size_t>(n), mine = static_cast<size_t>(rank) * block;
-  return count_unlike(dtype, result, count,
-                      [&](size_t i) { return input_value(dtype, mine + i % block, static_cast<int>(i / block), n); });
+  return count_unlike_bits(dtype, result, count,
+                      [&](size_t i) { return distinct_bits(dtype, mine + i % block, static_cast<int>(i / block), n); });
 }
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
@@ -44,7 +44,7 @@ RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .busbw_factor = [](int n) { return double(n - 1) / n; },
                                          .round_count = round_to_ranks,
                                          .layout = layout,
-                                         .fill = fill_input,
+                                         .fill = fill_distinct,
                                          .check = check,
                                          .ring = ring,
                                          .mpi = mpi});

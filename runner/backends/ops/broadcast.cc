@@ -18,7 +18,7 @@ namespace {
 CollectiveLayout layout(size_t count, int, int, bool) { return {0, count, 0, count}; }
 
 uint64_t check(DType dtype, const void* result, size_t count, int, int n, ReduceOp) {
-  return count_unlike(dtype, result, count, [&](size_t i) { return input_value(dtype, i, 0, n); });
+  return count_unlike_bits(dtype, result, count, [&](size_t i) { return distinct_bits(dtype, i, 0, n); });
 }
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
@@ -43,7 +43,7 @@ RINGBENCH_REGISTER_COLLECTIVE(broadcast, {.name = "broadcast",
                                           .busbw_factor = [](int) { return 1.0; },
                                           .round_count = keep_count,
                                           .layout = layout,
-                                          .fill = fill_input,
+                                          .fill = fill_distinct,
                                           .check = check,
                                           .ring = ring,
                                           .mpi = mpi});
