@@ -25,7 +25,7 @@ void HdAllreduce::run(size_t count, size_t offset) {
     if (bufs_.in() != bufs_.out() && count) std::memmove(bufs_.out() + offset * es, bufs_.in() + offset * es, count * es);
     return;
   }
-  const uint64_t tag = collective_tag({0x4a1fU, count, uint64_t(dtype_), uint64_t(op_), runs_++});
+  const uint64_t tag = collective_tag({0x4a1fU, count, offset, uint64_t(dtype_), uint64_t(op_), runs_++});
   run_collective(t_, [&] { run_hd(count, offset, tag); },
                  [&] { return describe_allreduce("hd", count, dtype_, op_); });
 }

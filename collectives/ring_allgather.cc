@@ -32,7 +32,8 @@ void RingAllgather::run(size_t block) {
   const size_t es = bufs_.esize(), mine = static_cast<size_t>(t_.rank()) * block * es;
   if (bufs_.in() != bufs_.out() && block) std::memcpy(bufs_.out() + mine, bufs_.in(), block * es);
   if (t_.size() == 1) return;
-  const uint64_t tag = collective_tag({0xa119a7U, block, uint64_t(dtype_), runs_++});
+  const uint64_t tag =
+      collective_tag({0xa119a7U, block, uint64_t(dtype_), ring_segment_elems(block, es, opts_), runs_++});
   run_collective(t_, [&] { run_ring(block, tag); },
                  [&] { return "allgather (ring) of " + std::to_string(block) + " x " + dtype_name(dtype_) + " per rank"; });
 }

@@ -4,6 +4,7 @@
 // through the pipeline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,45 @@ TEST(RingThreadsReuse, SmallerCountsOnOneSetup) {
       EXPECT_EQ(count_wrong(DType::f32, out.data(), count, 4, ReduceOp::sum), 0u)
           << "count " << count;
     }
+  });
+}
+
+// Halving-doubling on a part of its buffer (offset > 0), as training's bucketed reducer runs it:
+// that part reduced exactly, the rest untouched, at a rank count that folds and at one that does not.
+TEST(RingThreadsReuse, HalvingDoublingOnAPartOfItsBuffer) {
+  for (int n : {3, 4})
+    testing::run_ranks(n, [&](Transport& t) {
+      const size_t max = 3000, offset = 1001, count = 1237;
+      std::vector<float> all(max), in(max, -1.0f), out(max, -2.0f);
+      fill_input(DType::f32, all.data(), count, t.rank(), n);
+      std::copy(all.begin(), all.begin() + count, in.begin() + offset);
+      AllreduceOptions ao;
+      ao.algo = AllreduceAlgo::hd;
+      for (bool inplace : {false, true}) {
+        std::vector<float> src = in, dst = out;
+        Allreduce ar(t, src.data(), inplace ? src.data() : dst.data(), max, DType::f32, ReduceOp::sum, ao);
+        ar.run(count, offset);
+        const std::vector<float>& res = inplace ? src : dst;
+        EXPECT_EQ(count_wrong(DType::f32, res.data() + offset, count, n, ReduceOp::sum), 0u) << n << " ranks";
+        const float untouched = inplace ? -1.0f : -2.0f;
+        for (size_t i = 0; i < max; ++i) {
+          if (i < offset || i >= offset + count) {
+            ASSERT_EQ(res[i], untouched) << "element " << i << " at " << n << " ranks";
+          }
+        }
+      }
+    });
+}
+
+// Ranks that disagree on the offset fail loudly (the tag names it) instead of adding each
+// other's wrong elements.
+TEST(RingThreadsReuse, HalvingDoublingRanksOnOtherOffsetsFail) {
+  testing::run_ranks(2, [&](Transport& t) {
+    std::vector<float> in(64, 1.0f), out(64);
+    AllreduceOptions ao;
+    ao.algo = AllreduceAlgo::hd;
+    Allreduce ar(t, in.data(), out.data(), in.size(), DType::f32, ReduceOp::sum, ao);
+    EXPECT_THROW(ar.run(32, t.rank() == 0 ? 0 : 8), IoError);
   });
 }
 
