@@ -21,6 +21,7 @@
 #include "runner/cli/options.h"
 #include "runner/infer/loadgen.h"
 #include "runner/infer/network_target.h"
+#include "runner/remote/remote_network.h"
 
 namespace ringbench {
 
@@ -180,8 +181,13 @@ void add_infer_options(CLI::App& cmd, InferArgs& a) {
                  "8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX) or fp16 (not built yet); parameters are "
                  "stored in fp32")
       ->capture_default_str()->check(CLI::IsMember(m::precision_names()));
-  cmd.add_option("--device", a.device, "cpu, cuda or auto")->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd.add_option("--device", a.device, "cpu, cuda, auto or remote:HOST:PORT[,fraction=F] (a `ringbench "
+                 "device-server`)")->capture_default_str()
+      ->check([](const std::string& d) {
+        if (remote::is_remote_device(d)) return std::string();  // parsed, naming what is wrong, by run_infer
+        return d == "cpu" || d == "cuda" || d == "auto" ? std::string() : "not cpu, cuda, auto or remote:HOST:PORT";
+      });
+  cmd.add_option("--secret-file", a.secret_file, "--device remote: the device server's secret (else RINGBENCH_SECRET)");
   cmd.add_option("--image-size", a.image_size, "Input size in pixels (0: the model's)")->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0: every core)")->capture_default_str()->check(CLI::Range(0, 4096));
   cmd.add_option("--max-batch", a.max_batch, "Largest batch served (networks are built for the powers of two "
@@ -328,11 +334,42 @@ void run_scenarios(const InferArgs& a, infer::NetworkTarget& target, const VgpuS
               vgpu.profile.c_str(), 100 * d["utilization"].get<double>(), wall, d["wait_s"].get<double>());
 }
 
+// The networks of every served size: this process's backend, or a device server's (one connection).
+infer::NetworkFactory network_factory(const InferArgs& a, const Placement& where, const m::Graph& g) {
+  if (where.device != "remote")
+    return [backend = where.backend, &g](int b, const m::NetworkOptions& o) { return m::make_network(backend, g, b, o); };
+  if (!a.vgpu.profile.empty() && a.vgpu.profile != "none")
+    throw Error("--device remote: the device server shares its device (its --policy); --profile is for local ones");
+  auto dev = std::make_shared<remote::RemoteDevice>(remote::parse_device_spec(a.device),
+                                                    remote::device_secret(a.secret_file),
+                                                    std::chrono::milliseconds(int64_t(a.timeout_s * 1000)));
+  return [dev, &g, size = a.image_size](int b, const m::NetworkOptions& o) -> std::unique_ptr<m::Network> {
+    return remote::open_remote_network(dev, g, b, o, 0, size, false);
+  };
+}
+
+// The device server, and the traffic of one query at the largest batch, in the header and the JSON.
+void remote_header(infer::NetworkTarget& target, json& doc) {
+  const auto& net = dynamic_cast<const remote::RemoteNetwork&>(target.largest());
+  const remote::Traffic before = net.total_traffic();
+  target.run(target.max_batch());
+  const remote::Traffic query = net.total_traffic() - before;
+  doc["meta"]["remote"] = net.to_json();
+  doc["meta"]["remote"]["per_query_at_max_batch"] = query.to_json();
+  doc["meta"]["remote"].erase("per_step");
+  std::fputs(net.device_line().c_str(), stdout);
+  std::printf("# remote traffic per query of batch %d: %s to the device, %s from it, %llu round trips\n",
+              target.max_batch(), remote::bytes_text(query.sent).c_str(), remote::bytes_text(query.received).c_str(),
+              (unsigned long long)query.round_trips);
+}
+
 }  // namespace
 
 int run_infer(const InferArgs& a) {
   check_args(a);
-  const Placement where = place_compute(a.device, a.backend);
+  const bool remote_device = remote::is_remote_device(a.device);
+  if (remote_device && a.backend != "auto") throw Error("--device " + a.device + ": the device server chooses the backend");
+  const Placement where = remote_device ? Placement{"remote", "remote"} : place_compute(a.device, a.backend);
   m::set_compute_threads(a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()));
   const m::Graph g = m::build_model(a.model, {.image_size = a.image_size});
   json meta;
@@ -347,7 +384,7 @@ int run_infer(const InferArgs& a) {
   size_t served = 0;
   try {
     served = peak_bytes_of([&] {
-      target = std::make_unique<infer::NetworkTarget>(where.backend, g, a.max_batch, a.seed,
+      target = std::make_unique<infer::NetworkTarget>(network_factory(a, where, g), g, a.max_batch, a.seed,
                                                       m::NetworkOptions{.precision = precision},
                                                       trained ? &*trained : nullptr);
     });
@@ -364,7 +401,10 @@ int run_infer(const InferArgs& a) {
                               {"layers_otherwise", kept}};
   doc["meta"].update({{"backend_detail", target->describe()}, {"allowed_batches", target->allowed_batches()},
                       {"vgpu", vgpu.to_json()}});
-  doc["memory"] = uncapped_memory_json(where.backend, g, a.max_batch, served, precision);
+  doc["memory"] = remote_device ? json{{"on_the_device_server", true}, {"inference_mib", 0.0}, {"training_mib", 0.0},
+                                      {"inference_over_training", 0.0}, {"served_sizes_mib", 0.0}}
+                                : uncapped_memory_json(where.backend, g, a.max_batch, served, precision);
+  if (remote_device) remote_header(*target, doc);
   doc["device"] = {{"memory_mib", double(served) / (1 << 20)},
                    {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
   const json& mem = doc["memory"];
@@ -372,6 +412,7 @@ int run_infer(const InferArgs& a) {
               m::to_string(g.input_dims()).c_str(), where.backend.c_str(), where.device.c_str(),
               m::precision_name(target->largest().precision()), m::compute_threads(),
               doc["meta"]["allowed_batches"].dump().c_str());
+  if (!remote_device)  // remote: the memory is the device server's, charged to this client's cap there
   std::printf("# memory at batch %d: inference %.1f MiB (network, parameters, batch-norm state) = %.0f%% of "
               "training's %.1f MiB (network, parameters, gradients, momentum, state); all served sizes %.1f MiB%s\n",
               a.max_batch, mem["inference_mib"].get<double>(), 100 * mem["inference_over_training"].get<double>(),

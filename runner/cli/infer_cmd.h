@@ -33,7 +33,8 @@ struct InferArgs {
   bool accuracy = false;   // --accuracy: the test set's accuracy instead of the scenarios
   std::string data, data_dir;  // --accuracy's dataset (fashion-mnist) and where it is
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler (as train's)
-  double timeout_s = 60;  // --timeout: the longest wait for the vGPU scheduler
+  double timeout_s = 60;  // --timeout: the longest wait for the vGPU scheduler (or a remote device)
+  std::string secret_file;  // --device remote: the device server's secret (else RINGBENCH_SECRET)
 };
 
 void add_infer_options(CLI::App& cmd, InferArgs& a);

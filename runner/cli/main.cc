@@ -19,6 +19,7 @@
 #include "runner/backends/collective.h"
 #include "runner/cluster/cluster.h"
 #include "runner/cli/data_cmd.h"
+#include "runner/cli/device_server_cmd.h"
 #include "runner/cli/infer_cmd.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/options.h"
@@ -166,6 +167,13 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
           "vGPU profiles: the catalog (profiles), this machine's GPU (detect), and k VMs time-sliced on one device "
           "(share)",
           add_vgpu_commands, [&argv](const VgpuArgs& a) { return run_vgpu(a, argv); }),
+      subcommand<DeviceServerArgs>(
+          app, "device-server",
+          "Serve this machine's compute device (a GPU, or the CPU standing in for one, marked emulated) to `train` "
+          "and `infer --device remote:HOST:PORT[,fraction=F]` over TCP, HMAC-authenticated with the job's secret; "
+          "per-client memory caps, time shared by the vGPU policies.\nRINGBENCH_SECRET=$(openssl rand -hex 32) "
+          "ringbench device-server --port 7070",
+          add_device_server_options, [](const DeviceServerArgs& a) { return run_device_server(a); }),
        })
     subs.push_back(std::move(s));
   return subs;

@@ -35,6 +35,7 @@
 #include "runner/cli/world.h"
 #include "runner/migrate/migration.h"
 #include "runner/migrate/target_process.h"
+#include "runner/remote/remote_network.h"
 
 #if RINGBENCH_HAVE_CUDA
 #include "models/cuda/gpu_reducers.h"
@@ -538,9 +539,16 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
     from = std::move(*arrived);
   }
   InputMeter input(data.pipeline);
+  auto* remote_net = dynamic_cast<remote::RemoteNetwork*>(c.net.get());
+  if (remote_net && job.rank == 0) std::fputs(remote_net->device_line().c_str(), stdout);
   const Steps st = train_steps(trainer, *data.source, a, job, data.total_steps, vgpu, timeline != nullptr, mig.get(),
                                std::move(from), input);
   if (st.left) return mig->wait_for_target();
+  if (remote_net) {  // the batch-norm statistics changed on the device only; the traffic for the record
+    remote_net->pull_state();
+    doc["meta"]["remote"] = remote_net->to_json();
+    if (job.rank == 0) std::fputs(remote_net->traffic_line().c_str(), stdout);
+  }
   finish_rank(job, p, trainer, data, st, vgpu, timeline.get(), mig.get(), input, doc);
   return 0;
 }
@@ -563,6 +571,7 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   const int standby = a.migrate.to == "standby" && a.migrate.at_step > 0 && !a.migrate.standby
                           ? migrate::moving_rank(a.migrate, a.ranks)
                           : -1;
+  if (where.device == "remote") remote::pass_device_secret(a.secret_file);  // for ranks this process starts
   RankJob job = start_rank_job({"train", a.ranks, a.addr, a.iface, a.secret_file, timeout, a.json,
                                 comm_backend.gpu_buffers ? "--transport " + comm_backend.name : "",
                                 comm_backend.needs_mpirun, standby},

@@ -17,6 +17,7 @@
 #include "runner/cli/metadata.h"
 #include "runner/cli/slurm.h"
 #include "runner/cli/world.h"
+#include "runner/remote/remote_network.h"
 #include "runner/sweep/yaml_reader.h"
 
 namespace ringbench {
@@ -41,8 +42,9 @@ void validate_train_args(const TrainArgs& a) {
   if (a.epochs < 0) throw Error("--epochs must be >= 0");
   if (a.fusion_mb < 0 || a.first_bucket_mb < 0) throw Error("--fusion-mb and --first-bucket-mb must be >= 0");
   backend_for("--transport", a.transport, any_backend);
-  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
-    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto");
+  if (remote::is_remote_device(a.device)) remote::parse_device_spec(a.device);
+  else if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
+    throw Error("--device " + a.device + " is not known: use cpu, cuda, auto or remote:HOST:PORT[,fraction=F]");
   parse_bytes(a.stage_piece);
   if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
     throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
@@ -111,6 +113,12 @@ Placement place_training(const TrainArgs& a, const Backend& comm) {
   if (const std::string why = comm.unavailable && (communicates || comm.gpu_buffers) ? comm.unavailable() : "";
       !why.empty())
     throw Error("--transport " + comm.name + " is not available: " + why);
+  if (remote::is_remote_device(a.device)) {
+    if (comm.gpu_buffers || a.backend != "auto")
+      throw Error("--device " + a.device + ": the device server chooses the backend, and the gradients come to host "
+                  "memory: leave --backend auto and use a transport of host buffers");
+    return {"remote", "remote"};
+  }
   return place_compute(a.device, a.backend, comm.gpu_buffers);
 }
 
@@ -165,6 +173,22 @@ std::string gradient_wire_why(const TrainArgs& a) {
 }
 
 
+namespace {
+
+// --device remote:HOST:PORT: the network lives on the device server; this rank keeps the host
+// buffers (the optimizer, the loss) and its share of the ring.
+void set_up_remote(Compute& c, const TrainArgs& a, const m::Graph& graph) {
+  if (!a.vgpu.profile.empty() && a.vgpu.profile != "none")
+    throw Error("--device remote: the device server shares its device (its --policy); --profile is for local ones");
+  auto dev = std::make_shared<remote::RemoteDevice>(remote::parse_device_spec(a.device),
+                                                    remote::device_secret(a.secret_file),
+                                                    std::chrono::milliseconds(int64_t(a.timeout_s * 1000)));
+  c.net = remote::open_remote_network(std::move(dev), graph, a.batch, {.precision = train_precision(a)}, a.classes,
+                                      a.image_size, a.aux_logits);
+}
+
+}  // namespace
+
 // Sets up `c`, and `vgpu` from --profile. The CPU budget is measured after the ranks' last
 // barrier (the option check), so that siblings starting up are not counted busy.
 void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const TrainArgs& a, const m::Graph& graph,
@@ -174,6 +198,7 @@ void set_up_compute(Compute& c, VgpuSetup& vgpu, const RankJob& job, const Train
   c.threads = c.budget ? c.budget->threads : a.threads;
   m::set_compute_threads(c.threads);
   c.gpu = on_gpu ? use_local_gpu(*job.world) : -1;  // current from here on
+  if (where.device == "remote") return set_up_remote(c, a, graph);
   vgpu = setup_vgpu(a.vgpu, on_gpu ? "cuda" : where.backend, a.timeout_s);
   if (job.rank == 0 && vgpu.mode != "none") std::printf("# vGPU profile %s: %s\n", vgpu.profile.c_str(), vgpu.message.c_str());
   c.net = m::make_network(where.backend, graph, a.batch,

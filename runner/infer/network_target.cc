@@ -31,11 +31,16 @@ std::vector<float> synthetic_images(size_t n, uint64_t seed) {
 
 NetworkTarget::NetworkTarget(const std::string& backend, const models::Graph& g, int max_batch, uint64_t seed,
                              const models::NetworkOptions& options, const models::Checkpoint* trained)
+    : NetworkTarget([&](int b, const models::NetworkOptions& o) { return models::make_network(backend, g, b, o); }, g,
+                    max_batch, seed, options, trained) {}
+
+NetworkTarget::NetworkTarget(const NetworkFactory& make, const models::Graph& g, int max_batch, uint64_t seed,
+                             const models::NetworkOptions& options, const models::Checkpoint* trained)
     : max_batch_(max_batch), g_(g) {
   if (max_batch < 1) throw Error("--max-batch must be >= 1 (got " + std::to_string(max_batch) + ")");
   models::NetworkOptions o = options;
   o.inference_only = true;
-  for (int b : bucket_sizes(max_batch)) nets_.push_back(models::make_network(backend, g, b, o));
+  for (int b : bucket_sizes(max_batch)) nets_.push_back(make(b, o));
   buffers_ = trained ? models::make_model_buffers(*nets_.back(), trained->params, trained->state)
                      : models::make_model_buffers(*nets_.back(), seed);
   for (auto& n : nets_) n->bind(buffers_->params(), nullptr, buffers_->state());

@@ -6,6 +6,7 @@
 // logits out (on a GPU that waits for the stream, so a query is done when run() returns).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,8 +19,13 @@
 
 namespace ringbench::infer {
 
+// Makes the network of one served batch size (a backend here, or a remote device's).
+using NetworkFactory = std::function<std::unique_ptr<models::Network>(int batch, const models::NetworkOptions&)>;
+
 class NetworkTarget final : public InferTarget {
  public:
+  NetworkTarget(const NetworkFactory& make, const models::Graph& g, int max_batch, uint64_t seed,
+                const models::NetworkOptions& options = {}, const models::Checkpoint* trained = nullptr);
   // Parameters and state from `trained` (a checkpoint of g) when given, else init_params(seed).
   NetworkTarget(const std::string& backend, const models::Graph& g, int max_batch, uint64_t seed,
                 const models::NetworkOptions& options = {}, const models::Checkpoint* trained = nullptr);

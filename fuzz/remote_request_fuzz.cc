@@ -1,0 +1,61 @@
+// libFuzzer: the device server's request decoder and its operations (runner/remote/session.cc)
+// fed an arbitrary byte stream as an authenticated client's requests (the handshake is the
+// store's, fuzzed by store_protocol_fuzz). Memory: a device of 64 MiB, so a request can only
+// make what a small cap allows; every request must be answered or refused, never crash or hang.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "base/device_memory.h"
+#include "base/errors.h"
+#include "runner/remote/channel.h"
+#include "runner/remote/device.h"
+#include "runner/remote/session.h"
+
+namespace {
+
+using namespace ringbench;
+
+// The input as what the client sends; what the server answers is dropped.
+class MemoryChannel final : public remote::Channel {
+ public:
+  MemoryChannel(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  bool read(void* out, size_t n, remote::Millis, bool at_boundary) override {
+    if (at_boundary && n > 0 && at_ == n_) return false;
+    if (n > n_ - at_) throw IoError(-1, "the input ended in the middle of a message");
+    std::memcpy(out, p_ + at_, n);
+    at_ += n;
+    return true;
+  }
+  void write(const void*, size_t, remote::Millis) override {}
+  std::string peer() const override { return "fuzz"; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, at_ = 0;
+};
+
+remote::Device& device() {
+  static remote::Device d([] {
+    remote::DeviceConfig c;
+    c.backend = "reference";
+    c.memory_bytes = 64 << 20;  // LeNet trains in it at small batches; MobileNet and Inception do not fit
+    c.timeout = std::chrono::milliseconds(1000);
+    DeviceMemory::instance().set_cap(c.memory_bytes);  // as device-server does: the device's own cap
+    return c;
+  }());
+  return d;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  MemoryChannel c(data, size);
+  try {
+    remote::Session s(device(), c);
+    s.serve();
+  } catch (const Error&) {  // refused, as the server would: it then closes the connection
+  }
+  if (device().promised() != 0) __builtin_trap();  // a session's end gives its seat back
+  return 0;
+}

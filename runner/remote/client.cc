@@ -1,0 +1,182 @@
+#include "runner/remote/client.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "base/errors.h"
+#include "collectives/auth.h"
+#include "collectives/net.h"
+
+namespace ringbench::remote {
+
+std::string DeviceSpec::text() const { return host + ":" + std::to_string(port); }
+
+bool is_remote_device(const std::string& device) { return device.rfind("remote:", 0) == 0; }
+
+DeviceSpec parse_device_spec(const std::string& device, const std::string& option) {
+  const std::string what = option + " " + device.substr(0, 80);
+  if (!is_remote_device(device)) throw Error(what + ": not remote:HOST:PORT[,fraction=F]");
+  std::string rest = device.substr(7), opts;
+  if (const auto comma = rest.find(','); comma != std::string::npos) {
+    opts = rest.substr(comma + 1);
+    rest = rest.substr(0, comma);
+  }
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) throw Error(what + ": no HOST:PORT after remote:");
+  DeviceSpec s;
+  s.host = rest.substr(0, colon);
+  const std::string port = rest.substr(colon + 1);
+  char* end = nullptr;
+  const long p = std::strtol(port.c_str(), &end, 10);
+  if (port.empty() || *end || p < 1 || p > 65535) throw Error(what + ": the port must be 1-65535");
+  s.port = int(p);
+  if (!opts.empty()) {
+    if (opts.rfind("fraction=", 0) != 0) throw Error(what + ": the only option is fraction=F");
+    const std::string f = opts.substr(9);
+    s.fraction = std::strtod(f.c_str(), &end);
+    if (f.empty() || *end || !(s.fraction > 0 && s.fraction <= 1)) throw Error(what + ": fraction must be in (0, 1]");
+  }
+  return s;
+}
+
+std::string device_secret(const std::string& secret_file) {
+  if (const char* v = std::getenv("RINGBENCH_DEVICE_SECRET"); v && *v)
+    return auth::secret_from_hex(v, "RINGBENCH_DEVICE_SECRET");
+  std::string s = auth::secret_from_env_or_file(secret_file);
+  if (s.empty())
+    throw Error("--device remote: needs the device server's secret: set RINGBENCH_SECRET or --secret-file (the "
+                "server's)");
+  return s;
+}
+
+void pass_device_secret(const std::string& secret_file) {
+  if (const char* v = std::getenv("RINGBENCH_DEVICE_SECRET"); v && *v) return;
+  const std::string s = auth::secret_from_env_or_file(secret_file);
+  if (!s.empty()) ::setenv("RINGBENCH_DEVICE_SECRET", auth::to_hex(s).c_str(), 1);
+}
+
+std::string bytes_text(uint64_t bytes) {
+  char b[32];
+  if (bytes >= 100000) std::snprintf(b, sizeof b, "%.1f MB", double(bytes) / 1e6);
+  else if (bytes >= 1000) std::snprintf(b, sizeof b, "%.1f kB", double(bytes) / 1e3);
+  else std::snprintf(b, sizeof b, "%llu B", (unsigned long long)bytes);
+  return b;
+}
+
+nlohmann::json Traffic::to_json() const {
+  return {{"sent_bytes", sent}, {"received_bytes", received}, {"round_trips", round_trips}};
+}
+
+RemoteDevice::RemoteDevice(const DeviceSpec& spec, const std::string& secret, std::chrono::milliseconds timeout)
+    : spec_(spec), timeout_(timeout) {
+  const auto deadline = net::Clock::now() + timeout;
+  std::string why = "timed out";
+  int fd = -1;
+  for (auto backoff = std::chrono::milliseconds(10);; backoff = std::min(backoff * 2, std::chrono::milliseconds(500))) {
+    fd = net::try_connect(spec.host, spec.port, deadline, &why);
+    if (fd >= 0 || net::Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(backoff);
+  }
+  if (fd < 0) throw TimeoutError(-1, "device server " + spec.text() + ": cannot connect: " + why);
+  net::set_nodelay(fd);
+  c_ = std::make_unique<SocketChannel>(fd, "device server " + spec.text());
+  handshake(fd, secret);
+  std::string hello, answer;
+  double fraction = spec.fraction;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &fraction, sizeof bits);
+  put_u64(hello, bits);
+  call(Op::hello, 0, hello, nullptr, 0, {.out = &answer});
+  device_ = nlohmann::json::parse(answer, nullptr, false);
+  if (!device_.is_object() || !device_.contains("emulated"))
+    throw IoError(-1, "device server " + spec.text() + ": its hello answer is not a device description");
+}
+
+void RemoteDevice::handshake(int fd, const std::string& secret) {
+  const std::string who = "device server " + spec_.text();
+  const auto deadline = net::Clock::now() + timeout_;
+  std::string challenge(8 + auth::kNonceBytes, '\0');
+  int err = 0;
+  if (net::recv_all(fd, challenge.data(), challenge.size(), deadline, &err) != net::IoStatus::ok ||
+      challenge.compare(0, 8, kMagic, 8) != 0)
+    throw IoError(-1, who + " did not greet as a device server");
+  const std::string server_nonce = challenge.substr(8), nonce = auth::random_bytes(auth::kNonceBytes);
+  const std::string hello = std::string(kMagic, 8) + nonce + auth::mac(secret, kClientPurpose, server_nonce, nonce);
+  std::string answer(auth::kMacBytes, '\0');
+  if (net::send_all(fd, hello.data(), hello.size(), deadline, &err) != net::IoStatus::ok ||
+      net::recv_all(fd, answer.data(), answer.size(), deadline, &err) != net::IoStatus::ok)
+    throw IoError(-1, who + " closed the connection at the handshake: it has another secret");
+  if (!auth::same_mac(answer, auth::mac(secret, kServerPurpose, nonce, server_nonce)))
+    throw IoError(-1, who + " does not know the job's secret");
+  traffic_.sent += hello.size();
+  traffic_.received += challenge.size() + answer.size();
+}
+
+nlohmann::json RemoteDevice::link() const {
+  const std::string local = net::local_address(c_->fd());
+  const std::string ip = local.substr(0, local.rfind(':'));
+  const std::string iface = net::iface_of_ipv4(ip);
+  return {{"transport", "tcp"}, {"server", spec_.text()}, {"local", local}, {"peer", net::peer_address(c_->fd())},
+          {"interface", iface}, {"interface_gbps", iface.empty() ? 0.0 : net::iface_speed_gbps(iface)}};
+}
+
+Traffic RemoteDevice::traffic() const {
+  std::lock_guard lock(m_);
+  return traffic_;
+}
+
+void RemoteDevice::recv(void* p, uint64_t n) {
+  c_->read(p, n, timeout_);
+  traffic_.received += n;
+}
+
+void RemoteDevice::call(Op op, uint32_t handle, const std::string& head, const void* data, uint64_t len,
+                        const ReplyTo& to) {
+  std::lock_guard lock(m_);
+  char h[kHeaderBytes];
+  encode_request(h, {op, handle, head.size() + len});
+  c_->write(h, sizeof h, timeout_);
+  c_->write(head.data(), head.size(), timeout_);
+  if (len) c_->write(data, len, timeout_);
+  traffic_.sent += sizeof h + head.size() + len;
+  ++traffic_.round_trips;
+  const std::string who = "device server " + spec_.text();
+  for (;;) {
+    std::string why;
+    recv(h, sizeof h);
+    const auto r = decode_reply(h, &why);
+    if (!r) throw IoError(-1, who + ": " + why);
+    if (r->kind == 'E') {
+      if (r->length > 4096) throw IoError(-1, who + ": an error message of " + std::to_string(r->length) + " bytes");
+      std::string msg(r->length, '\0');
+      recv(msg.data(), msg.size());
+      throw Error(who + ": " + std::string(op_name(op)) + ": " + msg);
+    }
+    if (r->kind == 'P') {
+      char ch[kGradChunkBytes];
+      if (!to.chunks || r->length < sizeof ch) throw IoError(-1, who + ": gradients nobody asked for");
+      recv(ch, sizeof ch);
+      const GradChunk c = decode_grad_chunk(ch);
+      float* dst = to.chunks->where(c);  // throws on a range that is not the node's
+      if (r->length - sizeof ch != c.count * 4) throw IoError(-1, who + ": a gradient chunk of the wrong length");
+      recv(dst, c.count * 4);
+      to.chunks->done(c);
+      continue;
+    }
+    if (to.out) {
+      if (r->length > (uint64_t{1} << 20)) throw IoError(-1, who + ": a reply of " + std::to_string(r->length) + " bytes");
+      to.out->resize(r->length);
+      recv(to.out->data(), r->length);
+    } else if (r->length != to.into_len) {
+      throw IoError(-1, who + ": " + op_name(op) + " answered " + std::to_string(r->length) + " bytes, not " +
+                            std::to_string(to.into_len));
+    } else if (r->length) {
+      recv(to.into, r->length);
+    }
+    return;
+  }
+}
+
+}  // namespace ringbench::remote

@@ -1,0 +1,115 @@
+#include "runner/remote/server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include "base/errors.h"
+#include "collectives/auth.h"
+#include "collectives/net.h"
+#include "models/network.h"
+#include "runner/remote/channel.h"
+#include "runner/remote/session.h"
+#include "runner/remote/wire.h"
+
+namespace ringbench::remote {
+
+namespace {
+constexpr auto kHelloTimeout = std::chrono::seconds(5);  // a stranger's time to prove the secret
+constexpr size_t kMaxConnections = 64;                   // at once, authenticated or not
+}  // namespace
+
+DeviceServer::DeviceServer(Device& d, const std::string& host, int port, std::string secret, Log log)
+    : d_(d), secret_(std::move(secret)), log_(std::move(log)) {
+  if (secret_.empty()) throw Error("device-server: the job's secret is missing (--secret-file or RINGBENCH_SECRET)");
+  listen_fd_ = net::listen_host(host, port);
+  port_ = net::bound_port(listen_fd_);
+  accept_ = std::thread([this] { accept_loop(); });
+}
+
+DeviceServer::~DeviceServer() {
+  stopping_ = true;
+  accept_.join();
+  net::close_fd(listen_fd_);
+  {
+    std::lock_guard lock(m_);
+    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);  // a session's next read fails at once
+  }
+  for (auto& t : threads_) t.join();
+}
+
+int DeviceServer::wait_served(int n, const std::atomic<bool>& stop) {
+  std::unique_lock lock(m_);
+  while (!stop && (n <= 0 || served_ < n)) cv_.wait_for(lock, std::chrono::milliseconds(100));
+  return served_;
+}
+
+void DeviceServer::accept_loop() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;  // EMFILE and the like: the next round retries
+    std::lock_guard lock(m_);
+    if (open_fds_.size() >= kMaxConnections) {
+      ::close(fd);
+      ++refused_;
+      continue;
+    }
+    net::set_nonblocking(fd);
+    open_fds_.push_back(fd);
+    threads_.emplace_back([this, fd] { serve_connection(fd, net::peer_address(fd)); });
+  }
+}
+
+// The store's challenge-response (wire.h); false for a stranger.
+bool DeviceServer::authenticate(int fd, const std::string& peer) {
+  const auto deadline = net::Clock::now() + kHelloTimeout;
+  const std::string nonce = auth::random_bytes(auth::kNonceBytes);
+  const std::string challenge = std::string(kMagic, 8) + nonce;
+  int err = 0;
+  if (net::send_all(fd, challenge.data(), challenge.size(), deadline, &err) != net::IoStatus::ok) return false;
+  std::string hello(8 + auth::kNonceBytes + auth::kMacBytes, '\0');
+  if (net::recv_all(fd, hello.data(), hello.size(), deadline, &err) != net::IoStatus::ok) return false;
+  const std::string client_nonce = hello.substr(8, auth::kNonceBytes);
+  if (hello.compare(0, 8, kMagic, 8) != 0 ||
+      !auth::same_mac(hello.substr(8 + auth::kNonceBytes), auth::mac(secret_, kClientPurpose, nonce, client_nonce))) {
+    log_("refused " + peer + ": it did not prove the job's secret");
+    return false;
+  }
+  const std::string answer = auth::mac(secret_, kServerPurpose, client_nonce, nonce);
+  return net::send_all(fd, answer.data(), answer.size(), deadline, &err) == net::IoStatus::ok;
+}
+
+void DeviceServer::serve_connection(int fd, std::string peer) {
+  // OpenMP's thread count and the flush-to-zero of denormals belong to the calling thread: each
+  // session computes as a process of the configured threads would (bit for bit).
+  models::set_compute_threads(d_.config().threads);
+  bool client = false;
+  {
+    SocketChannel channel(fd, "client " + peer);  // closes fd
+    try {
+      net::set_nodelay(fd);
+      if (authenticate(fd, peer)) {
+        client = true;
+        Session s(d_, channel);
+        log_(s.serve());
+      } else {
+        ++refused_;
+      }
+    } catch (const std::exception& e) {
+      log_("client " + peer + " ended: " + e.what() + "; its memory and its place on the device are freed");
+    }
+    std::lock_guard lock(m_);
+    open_fds_.remove(fd);
+  }
+  std::lock_guard lock(m_);
+  served_ += client;
+  cv_.notify_all();
+}
+
+}  // namespace ringbench::remote

@@ -1,0 +1,51 @@
+// `ringbench device-server`'s server: listens on TCP, proves the job's secret with every
+// connection (wire.h) and serves each authenticated client its own Session on a thread. A
+// stranger (no hello, a wrong magic or MAC within 5 s) is closed without a byte of its being
+// acted on, and counted.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runner/remote/device.h"
+
+namespace ringbench::remote {
+
+class DeviceServer {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  // Listens on host:port (0: ephemeral). `secret` must not be empty.
+  DeviceServer(Device& d, const std::string& host, int port, std::string secret, Log log);
+  ~DeviceServer();  // stops accepting, ends every session (their sockets shut down), joins
+  int port() const { return port_; }
+  // Blocks until `n` clients have been served and gone, or `stop` becomes true (checked every
+  // 100 ms); returns the clients served so far.
+  int wait_served(int n, const std::atomic<bool>& stop);
+  int refused() const { return refused_.load(); }
+
+ private:
+  void accept_loop();
+  void serve_connection(int fd, std::string peer);
+  bool authenticate(int fd, const std::string& peer);
+
+  Device& d_;
+  std::string secret_;
+  Log log_;
+  int listen_fd_ = -1, port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> refused_{0};
+  std::mutex m_;  // served_, open_fds_, threads_
+  std::condition_variable cv_;
+  int served_ = 0;
+  std::list<int> open_fds_;
+  std::list<std::thread> threads_;
+  std::thread accept_;  // last: starts after everything it uses
+};
+
+}  // namespace ringbench::remote

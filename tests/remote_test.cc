@@ -1,0 +1,260 @@
+// The device server (runner/remote/): its wire checks, that a stranger gets nothing, that a client
+// can neither read another's memory nor pass its cap, that a vanished client frees its place, and
+// that a model on a remote device trains and infers bit for bit as on the same backend here.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+#include "collectives/auth.h"
+#include "collectives/net.h"
+#include "models/data.h"
+#include "models/network.h"
+#include "models/trainer.h"
+#include "models/zoo.h"
+#include "runner/remote/client.h"
+#include "runner/remote/remote_network.h"
+#include "runner/remote/server.h"
+#include "runner/remote/shaper.h"
+#include "runner/remote/wire.h"
+
+namespace {
+
+using namespace ringbench;
+using namespace ringbench::remote;
+using std::chrono::milliseconds;
+
+const std::string kSecret(auth::kSecretBytes, 'k');
+
+struct Served {
+  explicit Served(uint64_t memory = uint64_t{64} << 20, std::string backend = models::available_backends().front())
+      : device([&] {
+          DeviceConfig c;
+          c.backend = backend;
+          c.memory_bytes = memory;
+          c.timeout = milliseconds(10000);
+          return c;
+        }()),
+        server(device, "127.0.0.1", 0, kSecret, [this](const std::string& s) {
+          std::lock_guard lock(m);
+          log += s + "\n";
+        }) {}
+  DeviceSpec spec(double fraction = 1.0) { return {"127.0.0.1", server.port(), fraction}; }
+  std::string logged() {
+    std::lock_guard lock(m);
+    return log;
+  }
+  Device device;
+  std::mutex m;
+  std::string log;
+  DeviceServer server;
+};
+
+std::string u64(uint64_t v) {
+  std::string s;
+  put_u64(s, v);
+  return s;
+}
+
+uint32_t alloc(RemoteDevice& d, uint64_t bytes) {
+  char id[4];
+  d.call(Op::alloc, 0, u64(bytes), nullptr, 0, {.into = id, .into_len = 4});
+  return get_u32(id);
+}
+
+std::vector<char> read(RemoteDevice& d, uint32_t buffer, uint64_t n) {
+  std::vector<char> out(n);
+  d.call(Op::read, buffer, u64(0) + u64(n), nullptr, 0, {.into = out.data(), .into_len = n});
+  return out;
+}
+
+TEST(RemoteWire, HeadersAndSpecsAreCheckedFieldByField) {
+  char h[kHeaderBytes];
+  encode_request(h, {Op::write, 7, 100});
+  std::string why;
+  ASSERT_TRUE(decode_request(h, &why));
+  h[0] = 'Z';
+  EXPECT_FALSE(decode_request(h, &why));
+  EXPECT_NE(why.find("unknown operation"), std::string::npos);
+  encode_request(h, {Op::write, 7, kMaxPayload + 1});
+  EXPECT_FALSE(decode_request(h, &why));
+  encode_request(h, {Op::read, 1, 16});
+  h[2] = 1;
+  EXPECT_FALSE(decode_request(h, &why));
+  NetworkSpec s{"lenet", 4, 0, 0, false, false, 0};
+  EXPECT_TRUE(decode_network_spec(encode(s), &why));
+  s.model = "rm -rf /";
+  EXPECT_FALSE(decode_network_spec(encode(s), &why));
+  EXPECT_NE(why.find("no such model"), std::string::npos);
+  s = {"lenet", 0, 0, 0, false, false, 0};
+  EXPECT_FALSE(decode_network_spec(encode(s), &why));
+  EXPECT_FALSE(decode_network_spec(encode(s).substr(1), &why));
+}
+
+TEST(RemoteServer, AClientWithoutTheSecretGetsNothing) {
+  Served s;
+  EXPECT_THROW(RemoteDevice(s.spec(), std::string(auth::kSecretBytes, 'x'), milliseconds(5000)), IoError);
+  // By hand: a well-formed hello with a wrong MAC, then a request: the server closes unanswered.
+  const auto deadline = net::Clock::now() + std::chrono::seconds(5);
+  std::string why;
+  const int fd = net::try_connect("127.0.0.1", s.server.port(), deadline, &why);
+  ASSERT_GE(fd, 0) << why;
+  std::string challenge(8 + auth::kNonceBytes, '\0');
+  ASSERT_TRUE(net::read_all(fd, challenge.data(), challenge.size(), deadline));
+  std::string hello = std::string(kMagic, 8) + std::string(auth::kNonceBytes, 'n') + std::string(auth::kMacBytes, 'm');
+  char req[kHeaderBytes];
+  encode_request(req, {Op::hello, 0, 8});
+  hello += std::string(req, sizeof req) + u64(0);
+  ASSERT_TRUE(net::write_all(fd, hello.data(), hello.size(), deadline));
+  char byte;
+  int err = 0;
+  EXPECT_EQ(net::recv_all(fd, &byte, 1, deadline, &err), net::IoStatus::closed);
+  int fd2 = fd;
+  net::close_fd(fd2);
+  for (int i = 0; i < 100 && s.server.refused() < 2; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(s.server.refused(), 2);
+}
+
+TEST(RemoteServer, AClientCannotReadAnothersMemoryNorPassItsCap) {
+  Served s(uint64_t{64} << 20);  // 64 MiB: 32 MiB each
+  RemoteDevice a(s.spec(0.5), kSecret, milliseconds(5000));
+  EXPECT_TRUE(a.device()["emulated"].get<bool>());
+  EXPECT_EQ(a.device()["cap_bytes"].get<uint64_t>(), uint64_t{32} << 20);
+  const uint32_t mine = alloc(a, 4096);
+  const std::string secret_data(4096, 'S');
+  a.call(Op::write, mine, u64(0), secret_data.data(), secret_data.size());
+  EXPECT_EQ(std::string(read(a, mine, 4096).data(), 4096), secret_data);
+  // b's errors end its session; the next b waits until the server has given its half back.
+  auto b_left = [&] {
+    for (int i = 0; i < 500 && s.device.promised() > 0.5; ++i) std::this_thread::sleep_for(milliseconds(10));
+  };
+  {
+    RemoteDevice b(s.spec(0.5), kSecret, milliseconds(5000));
+    EXPECT_THROW(read(b, mine, 4096), Error);  // a's handle names nothing of b's
+  }
+  b_left();
+  {
+    RemoteDevice b(s.spec(0.5), kSecret, milliseconds(5000));
+    const uint32_t fresh = alloc(b, 4096);  // new memory shows nothing of anyone's
+    EXPECT_EQ(read(b, fresh, 4096), std::vector<char>(4096, 0));
+    EXPECT_THROW(read(b, fresh, 4097), Error);  // past its end
+  }
+  b_left();
+  {
+    RemoteDevice b(s.spec(0.5), kSecret, milliseconds(5000));
+    alloc(b, uint64_t{30} << 20);
+    try {
+      alloc(b, uint64_t{4} << 20);  // 34 MiB > 32 MiB
+      ADD_FAILURE() << "over the cap";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("over this client's cap"), std::string::npos) << e.what();
+    }
+  }
+  b_left();
+  // a holds half; asking for more than the other half is refused at hello.
+  EXPECT_THROW(RemoteDevice(s.spec(0.75), kSecret, milliseconds(5000)), Error);
+  EXPECT_EQ(std::string(read(a, mine, 4096).data(), 4096), secret_data);  // a is untouched throughout
+}
+
+TEST(RemoteServer, AVanishedClientIsLoggedAndItsPlaceFreed) {
+  Served s;
+  {
+    RemoteDevice a(s.spec(1.0), kSecret, milliseconds(5000));
+    alloc(a, 1 << 20);
+  }  // gone without a word (the socket closes)
+  RemoteDevice b(s.spec(1.0), kSecret, milliseconds(5000));  // the whole device is free again
+  for (int i = 0; i < 200 && s.logged().find("left") == std::string::npos; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_NE(s.logged().find("left after 2 request(s), holding at most 1.0 MiB; freed its 1.0 MiB"), std::string::npos) << s.logged();
+}
+
+// Steps of the same model on a backend here and on the same backend behind the server.
+struct Run {
+  std::vector<float> params, state;
+  std::vector<double> losses;
+};
+
+Run train(models::Network& net, int steps) {
+  models::TrainOptions o;
+  o.sgd = {0.01f, 0.9f, 1e-4f};
+  models::Trainer t(net, o, {});
+  auto data = models::make_synthetic_source(net.graph().input_dims(), net.graph().output_node().out.c, net.batch(), 7, 0);
+  Run r;
+  for (int i = 0; i < steps; ++i) r.losses.push_back(t.step(*data).loss);
+  if (auto* rn = dynamic_cast<RemoteNetwork*>(&net)) rn->pull_state();
+  r.params = t.host_params();
+  r.state = t.host_state();
+  return r;
+}
+
+void trains_bit_identically(const std::string& model, int image_size, int batch) {
+  models::set_compute_threads(1);
+  Served s(uint64_t{1} << 30);
+  const models::Graph g = models::build_model(model, {0, image_size, false, -1});
+  auto local = models::make_network(s.device.config().backend, g, batch);
+  const Run here = train(*local, 3);
+  auto dev = std::make_shared<RemoteDevice>(s.spec(), kSecret, milliseconds(10000));
+  auto remote_net = open_remote_network(dev, g, batch, {}, 0, image_size, false);
+  const Run there = train(*remote_net, 3);
+  EXPECT_EQ(here.losses, there.losses);
+  ASSERT_EQ(here.params.size(), there.params.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < here.params.size(); ++i) differ += std::memcmp(&here.params[i], &there.params[i], 4) != 0;
+  EXPECT_EQ(differ, 0u) << model << ": parameters differ";
+  EXPECT_TRUE(here.state == there.state) << model << ": batch-norm statistics differ";
+  const Traffic step = remote_net->step_traffic();
+  EXPECT_GT(step.sent, g.param_count * 4);      // the update's parameters, the batch, the logits' gradients
+  EXPECT_GT(step.received, g.param_count * 4);  // every gradient
+  EXPECT_EQ(step.round_trips, 5u);  // parameters, forward, logits, their gradients, backward
+}
+
+TEST(RemoteTraining, LenetTrainsBitIdenticallyToLocal) { trains_bit_identically("lenet", 0, 4); }
+TEST(RemoteTraining, MobilenetTrainsBitIdenticallyToLocal) { trains_bit_identically("mobilenet_v1", 32, 2); }
+
+TEST(RemoteInference, OutputsEqualLocal) {
+  models::set_compute_threads(1);
+  Served s(uint64_t{1} << 30);
+  const models::Graph g = models::build_model("mobilenet_v1", {0, 32, false, -1});
+  const int batch = 2;
+  std::vector<float> params(g.param_count), state(g.state_count), x(size_t(batch) * g.input_dims().numel());
+  models::init_params(g, 3, params.data(), state.data());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) / 8.0f;
+  auto infer = [&](models::Network& net) {
+    net.bind(params.data(), nullptr, state.data());
+    net.set_input(x.data());
+    net.forward({.training = false});
+    std::vector<float> y(size_t(batch) * g.output_node().out.numel());
+    net.get_output(0, y.data());
+    return y;
+  };
+  auto local = models::make_network(s.device.config().backend, g, batch, {.inference_only = true});
+  auto dev = std::make_shared<RemoteDevice>(s.spec(), kSecret, milliseconds(10000));
+  auto remote_net = open_remote_network(dev, g, batch, {.inference_only = true}, 0, 32, false);
+  EXPECT_TRUE(infer(*local) == infer(*remote_net));
+  EXPECT_THROW(remote_net->backward(), Error);
+}
+
+// The shaping proxy delays every round trip by at least twice its one-way latency plus the time
+// its rate takes for the bytes, each way (lower bounds only: a loaded host may add, never take).
+TEST(RemoteLink, TheShapingProxyAddsItsLatencyAndRate) {
+  Served s;
+  remote::ShapingProxy link("127.0.0.1", 0, "127.0.0.1", s.server.port(), {std::chrono::microseconds(3000), 0.1e9});
+  const auto t0 = std::chrono::steady_clock::now();
+  RemoteDevice d({"127.0.0.1", link.port(), 1.0}, kSecret, milliseconds(10000));  // handshake + hello: 3 one-way trips
+  const uint32_t b = alloc(d, 1 << 20);
+  const auto t1 = std::chrono::steady_clock::now();
+  const std::vector<char> mb(1 << 20, 'x');
+  d.call(Op::write, b, u64(0), mb.data(), mb.size());  // 1 MiB at 100 Mbit/s: 84 ms one way
+  const auto t2 = std::chrono::steady_clock::now();
+  using Micros = std::chrono::duration<double, std::micro>;
+  const double us = Micros(t1 - t0).count(), write_us = Micros(t2 - t1).count();
+  EXPECT_GE(us, 7 * 3000.0);  // the handshake (3 one-way trips), hello and alloc (2 round trips)
+  EXPECT_GE(write_us, 6000 + (1 << 20) * 8 / 0.1e3);
+  EXPECT_LT(us, 5e6);
+}
+
+}  // namespace
