@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Table of bench/remote_gpu.sh's raw JSON: per setup, the median (min..max) over rounds of
 training img/s and inference Offline samples/s at batch 8, each as a fraction of local's median,
-and the remote traffic per training step and per inference query."""
+and the remote traffic per training step and per inference query. Then a serial model of the
+remote overhead per step or query against the measured one: the bytes at the link's rate plus a
+round trip (2 x the one-way latency) per request, added to local's median time; no overlap of
+the gradients' transfer with backward is assumed, so it is an upper bound where that overlaps."""
 import glob, json, os, re, statistics, sys
 
 raw = sys.argv[1]
@@ -48,3 +51,24 @@ for setup in sorted(rows, key=key):
           + (f"{step['sent_bytes']/1e6:.1f} / {step['received_bytes']/1e6:.1f} | {step['round_trips']} | " if step else "- | - | ")
           + (f"{q['sent_bytes']/1e6:.2f} / {q['received_bytes']/1e6:.2f} | " if q else "- | ")
           + f"{len(t)} |")
+
+print()
+print("| setup | train step s: local | measured | modelled (local + bytes/rate + trips x 2 x latency) | error |"
+      " infer query s: local | measured | modelled | error |")
+print("|---|---|---|---|---|---|---|---|---|")
+batch = 8
+for setup in sorted(rows, key=key):
+    if setup == "local" or not local["train"]:
+        continue
+    m = re.match(r"remote_([\d.]+)g_(\d+)us", setup)
+    gbps, lat = float(m.group(1)), int(m.group(2)) * 1e-6
+    if gbps == 0:
+        continue  # unshaped loopback: no link model
+    r = rows[setup]
+    def model(base_s, t):
+        return base_s + (t["sent_bytes"] + t["received_bytes"]) * 8 / (gbps * 1e9) + t["round_trips"] * 2 * lat
+    ts_local, ts = batch / med(local["train"]), batch / med(r["train"])
+    qs_local, qs = batch / med(local["infer"]), batch / med(r["infer"])
+    tm = model(ts_local, r["step"]) if r["step"] else float("nan")
+    qm = model(qs_local, r["query"]) if r["query"] else float("nan")
+    print(f"| {setup} | {ts_local:.3f} | {ts:.3f} | {tm:.3f} | {tm / ts - 1:+.0%} | {qs_local:.4f} | {qs:.4f} | {qm:.4f} | {qm / qs - 1:+.0%} |")
