@@ -87,6 +87,22 @@ TEST(RemoteCli, TrainOnARemoteDeviceEndsWithTheParametersOfALocalRun) {
   EXPECT_NE(log.find("left after"), std::string::npos) << log;
 }
 
+// Two ranks, each with its half of one device server, allreduce over our ring as local ranks do.
+TEST(RemoteCli, TwoRanksOnOneServerRingAsLocalRanksDo) {
+  Server server(2);
+  ASSERT_GT(server.port, 0);
+  const std::string common = " train --model lenet --batch 4 --steps 2 --warmup 0 --threads 1 --ranks 2 --log-every 0 --json ";
+  const std::string here = temp_path("here2") + ".json", there = temp_path("there2") + ".json";
+  const auto local = run_command(kBin + common + here + " --device cpu --backend onednn");
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const auto remote = run_command(kSecretEnv + kBin + common + there + " --device remote:127.0.0.1:" +
+                                  std::to_string(server.port) + ",fraction=0.5");
+  ASSERT_EQ(remote.exit_code, 0) << remote.output;
+  EXPECT_EQ(read_json(here)["summary"]["final_hashes"], read_json(there)["summary"]["final_hashes"]);
+  const std::string log = server.finish();
+  EXPECT_NE(log.find("served after 2 client(s)"), std::string::npos) << log;
+}
+
 TEST(RemoteCli, BadSpecsAndAMissingSecretAreClearErrors) {
   const std::string train = kBin + " train --model lenet --steps 1 --device ";
   auto r = run_command(train + "remote:127.0.0.1");
