@@ -82,7 +82,8 @@ def generate(binary, root):
     os.makedirs(out, exist_ok=True)
     cmds = commands(binary)
     for name in os.listdir(out):
-        if name.endswith(".md") and name != "README.md" and name[:-3].replace("-", " ") not in cmds:
+        # By page name: a command's own name may hold a dash (device-server).
+        if name.endswith(".md") and name != "README.md" and name not in {page_name(c) for c in cmds}:
             os.remove(os.path.join(out, name))
     index = [HEADER.format(cmd="COMMAND"), "\n# Command reference\n\n",
              "One page per command, each its `--help` as this build prints it.\n\n"]
@@ -151,7 +152,7 @@ def check(binary, root):
             problems.append(f"docs/cli/{page_name(cmd)}: has {o}, which `ringbench {cmd} --help` does not{regenerate}")
     if os.path.isdir(cli):
         for name in sorted(os.listdir(cli)):
-            if name.endswith(".md") and name != "README.md" and name[:-3].replace("-", " ") not in cmds:
+            if name.endswith(".md") and name != "README.md" and name not in {page_name(c) for c in cmds}:
                 problems.append(f"docs/cli/{name}: no command `ringbench {name[:-3].replace('-', ' ')}`{regenerate}")
     for path in markdown_files(root):
         rel = os.path.relpath(path, root)
