@@ -44,7 +44,7 @@ void validate_train_args(const TrainArgs& a) {
   backend_for("--transport", a.transport, any_backend);
   if (remote::is_remote_device(a.device)) remote::parse_device_spec(a.device);
   else if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
-    throw Error("--device " + a.device + " is not known: use cpu, cuda, auto or remote:HOST:PORT[,fraction=F]");
+    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto, or remote:HOST:PORT[,fraction=F]");
   parse_bytes(a.stage_piece);
   if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
     throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
