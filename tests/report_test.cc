@@ -244,6 +244,47 @@ TEST(Report, CompressedPointsShareTheirN1Baseline) {
   EXPECT_EQ(csv.at("train/lenet/b32/wire-fp16/n2/tcp/none", "efficiency_mean"), csv.at(kN2Tcp, "efficiency_mean"));
 }
 
+// Axes declared only in runner/sweep/axes.cc (issue 40): fusion_mb points are a configuration of
+// their own, sorted by size (4 before 16), sharing the N=1 baseline (a communication axis), with a
+// fusion_mb column; a hostile value in a record is refused naming the field.
+TEST(Report, FusionIsAConfigurationSortedBySize) {
+  Sweep s = standard_sweep();
+  const size_t n = s.records.size();
+  for (const char* mb : {"16", "4"}) {
+    for (size_t i = 0; i < n; ++i) {
+      json r = s.records[i];
+      if (r["kind"] != "train" || r["status"] != "ok" || r["nodes"] == 1) continue;
+      r["fusion_mb"] = std::stod(mb);
+      r["point"] = std::string(r["point"]).replace(std::string("train/lenet/b32").size(), 0, std::string("/fusion") + mb);
+      s.records.push_back(r);
+    }
+  }
+  TempDir dir;
+  write_report(make_run(dir, s.jsonl()), no_plots());
+  const std::string md = read_file(dir.path() + "/report.md");
+  const size_t four = md.find("batch 32 per rank, default image size, --fusion-mb 4\n");
+  const size_t sixteen = md.find("batch 32 per rank, default image size, --fusion-mb 16\n");
+  ASSERT_NE(four, std::string::npos) << md;
+  ASSERT_NE(sixteen, std::string::npos) << md;
+  EXPECT_LT(four, sixteen);
+  const Csv csv(read_file(dir.path() + "/summary.csv"));
+  EXPECT_EQ(csv.at("train/lenet/b32/fusion4/n2/tcp/none", "fusion_mb"), "4");
+  EXPECT_EQ(csv.at(kN2Tcp, "fusion_mb"), "25");
+  EXPECT_EQ(csv.at("train/lenet/b32/fusion4/n2/tcp/none", "efficiency_mean"), csv.at(kN2Tcp, "efficiency_mean"));
+  for (const json& bad : {json(-1), json("4"), json(1e9)}) {
+    Sweep h = standard_sweep();
+    for (auto& r : h.records)
+      if (r["kind"] == "train") r["fusion_mb"] = bad;
+    TempDir d;
+    try {
+      write_report(make_run(d, h.jsonl()), no_plots());
+      ADD_FAILURE() << "fusion_mb " << bad.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("\"fusion_mb\""), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Found by fuzz/raw_jsonl_fuzz: a number JSON cannot hold (1e999) threw past the reader.
 TEST(Report, NumberOutOfRangeIsInvalidJsonNamingItsLine) {
   const std::string full = standard_sweep().jsonl();

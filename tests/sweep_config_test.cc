@@ -201,7 +201,7 @@ TEST(SweepConfig, PrecisionIsAnAxisOfTrainPoints) {
     ids.push_back(p.id);
     const auto args = point_args(c, p, "p.json", "log");
     const bool asks = std::find(args.begin(), args.end(), "--precision") != args.end();
-    EXPECT_EQ(asks, p.precision == "bf16") << p.id;
+    EXPECT_EQ(asks, p.axis("precision") == "bf16") << p.id;
   }
   EXPECT_EQ(ids, (std::vector<std::string>{"train/lenet/b8/n1/none/none", "train/lenet/b8/n2/tcp/none",
                                            "train/lenet/b8/bf16/n1/none/none", "train/lenet/b8/bf16/n2/tcp/none"}));
@@ -209,7 +209,7 @@ TEST(SweepConfig, PrecisionIsAnAxisOfTrainPoints) {
             (nlohmann::json{"fp32", "bf16"}));
   expect_error(local_config("train: {models: [lenet], precision: [fp32, fp8]}\n"),
                {"train.precision", "'fp8' is not one of: fp32, tf32, bf16, fp16"});
-  EXPECT_EQ(parse_sweep_config(local_config("train: {models: [lenet], precision: bf16}\n"), "t.yaml").train.precisions,
+  EXPECT_EQ(parse_sweep_config(local_config("train: {models: [lenet], precision: bf16}\n"), "t.yaml").train.axes.of("precision"),
             (std::vector<std::string>{"bf16"}));
 }
 
@@ -224,12 +224,70 @@ TEST(SweepConfig, CompressionIsAnAxisOfTrainPoints) {
     ids.push_back(p.id);
     const auto args = point_args(c, p, "p.json", "log");
     const auto it = std::find(args.begin(), args.end(), "--compression");
-    EXPECT_EQ(it == args.end() ? "auto" : *(it + 1), p.compression) << p.id;
+    EXPECT_EQ(it == args.end() ? "auto" : *(it + 1), p.axis("compression")) << p.id;
   }
   EXPECT_EQ(ids, (std::vector<std::string>{"train/lenet/b8/n1/none/none", "train/lenet/b8/wire-none/n2/tcp/none",
                                            "train/lenet/b8/wire-fp16/n2/tcp/none"}));
   expect_error(local_config("train: {models: [lenet], compression: [int8]}\n"),
                {"train.compression", "'int8' is not one of: auto, none, fp16, bf16"});
+}
+
+// The tuning knobs as train lists (issue 40): every combination once at N >= 2, N=1 once at the
+// defaults (one rank sends nothing), values in canonical form in ids and flags, bounds checked,
+// and config.yaml reading back the same lists.
+TEST(SweepConfig, TuningKnobsAreAxesOfTrainPoints) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [1, 2]\nrepeats: 1\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 8}], "
+      "fusion_mb: [4, 25.0], first_bucket_mb: 0.25, segment: [256K, 1048576], sockets_per_peer: 3}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id);
+    if (p.nodes == 1) continue;
+    const auto args = point_args(c, p, "p.json", "log");
+    const auto flag = [&](const std::string& f) {
+      const auto it = std::find(args.begin(), args.end(), f);
+      return it == args.end() ? std::string("absent") : *(it + 1);
+    };
+    EXPECT_EQ(flag("--fusion-mb"), p.axis("fusion_mb") == "25" ? "absent" : p.axis("fusion_mb")) << p.id;
+    EXPECT_EQ(flag("--first-bucket-mb"), "0.25") << p.id;
+    EXPECT_EQ(flag("--segment"), p.axis("segment") == "1M" ? "absent" : "256K") << p.id;
+    EXPECT_EQ(flag("--sockets-per-peer"), "3") << p.id;
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"train/lenet/b8/n1/none/none",
+                                           "train/lenet/b8/fusion4/first0.25/seg256K/sockets3/n2/tcp/none",
+                                           "train/lenet/b8/fusion4/first0.25/sockets3/n2/tcp/none",
+                                           "train/lenet/b8/first0.25/seg256K/sockets3/n2/tcp/none",
+                                           "train/lenet/b8/first0.25/sockets3/n2/tcp/none"}));
+  const nlohmann::json again = to_json(parse_sweep_config(to_yaml(c), "again.yaml"))["train"];
+  EXPECT_EQ(again["fusion_mb"], (nlohmann::json{4.0, 25.0}));
+  EXPECT_EQ(again["segment"], (nlohmann::json{"256K", "1M"}));
+  EXPECT_EQ(again["sockets_per_peer"], 3);
+  expect_error(local_config("train: {models: [lenet], fusion_mb: [1, -1]}\n"), {"train.fusion_mb: must be from 0 to"});
+  expect_error(local_config("train: {models: [lenet], segment: 1K}\n"), {"train.segment: must be from 4K to 1G"});
+  expect_error(local_config("train: {models: [lenet], segment: lots}\n"), {"train.segment: 'lots' is not a byte count"});
+  expect_error(local_config("train: {models: [lenet], sockets_per_peer: 2.5}\n"), {"train.sockets_per_peer: must be a whole"});
+  expect_error(local_config("train: {models: [lenet], fusion_mb: [4, 4.0]}\n"), {"train.fusion_mb: 4.0 is listed twice"});
+  expect_error(local_config("train: {models: [lenet], fusion_mb: [[4]]}\n"), {"train.fusion_mb[0]: must be a value"});
+}
+
+// `settings:` (ringbench tune's candidates): exactly these combinations, in order, an axis a
+// setting leaves out at its list's first value; written back to config.yaml and read again.
+TEST(SweepConfig, SettingsAreExactlyTheCombinationsRun) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [2]\nrepeats: 1\ncluster: {type: local}\ntrain: {models: [{model: lenet, batch: 8}], "
+      "compression: [none], settings: [{fusion_mb: 4, compression: fp16}, {segment: 256K}]}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) ids.push_back(p.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"train/lenet/b8/wire-fp16/fusion4/n2/tcp/none",
+                                           "train/lenet/b8/wire-none/seg256K/n2/tcp/none"}));
+  std::vector<std::string> again;
+  for (const auto& p : expand_points(parse_sweep_config(to_yaml(c), "again.yaml"))) again.push_back(p.id);
+  EXPECT_EQ(again, ids);
+  expect_error(local_config("train: {models: [lenet], settings: [{fusion_mb: [1, 2]}]}\n"),
+               {"train.settings[0].fusion_mb: a setting takes one value"});
+  expect_error(local_config("train: {models: [lenet], settings: [{fusion: 1}]}\n"), {"train.settings[0].fusion: unknown key"});
+  expect_error(local_config("train: {models: [lenet], settings: [{fusion_mb: 1}, {fusion_mb: 1.0}]}\n"),
+               {"train.settings[1]: repeats an earlier setting"});
 }
 
 TEST(SweepConfig, ProfilesAndSharingExpand) {

@@ -37,6 +37,7 @@ struct NetArgs {
   int sockets_per_peer = 2;
   int socket_buffer_bytes = 0;  // 0: the kernel's autotuning
   std::chrono::microseconds spin{200};
+  size_t gradient_segment_bytes = 0;  // train --segment: our ring's segment for gradients (0: its default)
 };
 
 // What a backend gets to connect a command's ranks.

@@ -20,8 +20,8 @@ class RingPlan : public AllreducePlan {
 
 class RingCommunicator : public Communicator {
  public:
-  RingCommunicator(std::unique_ptr<Transport> t, std::chrono::milliseconds wait_limit)
-      : transport_(std::move(t)), wait_limit_(wait_limit) {}
+  RingCommunicator(std::unique_ptr<Transport> t, std::chrono::milliseconds wait_limit, size_t segment_bytes)
+      : transport_(std::move(t)), wait_limit_(wait_limit), segment_bytes_(segment_bytes) {}
   std::map<std::string, std::string> path_info() const override { return transport_->path_info(); }
   std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
                                            const AllreduceOptions& ring) override {
@@ -34,12 +34,14 @@ class RingCommunicator : public Communicator {
   std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     AllreduceOptions ao;
     ao.ring.timeout = wait_limit_;
+    if (segment_bytes_) ao.ring.segment_bytes = segment_bytes_;
     return models::make_ring_reducer(*transport_, grads, count, ao, wire);
   }
 
  private:
   std::unique_ptr<Transport> transport_;
   std::chrono::milliseconds wait_limit_;
+  size_t segment_bytes_;
 };
 
 }  // namespace
@@ -56,7 +58,7 @@ Backend ring_backend(RingBackendSpec spec) {
   b.unavailable = std::move(spec.unavailable);
   b.options = std::move(spec.options);
   b.make = [connect = std::move(spec.connect)](const BackendSetup& s) -> std::unique_ptr<Communicator> {
-    return std::make_unique<RingCommunicator>(connect(s), 2 * s.timeout);
+    return std::make_unique<RingCommunicator>(connect(s), 2 * s.timeout, s.net.gradient_segment_bytes);
   };
   return b;
 }

@@ -123,6 +123,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "disables fusion")->capture_default_str();
   cmd.add_option("--first-bucket-mb", a.first_bucket_mb, "Threshold of the first bucket in MiB, "
                  "small so communication starts early")->capture_default_str();
+  cmd.add_option("--segment", a.segment, "Our ring transports: the largest segment a gradient bucket's "
+                 "chunks are pipelined in (4K to 1G)")->capture_default_str();
   cmd.add_flag("--no-overlap", a.no_overlap, "Allreduce only after backward has finished (to see "
                "what overlap saves)");
   cmd.add_option("--lr", a.lr, "Learning rate for one rank; scaled by the number of ranks")->capture_default_str();

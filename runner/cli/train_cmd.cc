@@ -90,6 +90,7 @@ std::unique_ptr<Communicator> connect_ranks(const RankJob& job, const TrainArgs&
   net_args.addr = a.addr;
   net_args.iface = a.iface;
   net_args.sockets_per_peer = a.sockets_per_peer;
+  net_args.gradient_segment_bytes = parse_bytes(a.segment);
   return comm_backend.make({*job.store, job.rank, job.n, *job.world, job.timeout, net_args, key_prefix});
 }
 

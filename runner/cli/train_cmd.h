@@ -21,6 +21,7 @@ struct TrainArgs {
   std::string precision = "fp32";    // fp32 | tf32 | bf16 | fp16 (models::Precision)
   std::string compression = "auto";  // auto | none | fp16 | bf16: the gradients' type on the wire
   std::string loss_scale = "auto";   // auto | none | dynamic[:INIT] (models::LossScaleOptions)
+  std::string segment = "1M";        // our ring's largest segment when it reduces gradients
   std::string data_dir;
   int data_threads = 2, data_prefetch = 2;  // --data jpeg: the input pipeline's threads and batches ahead
   int batch = 32, steps = 20, warmup = 5, log_every = 10, epochs = 0;

@@ -46,6 +46,8 @@ void validate_train_args(const TrainArgs& a) {
   else if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
     throw Error("--device " + a.device + " is not known: use cpu, cuda or auto, or remote:HOST:PORT[,fraction=F]");
   parse_bytes(a.stage_piece);
+  if (const size_t s = parse_bytes(a.segment); s < 4096 || s > (size_t(1) << 30))
+    throw Error("--segment " + a.segment + " must be from 4K to 1G");
   if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
     throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
   validate_backend_options();

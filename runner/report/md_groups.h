@@ -25,12 +25,11 @@ inline std::vector<std::vector<const Point*>> by_model(const std::vector<const P
   return consecutive_groups(pts, [](const Point& a, const Point& b) { return a.model == b.model; });
 }
 
-// One group per training configuration (batch, image size, precision, gradients' wire type) of a
-// model's points.
+// One group per training configuration (batch, image size, every sweep axis's value) of a model's
+// points.
 inline std::vector<std::vector<const Point*>> by_config(const std::vector<const Point*>& pts) {
   return consecutive_groups(pts, [](const Point& a, const Point& b) {
-    return a.batch == b.batch && a.image_size == b.image_size && a.precision == b.precision &&
-           a.compression == b.compression;
+    return a.batch == b.batch && a.image_size == b.image_size && a.axes == b.axes;
   });
 }
 

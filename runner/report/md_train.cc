@@ -74,8 +74,7 @@ std::string md_ratios(const std::vector<const Point*>& pts, const std::string& s
 std::string config_text(const Point& p) {
   return "batch " + std::to_string(p.batch) + " per rank, " +
          (p.image_size > 0 ? "image size " + std::to_string(p.image_size) : "default image size") +
-         (p.precision != "fp32" ? ", " + p.precision : "") +
-         (p.compression != "auto" ? ", --compression " + p.compression : "");
+         axes_label(p, ", ", true);
 }
 
 // One table per (batch, image size) of a model, its ratio tables, then the model's plots.

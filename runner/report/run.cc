@@ -186,6 +186,21 @@ std::vector<Point> group_points(std::vector<Record> records) {
 
 }  // namespace
 
+bool same_axes_but_communication(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (size_t i = 0; i < sweep_axes().size(); ++i)
+    if (!sweep_axes()[i].communication && a[i] != b[i]) return false;
+  return true;
+}
+
+std::vector<std::tuple<bool, double, std::string>> axes_order(const std::vector<std::string>& values) {
+  std::vector<std::tuple<bool, double, std::string>> key;
+  for (size_t i = 0; i < sweep_axes().size(); ++i) {
+    const auto [number, text] = axis_sort_key(sweep_axes()[i], values[i]);
+    key.emplace_back(values[i] != sweep_axes()[i].default_value, number, text);
+  }
+  return key;
+}
+
 int transport_rank(const std::string& t) {
   const Backend* b = find_backend(t);
   return b ? b->order : std::numeric_limits<int>::max();
@@ -255,11 +270,19 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
   return run;
 }
 
+std::string axes_label(const Point& p, const std::string& separator, bool flags) {
+  std::string s;
+  for (size_t i : axes_of(p.kind)) {
+    const Axis& a = sweep_axes()[i];
+    if (p.axes[i] == a.default_value) continue;
+    s += separator + (a.label.empty() ? "" : flags ? a.flag + " " : a.label) + p.axes[i];
+  }
+  return s;
+}
+
 std::string batch_suffix(const Point& p) {
   return " b" + std::to_string(p.batch) +
-         (p.image_size > 0 ? " " + std::to_string(p.image_size) + "px" : "") +
-         (p.precision != "fp32" ? " " + p.precision : "") +
-         (p.compression != "auto" ? " wire " + p.compression : "");
+         (p.image_size > 0 ? " " + std::to_string(p.image_size) + "px" : "") + axes_label(p, " ", false);
 }
 
 std::string config_suffix(const Point& p, bool with_config) {
@@ -281,9 +304,9 @@ std::string not_ok_text(const Point& p) {
 std::string vms_text(int vms) { return std::to_string(vms) + (vms == 1 ? " VM" : " VMs"); }
 
 std::set<std::string> multi_config_models(const Run& run) {
-  std::map<std::string, std::set<std::tuple<int, int, std::string, std::string>>> configs;
+  std::map<std::string, std::set<std::tuple<int, int, std::vector<std::string>>>> configs;
   for (const auto& p : run.points)
-    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size, p.precision, p.compression});
+    if (p.kind == PointKind::train) configs[p.model].insert({p.batch, p.image_size, p.axes});
   std::set<std::string> out;
   for (const auto& [model, c] : configs)
     if (c.size() > 1) out.insert(model);

@@ -36,6 +36,12 @@ struct WrongResult {
   bool inplace = false;
 };
 
+// Whether two points' axis values agree on every axis but the communication ones.
+bool same_axes_but_communication(const std::vector<std::string>& a, const std::vector<std::string>& b);
+// A key sorting points by their axis values: each axis's default first, then the others in
+// their natural order (numbers by size), the first axis most significant.
+std::vector<std::tuple<bool, double, std::string>> axes_order(const std::vector<std::string>& values);
+
 struct Point : PointCoords {
   std::string id;
   int profile_order = -1;       // the profile's place in the sweep's order ("none": -1)
@@ -80,14 +86,14 @@ struct Point : PointCoords {
                                         : "failed";
   }
   bool same_config(const Point& o) const {
-    return compression == o.compression && kind == o.kind && model == o.model && batch == o.batch &&
-           image_size == o.image_size && precision == o.precision && profile == o.profile;
+    return axes == o.axes && kind == o.kind && model == o.model && batch == o.batch && image_size == o.image_size &&
+           profile == o.profile;
   }
-  // Points that differ only in their gradients' wire type (and node count, transport) share an
-  // N=1 baseline: one rank sends nothing.
+  // Points that differ only in communication axes (the gradients' wire type, fusion, ...; and
+  // node count, transport) share an N=1 baseline: one rank sends nothing.
   bool same_config_but_wire(const Point& o) const {
     return kind == o.kind && model == o.model && batch == o.batch && image_size == o.image_size &&
-           precision == o.precision && profile == o.profile;
+           profile == o.profile && same_axes_but_communication(axes, o.axes);
   }
 };
 
@@ -99,9 +105,7 @@ int policy_rank(const std::string& policy);
 // Train, then share, then infer, then collectives; profiles in the sweep's order.
 inline auto order_key(const Point& p) {
   const int kind = p.kind == PointKind::train ? 0 : p.kind == PointKind::share ? 1 : p.kind == PointKind::infer ? 2 : 3;
-  return std::tuple(kind, p.kind, p.model, p.batch,
-                    p.image_size, p.precision != "fp32", p.precision, p.compression != "auto", p.compression,
-                    p.profile_order, p.profile, policy_rank(p.policy), p.policy,
+  return std::tuple(kind, p.kind, p.model, p.batch, p.image_size, axes_order(p.axes), p.profile_order, p.profile, policy_rank(p.policy), p.policy,
                     p.vms, p.nodes, transport_rank(p.transport), p.transport, p.id);
 }
 
@@ -128,7 +132,11 @@ std::vector<double> paired(const std::map<int, double>& num, const std::map<int,
 const Point* find_peer(const std::vector<Point>& points, const Point& p, int nodes,
                        const std::string& transport);
 
-// " b32", " b32 224px".
+// Each sweep axis off its default, each after `separator`: " bf16 wire fp16 fusion MiB 4" (labels),
+// ", bf16, --compression fp16, --fusion-mb 4" (`flags`: options as train takes them).
+std::string axes_label(const Point& p, const std::string& separator, bool flags);
+
+// " b32", " b32 224px", " b8 bf16 wire fp16".
 std::string batch_suffix(const Point& p);
 
 // " b32 224px" where a model has several (batch, image size), and the profile if any.

@@ -96,6 +96,21 @@ std::optional<std::pair<uint64_t, double>> peak_busbw(const Point& p) {
   return best;
 }
 
+// The axes summary.csv gives a column: each one some point sets off its default, the first two
+// (precision, compression: the columns of the runs before the registry) together.
+std::vector<size_t> axis_columns(const Run& run) {
+  std::vector<size_t> columns;
+  for (size_t i = 0; i < sweep_axes().size(); ++i) {
+    const auto off_default = [&](size_t j) {
+      return std::any_of(run.points.begin(), run.points.end(), [&](const Point& p) {
+        return p.kind == sweep_axes()[j].kind && p.axes[j] != sweep_axes()[j].default_value;
+      });
+    };
+    if (off_default(i) || (i < 2 && off_default(1 - i))) columns.push_back(i);
+  }
+  return columns;
+}
+
 }  // namespace
 
 std::string summary_csv(const Run& run) {
@@ -111,14 +126,13 @@ std::string summary_csv(const Run& run) {
     csv += ',';  // appended: GCC 12's -Wrestrict misfires on "," + std::string
     csv += csv_line(vgpu_columns());
   }
-  // Runs that trained in another precision than fp32, or with --compression, gain those columns
-  // (older runs' stay as they were).
-  const bool train_options = std::any_of(run.points.begin(), run.points.end(), [](const Point& p) {
-    return p.kind == PointKind::train && (p.precision != "fp32" || p.compression != "auto");
-  });
-  if (train_options) {
+  // A column per sweep axis some point sets off its default (older runs' stay as they were);
+  // precision and compression, the first two, come together.
+  const std::vector<size_t> columns = axis_columns(run);
+  for (size_t i : columns) {
     csv.pop_back();
-    csv += ",precision,compression\n";
+    csv += ',';
+    csv += sweep_axes()[i].key + "\n";
   }
   for (const auto& p : run.points) {
     const bool train = p.kind == PointKind::train, model = p.has_model();
@@ -137,10 +151,7 @@ std::string summary_csv(const Run& run) {
       const auto extra = vgpu_cells(p);
       cells.insert(cells.end(), extra.begin(), extra.end());
     }
-    if (train_options) {
-      cells.push_back(p.kind == PointKind::train ? p.precision : "");
-      cells.push_back(p.kind == PointKind::train ? p.compression : "");
-    }
+    for (size_t i : columns) cells.push_back(sweep_axes()[i].kind == p.kind ? p.axes[i] : "");
     csv += csv_line(cells);
   }
   return csv;

@@ -7,7 +7,6 @@
 #include "base/errors.h"
 #include "base/input_file.h"
 #include "base/name_table.h"
-#include "models/network.h"
 #include "models/zoo.h"
 #include "runner/backends/backend.h"
 #include "runner/sweep/json_fields.h"
@@ -89,7 +88,7 @@ void PointCoords::write(json& r) const {
   if (has_model()) r.update({{"model", model}, {"batch", batch}, {"image_size", image_size}});
   if (shared()) r.update({{"policy", policy}, {"vms", vms}});
   if (kind == PointKind::migrate) r.update({{"method", method}, {"framebuffer", framebuffer}});
-  if (kind == PointKind::train) r.update({{"precision", precision}, {"compression", compression}});
+  for (size_t i : axes_of(kind)) r[sweep_axes()[i].key] = axis_json(sweep_axes()[i], axes[i]);
 }
 
 PointCoords PointCoords::read(const json& r, const std::string& where) {
@@ -116,13 +115,9 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
   c.transport = str_field(r, "transport", where, "none");
   check_transport(c.transport, where);
   c.profile = safe_name_field(r, "profile", where, "none");
-  if (c.kind == PointKind::train) {
-    c.precision = str_field(r, "precision", where, "fp32");
-    if (!models::parse_precision(c.precision))
-      bad_field(where, "precision", quote_excerpt(c.precision) + " is not one of: " + join_names(models::precision_names()));
-    c.compression = str_field(r, "compression", where, "auto");
-    if (std::find(kCompressionNames.begin(), kCompressionNames.end(), c.compression) == kCompressionNames.end())
-      bad_field(where, "compression", quote_excerpt(c.compression) + " is not one of: " + join_names(kCompressionNames));
+  for (size_t i : axes_of(c.kind)) {  // records from before an axis hold its default
+    const Axis& a = sweep_axes()[i];
+    if (r.contains(a.key)) c.axes[i] = axis_from_json(a, r[a.key], where);
   }
   return c;
 }

@@ -1,12 +1,14 @@
 // Where a sweep point sits: its kind and coordinates. The one typed description of a point: the
 // sweep expands configs into it, writes it to raw.jsonl with write(), and the report reads it
-// back with read(). A new sweep dimension is a field here, its config key, and the table that
-// shows it.
+// back with read(). A new option swept over (precision, fusion_mb, ...) is one declaration in
+// axes.cc, not a field here: its value sits in `axes`.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "runner/sweep/axes.h"
 
 namespace ringbench {
 
@@ -41,8 +43,12 @@ struct PointCoords {
   int vms = 0;            // share, and infer with vms > 0: VMs on the device (infer: 0 without a scheduler)
   std::string method;       // migrate: "precopy" | "stopcopy"
   std::string framebuffer;  // migrate: the framebuffer as configured ("4G"); "" where a profile gives it
-  std::string precision = "fp32";    // train: --precision (records before it: fp32)
-  std::string compression = "auto";  // train: --compression (records before it: auto)
+  std::vector<std::string> axes = axis_defaults();  // every sweep axis's value (sweep_axes()'s order)
+
+  // The value of sweep axis `key` ("precision", "fusion_mb"); the default where the kind has none.
+  const std::string& axis(const std::string& key) const { return axes[axis_index(key)]; }
+  // Whether any axis of the point is off its default.
+  bool axes_set() const { return axes != axis_defaults(); }
 
   bool has_model() const { return kind != PointKind::collectives; }
   // k VMs time-sliced on one device by a scheduler: a share point, or an infer point with VMs.

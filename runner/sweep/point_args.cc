@@ -20,11 +20,13 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
   std::vector<std::string> a = {"--model", p.model, "--batch", std::to_string(p.batch),
                                 "--steps", std::to_string(t.steps), "--warmup", std::to_string(t.warmup),
                                 "--transport", p.transport == "none" ? kBaselineBackend : p.transport,
-                                "--backend", t.backend, "--fusion-mb", num(t.fusion_mb),
-                                "--first-bucket-mb", num(t.first_bucket_mb), "--seed", std::to_string(c.seed)};
+                                "--backend", t.backend, "--seed", std::to_string(c.seed)};
   if (p.image_size) a.insert(a.end(), {"--image-size", std::to_string(p.image_size)});
-  if (p.precision != "fp32") a.insert(a.end(), {"--precision", p.precision});
-  if (p.compression != "auto") a.insert(a.end(), {"--compression", p.compression});
+  // A share point trains at each train axis's first listed value.
+  std::vector<std::string> values = p.axes;
+  if (p.kind != PointKind::train)
+    for (size_t i : axes_of(PointKind::train)) values[i] = t.axes.values[i].front();
+  for (auto& x : axes_args(PointKind::train, values)) a.push_back(x);
   if (!t.overlap) a.push_back("--no-overlap");
   if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
   return a;
@@ -91,6 +93,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
   std::vector<std::string> a = {"allreduce", "-b", k.min_bytes, "-e", k.max_bytes, "-f", num(k.step_factor),
                                 "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
                                 "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
+  for (auto& x : axes_args(PointKind::collectives, p.axes)) a.push_back(x);
   const Backend* b = find_backend(p.transport);
   if (b && !b->ring) a.insert(a.end(), {"--impl", b->name});
   if (b && b->ring && b->name != kBaselineBackend) a.insert(a.end(), {"--transport", b->name});

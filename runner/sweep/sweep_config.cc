@@ -42,17 +42,6 @@ bool is_tc_rate(const std::string& s) {
   return unit == "bit" || unit == "kbit" || unit == "mbit" || unit == "gbit";
 }
 
-// A train option swept over: one name or a list of them, each one of `allowed`.
-std::vector<std::string> name_axis(const YamlReader& r, const std::string& k, std::vector<std::string> def,
-                                   const std::vector<std::string>& allowed) {
-  if (!r.has(k)) return def;
-  const auto names = r.at(k).IsScalar() ? std::vector<std::string>{r.at(k).Scalar()} : r.list<std::string>(k, "names");
-  for (const auto& n : names)
-    if (std::find(allowed.begin(), allowed.end(), n) == allowed.end())
-      r.fail(r.key(k), quote_excerpt(n) + " is not one of: " + join_names(allowed));
-  return names;
-}
-
 void check_bytes(const YamlReader& r, const std::string& k, const std::string& v) {
   try {
     parse_bytes(v);
@@ -63,8 +52,9 @@ void check_bytes(const YamlReader& r, const std::string& k, const std::string& v
 
 TrainSweep parse_train(const YamlReader& r) {
   TrainSweep t;
-  r.only({"models", "warmup", "steps", "fusion_mb", "first_bucket_mb", "overlap", "backend", "precision",
-          "compression"});
+  std::vector<std::string> keys{"models", "warmup", "steps", "overlap", "backend"};
+  for (const auto& k : axis_keys_and_settings(PointKind::train)) keys.push_back(k);
+  r.only(keys);
   if (!r.has("models")) r.fail(r.key("models"), "missing; list the models to train, e.g. [{model: lenet, batch: 32}]");
   const YAML::Node models = r.at("models");
   if (!models.IsSequence() || models.size() == 0)
@@ -81,18 +71,17 @@ TrainSweep parse_train(const YamlReader& r) {
   }
   r.get_int("warmup", t.warmup, 0, kMaxSteps);
   r.get_int("steps", t.steps, 1, kMaxSteps);
-  r.get_double("fusion_mb", t.fusion_mb, 0, 65536);
-  r.get_double("first_bucket_mb", t.first_bucket_mb, 0, 65536);
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
-  t.precisions = name_axis(r, "precision", t.precisions, models::precision_names());
-  t.compressions = name_axis(r, "compression", t.compressions, kCompressionNames);
+  t.axes = read_axis_lists(r, PointKind::train);
   return t;
 }
 
 CollectivesSweep parse_collectives(const YamlReader& r) {
   CollectivesSweep c;
-  r.only({"min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "dtype", "check"});
+  std::vector<std::string> keys{"min_bytes", "max_bytes", "step_factor", "iters", "warmup_iters", "dtype", "check"};
+  for (const auto& k : axis_keys_and_settings(PointKind::collectives)) keys.push_back(k);
+  r.only(keys);
   r.get("min_bytes", c.min_bytes, "a byte count (4K, 64M)");
   r.get("max_bytes", c.max_bytes, "a byte count (4K, 64M)");
   check_bytes(r, "min_bytes", c.min_bytes);
@@ -106,6 +95,7 @@ CollectivesSweep parse_collectives(const YamlReader& r) {
   r.get_int("warmup_iters", c.warmup_iters, 0, 10000000);
   r.get_choice("dtype", c.dtype, {"float", "half", "bfloat16"});
   r.get("check", c.check, "true or false");
+  c.axes = read_axis_lists(r, PointKind::collectives);
   return c;
 }
 
@@ -231,15 +221,15 @@ nlohmann::json to_json(const SweepConfig& c) {
     for (const auto& m : c.train.models)
       models.push_back({{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}});
     j["train"] = {{"models", models}, {"warmup", c.train.warmup}, {"steps", c.train.steps},
-                  {"fusion_mb", c.train.fusion_mb}, {"first_bucket_mb", c.train.first_bucket_mb},
-                  {"overlap", c.train.overlap}, {"backend", c.train.backend}, {"precision", c.train.precisions},
-                  {"compression", c.train.compressions}};
+                  {"overlap", c.train.overlap}, {"backend", c.train.backend}};
+    write_axis_lists(c.train.axes, PointKind::train, j["train"]);
   }
   if (c.has_collectives) {
     const auto& k = c.collectives;
     j["collectives"] = {{"min_bytes", k.min_bytes}, {"max_bytes", k.max_bytes},
                         {"step_factor", k.step_factor}, {"iters", k.iters},
                         {"warmup_iters", k.warmup_iters}, {"dtype", k.dtype}, {"check", k.check}};
+    write_axis_lists(k.axes, PointKind::collectives, j["collectives"]);
   }
   if (c.has_infer) j["infer"] = to_json(c.infer);
   if (c.has_migrate) j["migrate"] = to_json(c.migrate);
@@ -290,37 +280,36 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
     for (const auto& profile : c.profiles) {
       if (c.has_train) {
         for (const auto& m : c.train.models)
-          for (const auto& precision : c.train.precisions)
-            for (const auto& compression : c.train.compressions)
-              for (int n : c.nodes) {
-                // One rank sends nothing: its compression would be a copy of its N=1 point.
-                if (n == 1 && compression != c.train.compressions.front()) continue;
-                const std::vector<std::string> ts = n == 1 ? std::vector<std::string>{"none"} : c.transports;
-                for (const auto& t : ts) {
-                  SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
-                  p.precision = precision;
-                  p.compression = n == 1 ? "auto" : compression;
-                  p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) +
-                         (precision == "fp32" ? "" : "/" + precision) +
-                         (p.compression == "auto" ? "" : "/wire-" + p.compression) + "/n" + std::to_string(n) + "/" +
-                         t + "/" + profile;
-                  visit(p);
-                }
+          for_each_axis_combo(c.train.axes, PointKind::train, [&](const std::vector<std::string>& combo) {
+            for (int n : c.nodes) {
+              const auto values = n == 1 ? at_one_rank(c.train.axes, PointKind::train, combo) : combo;
+              if (!values) continue;
+              for (const auto& t : n == 1 ? std::vector<std::string>{"none"} : c.transports) {
+                SweepPoint p = model_point(PointKind::train, m.model, m.batch, m.image_size, n, t, profile, rep);
+                p.axes = *values;
+                p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) +
+                       axes_id(PointKind::train, p.axes) + "/n" + std::to_string(n) + "/" + t + "/" + profile;
+                visit(p);
               }
+            }
+          });
       }
       if (c.has_collectives && profile == c.profiles.front()) {
         for (int n : c.nodes) {
           if (n < 2) continue;
-          for (const auto& t : c.transports) {
-            SweepPoint p;
-            p.kind = PointKind::collectives;
-            p.nodes = n;
-            p.transport = t;
-            p.profile = "none";
-            p.repeat = rep;
-            p.id = "collectives/n" + std::to_string(n) + "/" + t + "/none";
-            visit(p);
-          }
+          for_each_axis_combo(c.collectives.axes, PointKind::collectives, [&](const std::vector<std::string>& values) {
+            for (const auto& t : c.transports) {
+              SweepPoint p;
+              p.kind = PointKind::collectives;
+              p.axes = values;
+              p.nodes = n;
+              p.transport = t;
+              p.profile = "none";
+              p.repeat = rep;
+              p.id = "collectives" + axes_id(PointKind::collectives, values) + "/n" + std::to_string(n) + "/" + t + "/none";
+              visit(p);
+            }
+          });
         }
       }
       if (c.has_infer && profile == c.profiles.front()) for_each_infer_point(c.infer, catalog, rep, visit);

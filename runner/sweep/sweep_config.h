@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runner/backends/backend.h"
+#include "runner/sweep/axis_lists.h"
 #include "runner/sweep/infer_sweep.h"
 #include "runner/sweep/migrate_sweep.h"
 #include "runner/sweep/point.h"
@@ -29,11 +30,9 @@ struct SweepModel {
 struct TrainSweep {
   std::vector<SweepModel> models;
   int warmup = 5, steps = 20;
-  double fusion_mb = 25, first_bucket_mb = 1;
   bool overlap = true;
   std::string backend = "auto";
-  std::vector<std::string> precisions{"fp32"};  // `precision:` a name or a list: train --precision
-  std::vector<std::string> compressions{"auto"};  // `compression:` a name or a list: train --compression
+  AxisLists axes;  // precision, compression, fusion_mb, ...: each a value or a list (runner/sweep/axes.cc)
 };
 
 struct CollectivesSweep {
@@ -42,6 +41,7 @@ struct CollectivesSweep {
   int iters = 20, warmup_iters = 5;
   std::string dtype = "float";
   bool check = true;
+  AxisLists axes;  // the collectives' own axes, if any are declared (runner/sweep/axes.cc)
 };
 
 struct ClusterConfig {

@@ -1,0 +1,134 @@
+#include "runner/sweep/axes.h"
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+
+#include "base/bytes.h"
+#include "base/errors.h"
+#include "models/network.h"
+#include "runner/cli/train_cmd.h"
+#include "runner/sweep/point.h"
+#include "runner/sweep/yaml_reader.h"
+
+namespace ringbench {
+namespace {
+
+std::vector<std::string> precision_values() { return models::precision_names(); }
+std::vector<std::string> compression_values() { return kCompressionNames; }
+
+std::string decimal(double v) {
+  std::ostringstream o;
+  o << std::setprecision(12) << v;
+  return o.str();
+}
+
+std::string bytes_text(size_t b) {
+  if (b && b % (1 << 30) == 0) return std::to_string(b >> 30) + "G";
+  if (b && b % (1 << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b && b % (1 << 10) == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+// The table: one entry per axis. Defaults are train's own, so a point at the default runs
+// exactly what a sweep without the axis ran.
+std::vector<Axis> declare_axes() {
+  const TrainArgs train;
+  return {
+      {.kind = PointKind::train, .key = "precision", .flag = "--precision", .default_value = train.precision,
+       .names = precision_values},
+      {.kind = PointKind::train, .key = "compression", .flag = "--compression", .default_value = train.compression,
+       .id_prefix = "wire-", .label = "wire ", .names = compression_values, .communication = true},
+      {.kind = PointKind::train, .key = "fusion_mb", .flag = "--fusion-mb", .type = AxisType::number,
+       .default_value = decimal(train.fusion_mb), .id_prefix = "fusion", .label = "fusion MiB ", .min = 0,
+       .max = 65536, .communication = true},
+      {.kind = PointKind::train, .key = "first_bucket_mb", .flag = "--first-bucket-mb", .type = AxisType::number,
+       .default_value = decimal(train.first_bucket_mb), .id_prefix = "first", .label = "first bucket MiB ", .min = 0,
+       .max = 65536, .communication = true},
+      {.kind = PointKind::train, .key = "segment", .flag = "--segment", .type = AxisType::bytes,
+       .default_value = train.segment, .id_prefix = "seg", .label = "segment ", .min = 4096, .max = double(1 << 30),
+       .communication = true},
+      {.kind = PointKind::train, .key = "sockets_per_peer", .flag = "--sockets-per-peer", .type = AxisType::number,
+       .default_value = std::to_string(train.sockets_per_peer), .id_prefix = "sockets", .label = "sockets ", .min = 1,
+       .max = 64, .integer = true, .communication = true},
+  };
+}
+
+double axis_number(const Axis& a, const std::string& v) {
+  return a.type == AxisType::bytes ? double(parse_bytes(v)) : std::stod(v);
+}
+
+}  // namespace
+
+const std::vector<Axis>& sweep_axes() {
+  static const std::vector<Axis> axes = declare_axes();
+  return axes;
+}
+
+std::vector<size_t> axes_of(PointKind kind) {
+  std::vector<size_t> v;
+  for (size_t i = 0; i < sweep_axes().size(); ++i)
+    if (sweep_axes()[i].kind == kind) v.push_back(i);
+  return v;
+}
+
+size_t axis_index(const std::string& key) {
+  for (size_t i = 0; i < sweep_axes().size(); ++i)
+    if (sweep_axes()[i].key == key) return i;
+  throw std::logic_error("no sweep axis '" + key + "'");
+}
+
+std::vector<std::string> axis_defaults() {
+  std::vector<std::string> v;
+  for (const auto& a : sweep_axes()) v.push_back(a.default_value);
+  return v;
+}
+
+std::optional<std::string> axis_canonical(const Axis& a, const std::string& v, std::string& why) {
+  if (a.type == AxisType::name) {
+    const auto names = a.names();
+    if (std::find(names.begin(), names.end(), v) != names.end()) return v;
+    why = quote_excerpt(v) + " is not one of: " + join_names(names);
+    return std::nullopt;
+  }
+  double x = 0;
+  try {
+    size_t used = 0;
+    x = a.type == AxisType::bytes ? double(parse_bytes(v)) : std::stod(v, &used);
+    if (a.type == AxisType::number && used != v.size()) throw Error("trailing text");
+  } catch (const std::exception&) {
+    why = quote_excerpt(v) + (a.type == AxisType::bytes ? " is not a byte count (e.g. 256K, 4M)" : " is not a number");
+    return std::nullopt;
+  }
+  const bool whole = !a.integer || x == std::floor(x);
+  if (!(x >= a.min && x <= a.max) || !whole) {
+    why = "must be " + std::string(a.integer ? "a whole number " : "") + "from " +
+          (a.type == AxisType::bytes ? bytes_text(size_t(a.min)) : number_text(a.min)) + " to " +
+          (a.type == AxisType::bytes ? bytes_text(size_t(a.max)) : number_text(a.max)) + " (got " + quote_excerpt(v) + ")";
+    return std::nullopt;
+  }
+  return a.type == AxisType::bytes ? bytes_text(size_t(x)) : decimal(x);
+}
+
+nlohmann::json axis_json(const Axis& a, const std::string& value) {
+  if (a.type != AxisType::number) return value;
+  if (a.integer) return static_cast<long long>(std::stod(value));
+  return std::stod(value);
+}
+
+std::string axis_from_json(const Axis& a, const nlohmann::json& v, const std::string& where) {
+  const bool number = a.type == AxisType::number;
+  if (number ? !v.is_number() : !v.is_string())
+    throw Error(where + ": \"" + a.key + "\": must be a " + (number ? "number" : "string"));
+  std::string why;
+  const auto c = axis_canonical(a, number ? decimal(v.get<double>()) : v.get<std::string>(), why);
+  if (!c) throw Error(where + ": \"" + a.key + "\": " + why);
+  return *c;
+}
+
+std::pair<double, std::string> axis_sort_key(const Axis& a, const std::string& value) {
+  return {a.type == AxisType::name ? 0.0 : axis_number(a, value), value};
+}
+
+}  // namespace ringbench
