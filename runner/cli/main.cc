@@ -24,6 +24,7 @@
 #include "runner/cli/metadata.h"
 #include "runner/cli/options.h"
 #include "runner/predict/predict_cmd.h"
+#include "runner/tune/tune_cmd.h"
 #include "runner/report/report.h"
 
 namespace {
@@ -154,6 +155,12 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
           "predicted step time against the measured one, extrapolate scaling to 1024 nodes, or replace the "
           "hardware with a described one (--what-if)",
           add_predict_options, [](const PredictArgs& a) { return run_predict(a); }),
+      subcommand<TuneArgs>(
+          app, "tune",
+          "Tune training's fusion_mb, first_bucket_mb, compression and segment: probe (one-rank timeline, allreduce "
+          "sizes), rank every setting with predict's model, measure the top k and the defaults alternately "
+          "(docs/tuning.md).\nringbench tune configs/tune-1gbit.yaml | ringbench tune --model lenet --nodes 2",
+          add_tune_options, [](const TuneArgs& a) { return run_tune(a); }),
       subcommand<CompareArgs>(
           app, "compare", "Per-point deltas between two sweeps' results, with regressions beyond the noise flagged",
           add_compare_options, [](const CompareArgs& a) { return compare_runs(a.run_a, a.run_b, a.options); }),

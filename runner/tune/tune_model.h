@@ -1,0 +1,52 @@
+// `ringbench tune`'s model: every candidate setting of the tuning knobs (fusion_mb,
+// first_bucket_mb, compression, segment) priced by predict's step simulator, from one rank's
+// unfused timeline (--fusion-mb 0: a bucket per gradient tensor, each with the time backward
+// released it) and the transport's fitted allreduce cost. The model ranks; measurement decides.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runner/predict/cost_fit.h"
+#include "runner/predict/step_sim.h"
+#include "runner/sweep/axis_lists.h"
+#include "runner/sweep/point.h"
+
+namespace ringbench::tune {
+
+// The knobs the model prices, as sweep axis keys. Other axes (precision, sockets_per_peer) keep
+// their first listed value: the α-β model has no term for them.
+const std::vector<std::string>& modelled_knobs();
+
+// One allreduce of `wire_bytes` cut into segments of at most `segment_bytes`.
+using AllreduceCost = std::function<double(double wire_bytes, double segment_bytes)>;
+
+// The ring's cost at `nodes` from a fit measured at the ring's default segment (1M): that fit,
+// plus α for each message a smaller segment adds (2(N-1)·ceil(B/(N·segment)) messages instead of
+// 2(N-1)·ceil(B/(N·1M))). A larger segment is priced as the default: the fit folded the default's
+// per-segment costs into β, so the model cannot say what fewer segments save, nor what the
+// pipelining of small ones gains. Segments are for measurement to decide.
+AllreduceCost ring_cost(const predict::CostFit& fit, int nodes);
+
+// The buckets train forms from tensors released in this order (models/bucket_plan.cc's rule: a
+// bucket closes once it holds `first_bytes` (the first) or `fusion_bytes`; 0 fuses nothing),
+// each ready when its last tensor is.
+std::vector<predict::BucketTiming> rebucket(const std::vector<predict::BucketTiming>& tensors, double first_bytes,
+                                            double fusion_bytes);
+
+struct Ranked {
+  std::vector<std::string> axes;  // every sweep axis's value (PointCoords::axes)
+  double step_s = 0, exposed_s = 0;
+  bool is_default = false;  // every knob at train's default
+};
+
+// Every combination of the modelled knobs' values in `space` (the train lists), and train's
+// defaults, priced and sorted fastest first (ties: fewer knobs off their default first).
+std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const AxisLists& space,
+                                  const AllreduceCost& cost);
+
+// "fusion_mb 4, first_bucket_mb 0.25, compression fp16, segment 256K" (the knobs only).
+std::string setting_text(const std::vector<std::string>& axes);
+
+}  // namespace ringbench::tune
