@@ -119,6 +119,8 @@ TEST(TrainCli, BadInputIsAClearError) {
   EXPECT_TRUE(fails_saying(kBin + " train --model resnet50", "mobilenet_v1"));  // lists the models
   EXPECT_TRUE(fails_saying(kBin + " train --transport rdma", "--transport rdma is not known: use tcp, verbs, "));
   EXPECT_TRUE(fails_saying(kBin + " train --batch 0", "--batch"));
+  EXPECT_TRUE(fails_saying(kBin + " train --segment 1K", "--segment 1K must be from 4K to 1G"));
+  EXPECT_TRUE(fails_saying(kBin + " train --segment lots", "'lots' is not a size"));
   EXPECT_TRUE(fails_saying(kBin + " train --epochs 1", "real dataset"));
   EXPECT_TRUE(fails_saying(kBin + " train --data fashion-mnist --data-dir /nonexistent --steps 1", "/nonexistent"));
   // More memory than the machine has: refused before any rank starts, with the sizes (it was a
