@@ -4,6 +4,8 @@
 // not a power of two; options that do not apply are clear errors.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <map>
 #include <string>
 
@@ -77,6 +79,13 @@ TEST(CollectiveCliErrors, OptionsThatDoNotApplyAreClearErrors) {
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_TRUE(has_all(r.output, {"--depth", "not in range"})) << r.output;
   }
+  // Reduce-scatter's plans hold two more copies of the message: 4 x 0.3 of the memory is refused
+  // at once (the check counted 2 x, passed, and the allocations failed or were OOM-killed).
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const std::string big = std::to_string(int64_t(0.3 * ram / double(1 << 20))) + "M";
+  r = run_command(kBin + " reducescatter --ranks 1 -b " + big + " -e " + big);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has_all(r.output, {"-e/--maxbytes " + big + " needs", "GiB of buffers per rank"})) << r.output;
   r = run_command(kBin + " allreduce --ranks 2 --algo hx -e 4K");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has_all(r.output, {"unknown allreduce algorithm 'hx'", "rd or hd"})) << r.output;

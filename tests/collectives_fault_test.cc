@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "collectives/chain_broadcast.h"
-#include "collectives/pairwise_alltoall.h"
+#include "collectives/direct_alltoall.h"
 #include "collectives/ring_allgather.h"
 #include "collectives/ring_reducescatter.h"
 #include "tests/process_ranks.h"
@@ -93,9 +93,9 @@ TEST(CollectiveFault, KilledRankIsNamedInABroadcast) {
 
 TEST(CollectiveFault, KilledRankIsNamedInAnAlltoall) {
   victim_mid([](Transport& t, const float* in, float* out, RingOptions o) -> std::function<void()> {
-    auto c = std::make_shared<PairwiseAlltoall>(t, in, out, kBlock, DType::f32, o);
+    auto c = std::make_shared<DirectAlltoall>(t, in, out, kBlock, DType::f32, o);
     return [c] { c->run(kBlock); };
-  }, "alltoall (pairwise)");
+  }, "alltoall (direct)");
 }
 
 }  // namespace

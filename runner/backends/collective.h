@@ -74,6 +74,9 @@ struct Collective {
   std::string help;  // the command's --help line
   bool reduces = false;   // --op applies
   bool takes_algo = false;  // --algo chooses among our algorithms
+  // Our algorithm's scratch in copies of the largest message, its two plans (out of place and in
+  // place) together: what a rank holds beyond the input and output buffers.
+  double scratch_copies = 0;
   double (*busbw_factor)(int ranks) = nullptr;
   // The largest count <= `count` it runs (a multiple of the ranks where blocks are per rank).
   size_t (*round_count)(size_t count, int ranks) = nullptr;

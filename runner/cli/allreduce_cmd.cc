@@ -49,9 +49,11 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (const size_t sb = parse_bytes(a.socket_buffer); sb != 0 && (sb < (size_t{64} << 10) || sb > (size_t{1} << 30)))
     throw Error("--socket-buffer " + a.socket_buffer + ": must be 0 (the kernel's autotuning) or 64K to 1G; "
                 "smaller buffers stall the ring's segments");
-  // The input and output buffers of the largest size, plus the staging copies: refuse at once
-  // what this machine cannot hold, rather than failing in an allocation.
-  const double need_gib = 2.0 * double(maxb) / double(1 << 30);
+  // The input and output buffers of the largest size, plus our algorithm's scratch (halving-
+  // doubling: a copy of the message a plan): refuse at once what this machine cannot hold,
+  // rather than failing in an allocation.
+  const double scratch = a.impl != "ring" ? 0.0 : a.collective->scratch_copies + (a.algo == "hd" ? 2.0 : 0.0);
+  const double need_gib = (2.0 + scratch) * double(maxb) / double(1 << 30);
   const double have_gib = physical_memory_gib();
   if (need_gib > have_gib)
     throw Error("-e/--maxbytes " + a.maxbytes + " needs " + std::to_string(int(std::ceil(need_gib))) +

@@ -1,7 +1,7 @@
 // alltoall: block p of rank r's input ends as block r of rank p's output. The count is each
 // rank's whole input (nccl-tests' size column), a multiple of the ranks; each rank sends (n-1)/n
 // of it: busbw = algbw × (n-1)/n. Input element r·block + i of rank p is unique per (p, r, i).
-#include "collectives/pairwise_alltoall.h"
+#include "collectives/direct_alltoall.h"
 #include "collectives/verify.h"
 #include "ringbench/config.h"
 #include "runner/backends/collective.h"
@@ -23,8 +23,8 @@ uint64_t check(DType dtype, const void* result, size_t count, int rank, int n, R
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
   const size_t n = static_cast<size_t>(t.size());
-  return both_ways("pairwise", a, [&](const void* in, void* out) {
-    auto aa = std::make_shared<PairwiseAlltoall>(t, in, out, a.max_count / n, a.dtype, a.options.ring);
+  return both_ways("direct", a, [&](const void* in, void* out) {
+    auto aa = std::make_shared<DirectAlltoall>(t, in, out, a.max_count / n, a.dtype, a.options.ring);
     return [aa, n](size_t count) { aa->run(count / n); };
   });
 }
@@ -41,6 +41,7 @@ constexpr int (*mpi)(const MpiCall&) = nullptr;
 RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .order = 50,
                                          .help = "block p of rank r's input to rank p, as its output's block r",
+                                         .scratch_copies = 1,  // the in-place plan's copy of the input
                                          .busbw_factor = [](int n) { return double(n - 1) / n; },
                                          .round_count = round_to_ranks,
                                          .layout = layout,

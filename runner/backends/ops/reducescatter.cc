@@ -56,6 +56,7 @@ RINGBENCH_REGISTER_COLLECTIVE(
                     .order = 30,
                     .help = "block r of the sum or average of every rank's input on rank r",
                     .reduces = true,
+                    .scratch_copies = 2,  // n blocks of the message (plus a few segments) a plan
                     .busbw_factor = [](int n) { return double(n - 1) / n; },
                     .round_count = round_to_ranks,
                     .layout = layout,

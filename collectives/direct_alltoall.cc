@@ -1,4 +1,4 @@
-#include "collectives/pairwise_alltoall.h"
+#include "collectives/direct_alltoall.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,14 +11,14 @@
 
 namespace ringbench {
 
-PairwiseAlltoall::PairwiseAlltoall(Transport& t, const void* in, void* out, size_t max_block, DType dtype,
-                                   RingOptions opts)
+DirectAlltoall::DirectAlltoall(Transport& t, const void* in, void* out, size_t max_block, DType dtype,
+                               RingOptions opts)
     : t_(t), max_block_(max_block), dtype_(dtype), opts_(opts),
       bufs_(t, in, max_block * static_cast<size_t>(t.size()), out, max_block * static_cast<size_t>(t.size()),
             in == out && t.size() > 1 ? std::max<size_t>(max_block * static_cast<size_t>(t.size()), 1) : 0,
             dtype_size(dtype)) {}
 
-void PairwiseAlltoall::run(size_t block) {
+void DirectAlltoall::run(size_t block) {
   if (block > max_block_)
     throw Error("alltoall of " + std::to_string(block) + " elements per peer exceeds the " +
                 std::to_string(max_block_) + " it was set up for");
@@ -29,11 +29,11 @@ void PairwiseAlltoall::run(size_t block) {
   }
   const uint64_t tag = collective_tag({0xa2aU, block, uint64_t(dtype_), runs_++});
   run_collective(t_, [&] { exchange(block, tag); }, [&] {
-    return "alltoall (pairwise) of " + std::to_string(block) + " x " + dtype_name(dtype_) + " per peer";
+    return "alltoall (direct) of " + std::to_string(block) + " x " + dtype_name(dtype_) + " per peer";
   });
 }
 
-void PairwiseAlltoall::exchange(size_t block, uint64_t tag) {
+void DirectAlltoall::exchange(size_t block, uint64_t tag) {
   const int n = t_.size(), r = t_.rank();
   const size_t es = bufs_.esize(), bytes = block * es;
   const bool inplace = bufs_.in() == bufs_.out();

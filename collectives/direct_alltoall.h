@@ -1,0 +1,33 @@
+// Alltoall over the full mesh, the direct algorithm: every rank posts a receive for each peer's
+// block straight into its place in the output, then all its sends at once, block p to rank p,
+// starting with the rank after itself so that no two ranks start on the same peer; its own block
+// is a local copy. (Not the pairwise algorithm, which exchanges with one peer per step.) In
+// place, the input is copied aside first, as NCCL and MPI_IN_PLACE need.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/block_buffers.h"
+#include "collectives/dtype.h"
+#include "collectives/ring_allreduce.h"
+
+namespace ringbench {
+
+class DirectAlltoall {
+ public:
+  // `in` and `out`: n x max_block elements each; block p of `in` goes to rank p, block p of
+  // `out` comes from rank p.
+  DirectAlltoall(Transport& t, const void* in, void* out, size_t max_block, DType dtype, RingOptions opts = {});
+  void run(size_t block);
+
+ private:
+  void exchange(size_t block, uint64_t tag);
+  Transport& t_;
+  size_t max_block_;
+  DType dtype_;
+  RingOptions opts_;
+  BlockBuffers bufs_;
+  uint64_t runs_ = 0;
+};
+
+}  // namespace ringbench
