@@ -114,6 +114,10 @@ TEST(RemoteCli, BadSpecsAndAMissingSecretAreClearErrors) {
   EXPECT_NE(r.output.find("needs the device server's secret"), std::string::npos) << r.output;
   r = run_command("env -u RINGBENCH_SECRET " + kBin + " device-server --clients 1");
   EXPECT_NE(r.output.find("needs the job's secret"), std::string::npos) << r.output;
+  // The server keeps buffers in host memory: a GPU backend would be handed host pointers.
+  r = run_command(kSecretEnv + kBin + " device-server --clients 1 --backend cudnn");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("host memory only"), std::string::npos) << r.output;
 }
 
 }  // namespace

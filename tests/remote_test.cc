@@ -96,6 +96,18 @@ TEST(RemoteWire, HeadersAndSpecsAreCheckedFieldByField) {
   EXPECT_FALSE(decode_network_spec(encode(s).substr(1), &why));
 }
 
+TEST(RemoteServer, AGpuBackendIsRefusedForItWouldGetHostBuffers) {
+  DeviceConfig c;
+  c.backend = "cudnn";
+  c.emulated = false;
+  try {
+    Device d(c);
+    ADD_FAILURE() << "a GPU backend was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host memory only"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RemoteServer, AClientWithoutTheSecretGetsNothing) {
   Served s;
   EXPECT_THROW(RemoteDevice(s.spec(), std::string(auth::kSecretBytes, 'x'), milliseconds(5000)), IoError);

@@ -24,12 +24,15 @@ void on_signal(int) { g_stop = true; }
 
 remote::DeviceConfig device_config(const DeviceServerArgs& a) {
   remote::DeviceConfig c;
-  const Placement where = place_compute("auto", a.backend);
+  // Host backends only (remote::Device says why): auto means the CPU's, even on a GPU host.
+  if (a.backend == "cudnn")
+    throw Error("--backend cudnn: the device server keeps its clients' buffers in host memory only (serving a GPU "
+                "from device memory is not implemented): use --backend auto, onednn or reference");
+  const Placement where = place_compute("cpu", a.backend == "auto" ? models::available_backends().front() : a.backend);
   c.backend = where.backend;
-  c.emulated = where.device != "cuda";
+  c.emulated = true;
   if (a.memory_mib < 0 || a.memory_mib > 16 << 20) throw Error("--memory-mib must be in 0..16777216");
   if (a.memory_mib > 0) c.memory_bytes = uint64_t(a.memory_mib * double(1 << 20));
-  else if (!c.emulated) c.memory_bytes = uint64_t(gpu_json()["memory_total_mib"].get<double>() * double(1 << 20));
   if (a.max_clients < 1 || a.max_clients > 64) throw Error("--max-clients must be in 1..64");
   if (!(a.slice_ms >= 0.1 && a.slice_ms <= 10000)) throw Error("--slice-ms must be in 0.1..10000");
   if (!(a.timeout_s >= 0.1 && a.timeout_s <= 86400)) throw Error("--timeout must be in 0.1..86400 s");
@@ -60,10 +63,10 @@ void add_device_server_options(CLI::App& cmd, DeviceServerArgs& a) {
   cmd.add_option("--addr", a.addr, "Address to listen on")->capture_default_str();
   cmd.add_option("--port", a.port, "Port to listen on (0: any free one, printed)")->capture_default_str();
   cmd.add_option("--port-file", a.port_file, "Write the port listened on to this file");
-  cmd.add_option("--backend", a.backend, "What computes: auto (cudnn on a GPU, else the CPU's onednn), onednn, "
-                                         "reference or cudnn")->capture_default_str();
-  cmd.add_option("--memory-mib", a.memory_mib, "The device's memory the clients' fractions divide (0: the GPU's, "
-                                               "or 16384 emulated for the CPU)")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "What computes: auto (the CPU's onednn, also on a GPU host), onednn or "
+                                         "reference; cudnn is refused (no device memory yet)")->capture_default_str();
+  cmd.add_option("--memory-mib", a.memory_mib, "The device's memory the clients' fractions divide (0: 16384, "
+                                               "an emulated cap)")->capture_default_str();
   cmd.add_option("--policy", a.policy, "How the clients share the device's time: best_effort, equal_share, "
                                        "fixed_share")->capture_default_str();
   cmd.add_option("--max-clients", a.max_clients, "Clients at once (fixed_share's slots)")->capture_default_str();

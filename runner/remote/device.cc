@@ -14,7 +14,14 @@ std::string mib(uint64_t bytes) {
 }
 }  // namespace
 
-Device::Device(DeviceConfig c) : c_(std::move(c)), scheduler_(c_.sharing) {}
+Device::Device(DeviceConfig c) : c_(std::move(c)), scheduler_(c_.sharing) {
+  // A session keeps every buffer in host memory and binds it to the network: a GPU backend's
+  // bind() takes device pointers, so it would compute on host addresses.
+  if (!c_.emulated || c_.backend == "cudnn")
+    throw Error("device-server: backend " + c_.backend + " computes on the GPU, and the server keeps its clients' "
+                "buffers in host memory only (device memory is not implemented): serve a CPU backend (onednn or "
+                "reference), which stands in for a GPU");
+}
 
 Seat Device::take_seat(double fraction) {
   if (!(fraction > 0 && fraction <= 1)) throw Error("a fraction of the device must be in (0, 1]");
