@@ -269,4 +269,76 @@ TEST(RemoteLink, TheShapingProxyAddsItsLatencyAndRate) {
   EXPECT_LT(us, 5e6);
 }
 
+// The proxy is in front of the secret check, so it takes anyone: it holds at most its cap of
+// connections (more are closed unserved) and reaps the ones that ended, freeing their places.
+TEST(RemoteLink, TheProxyCapsItsConnectionsAndReapsEndedOnes) {
+  Served s;
+  ShapingProxy link("127.0.0.1", 0, "127.0.0.1", s.server.port(), {std::chrono::microseconds(100), 0}, 2);
+  auto connect = [&] {
+    std::string why;
+    const int fd = net::try_connect("127.0.0.1", link.port(), net::Clock::now() + std::chrono::seconds(5), &why);
+    EXPECT_GE(fd, 0) << why;
+    return fd;
+  };
+  auto challenged = [](int fd) {  // the server's first words reach this connection
+    std::string c(8 + auth::kNonceBytes, '\0');
+    int err = 0;
+    return net::recv_all(fd, c.data(), c.size(), net::Clock::now() + std::chrono::seconds(5), &err) ==
+           net::IoStatus::ok;
+  };
+  int a = connect(), b = connect();
+  EXPECT_TRUE(challenged(a));
+  EXPECT_TRUE(challenged(b));
+  int c = connect();
+  EXPECT_FALSE(challenged(c));  // the third is closed unserved
+  net::close_fd(c);
+  net::close_fd(a);
+  net::close_fd(b);
+  for (int i = 0; i < 500 && link.connections() > 0; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(link.connections(), 0u);
+  int d = connect();
+  EXPECT_TRUE(challenged(d));  // the places are free again
+  net::close_fd(d);
+}
+
+// A sender the far end does not read from is stopped by the proxy's bounded queue (the socket
+// buffers fill), and once the far end is gone the proxy stops reading and closes the sender.
+TEST(RemoteLink, TheProxyQueuesBoundedlyAndStopsWhenItsFarEndIsGone) {
+  int port = 0;
+  int quiet = net::listen_tcp("127.0.0.1", 0, &port);  // connections wait in its backlog, unread
+  const int small = 64 << 10;
+  ::setsockopt(quiet, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ShapingProxy link("127.0.0.1", 0, "127.0.0.1", port, {std::chrono::microseconds(0), 0});
+  std::string why;
+  int fd = net::try_connect("127.0.0.1", link.port(), net::Clock::now() + std::chrono::seconds(5), &why);
+  ASSERT_GE(fd, 0) << why;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  const std::vector<char> chunk(1 << 16, 'z');
+  // Sends for as long as the proxy takes bytes (until `cap`, or 300 ms without progress);
+  // whether a send failed (the connection was closed).
+  size_t sent = 0;
+  auto stream = [&](size_t cap) {
+    auto last = std::chrono::steady_clock::now();
+    while (sent < cap && std::chrono::steady_clock::now() - last < milliseconds(300)) {
+      const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += size_t(n);
+        last = std::chrono::steady_clock::now();
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return true;
+      } else {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    }
+    return false;
+  };
+  EXPECT_FALSE(stream(size_t{96} << 20));
+  EXPECT_LT(sent, size_t{64} << 20) << "the proxy queued without bound";
+  net::close_fd(quiet);  // the far end resets: the proxy's writes fail
+  bool closed = false;
+  for (int i = 0; i < 10 && !closed; ++i) closed = stream(sent + (size_t{96} << 20));
+  EXPECT_TRUE(closed) << "the proxy kept reading after its far end was gone";
+  net::close_fd(fd);
+}
+
 }  // namespace
