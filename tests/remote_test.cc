@@ -132,6 +132,28 @@ TEST(RemoteServer, AClientWithoutTheSecretGetsNothing) {
   EXPECT_EQ(s.server.refused(), 2);
 }
 
+// Connections that have not proved the secret have a small cap of their own: strangers are
+// refused at once past it (not after their 5 s), a client keeps its session throughout, and the
+// threads of ended connections are joined.
+TEST(RemoteServer, StrangersGetASmallCapAndTheirThreadsAreJoined) {
+  Served s;
+  RemoteDevice a(s.spec(0.5), kSecret, milliseconds(5000));
+  const uint32_t mine = alloc(a, 64);
+  std::vector<int> strangers;
+  for (int i = 0; i < 12; ++i) {
+    std::string why;
+    strangers.push_back(net::try_connect("127.0.0.1", s.server.port(), net::Clock::now() + std::chrono::seconds(5), &why));
+    ASSERT_GE(strangers.back(), 0) << why;
+  }
+  for (int i = 0; i < 300 && s.server.refused() < 4; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(s.server.refused(), 4);  // 12 strangers, 8 pending places
+  EXPECT_EQ(read(a, mine, 64), std::vector<char>(64, 0));  // the client is served meanwhile
+  for (int& fd : strangers) net::close_fd(fd);
+  for (int i = 0; i < 300 && s.server.threads_held() > 1; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(s.server.threads_held(), 1u);  // a's
+  EXPECT_EQ(s.server.refused(), 12);
+}
+
 TEST(RemoteServer, AClientCannotReadAnothersMemoryNorPassItsCap) {
   Served s(uint64_t{64} << 20);  // 64 MiB: 32 MiB each
   RemoteDevice a(s.spec(0.5), kSecret, milliseconds(5000));

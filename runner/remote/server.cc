@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
 
 #include "base/errors.h"
 #include "collectives/auth.h"
@@ -21,6 +22,7 @@ namespace ringbench::remote {
 namespace {
 constexpr auto kHelloTimeout = std::chrono::seconds(5);  // a stranger's time to prove the secret
 constexpr size_t kMaxConnections = 64;                   // at once, authenticated or not
+constexpr size_t kMaxPending = 8;                        // of them, not authenticated yet
 }  // namespace
 
 DeviceServer::DeviceServer(Device& d, const std::string& host, int port, std::string secret, Log log)
@@ -39,7 +41,26 @@ DeviceServer::~DeviceServer() {
     std::lock_guard lock(m_);
     for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);  // a session's next read fails at once
   }
-  for (auto& t : threads_) t.join();
+  for (auto& w : workers_) w.thread.join();
+}
+
+size_t DeviceServer::threads_held() {
+  reap();
+  std::lock_guard lock(m_);
+  return workers_.size();
+}
+
+void DeviceServer::reap() {
+  std::list<Worker> done;
+  {
+    std::lock_guard lock(m_);
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      auto next = std::next(it);
+      if (it->done) done.splice(done.end(), workers_, it);
+      it = next;
+    }
+  }
+  for (auto& w : done) w.thread.join();
 }
 
 int DeviceServer::wait_served(int n, const std::atomic<bool>& stop) {
@@ -50,19 +71,29 @@ int DeviceServer::wait_served(int n, const std::atomic<bool>& stop) {
 
 void DeviceServer::accept_loop() {
   while (!stopping_) {
+    reap();
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;  // EMFILE and the like: the next round retries
     std::lock_guard lock(m_);
-    if (open_fds_.size() >= kMaxConnections) {
+    if (open_fds_.size() >= kMaxConnections || pending_ >= kMaxPending) {
       ::close(fd);
       ++refused_;
       continue;
     }
     net::set_nonblocking(fd);
+    Worker& w = workers_.emplace_back();
+    try {
+      w.thread = std::thread([this, fd, &w] { serve_connection(fd, net::peer_address(fd), w); });
+    } catch (const std::system_error&) {  // out of threads: refused like a full server
+      workers_.pop_back();
+      ::close(fd);
+      ++refused_;
+      continue;
+    }
     open_fds_.push_back(fd);
-    threads_.emplace_back([this, fd] { serve_connection(fd, net::peer_address(fd)); });
+    ++pending_;
   }
 }
 
@@ -85,7 +116,7 @@ bool DeviceServer::authenticate(int fd, const std::string& peer) {
   return net::send_all(fd, answer.data(), answer.size(), deadline, &err) == net::IoStatus::ok;
 }
 
-void DeviceServer::serve_connection(int fd, std::string peer) {
+void DeviceServer::serve_connection(int fd, std::string peer, Worker& self) {
   // OpenMP's thread count and the flush-to-zero of denormals belong to the calling thread: each
   // session computes as a process of the configured threads would (bit for bit).
   models::set_compute_threads(d_.config().threads);
@@ -94,7 +125,17 @@ void DeviceServer::serve_connection(int fd, std::string peer) {
     SocketChannel channel(fd, "client " + peer);  // closes fd
     try {
       net::set_nodelay(fd);
-      if (authenticate(fd, peer)) {
+      const bool proved = [&] {  // no longer pending however it ends
+        struct Settled {
+          DeviceServer& s;
+          ~Settled() {
+            std::lock_guard lock(s.m_);
+            --s.pending_;
+          }
+        } settled{*this};
+        return authenticate(fd, peer);
+      }();
+      if (proved) {
         client = true;
         Session s(d_, channel);
         log_(s.serve());
@@ -109,6 +150,7 @@ void DeviceServer::serve_connection(int fd, std::string peer) {
   }
   std::lock_guard lock(m_);
   served_ += client;
+  self.done = true;
   cv_.notify_all();
 }
 

@@ -1,7 +1,8 @@
 // `ringbench device-server`'s server: listens on TCP, proves the job's secret with every
 // connection (wire.h) and serves each authenticated client its own Session on a thread. A
 // stranger (no hello, a wrong magic or MAC within 5 s) is closed without a byte of its being
-// acted on, and counted.
+// acted on, and counted. Connections still proving the secret have a small cap of their own, so
+// strangers cannot take the places of clients.
 #pragma once
 
 #include <atomic>
@@ -28,10 +29,16 @@ class DeviceServer {
   // 100 ms); returns the clients served so far.
   int wait_served(int n, const std::atomic<bool>& stop);
   int refused() const { return refused_.load(); }
+  size_t threads_held();  // connection threads not yet joined (finished ones are)
 
  private:
+  struct Worker {
+    std::thread thread;
+    bool done = false;  // it has returned: join() will not wait
+  };
   void accept_loop();
-  void serve_connection(int fd, std::string peer);
+  void reap();  // joins the finished workers
+  void serve_connection(int fd, std::string peer, Worker& self);
   bool authenticate(int fd, const std::string& peer);
 
   Device& d_;
@@ -40,11 +47,12 @@ class DeviceServer {
   int listen_fd_ = -1, port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> refused_{0};
-  std::mutex m_;  // served_, open_fds_, threads_
+  std::mutex m_;  // served_, pending_, open_fds_, workers_
   std::condition_variable cv_;
   int served_ = 0;
+  size_t pending_ = 0;  // connections that have not proved the secret yet
   std::list<int> open_fds_;
-  std::list<std::thread> threads_;
+  std::list<Worker> workers_;
   std::thread accept_;  // last: starts after everything it uses
 };
 
