@@ -87,6 +87,23 @@ TEST(RemoteCli, TrainOnARemoteDeviceEndsWithTheParametersOfALocalRun) {
   EXPECT_NE(log.find("left after"), std::string::npos) << log;
 }
 
+// Inference on the remote device: the memory is the server's, so it is null here, not zero.
+TEST(RemoteCli, InferOnARemoteDeviceDoesNotReportItsMemoryAsZero) {
+  Server server(1);
+  ASSERT_GT(server.port, 0);
+  const std::string out = temp_path("infer") + ".json";
+  const auto r = run_command(kSecretEnv + kBin + " infer --model lenet --max-batch 2 --min-queries 0 --threads 1 "
+                             "--scenarios offline --min-duration 0.1 --json " + out + " --device remote:127.0.0.1:" +
+                             std::to_string(server.port));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = read_json(out);
+  EXPECT_TRUE(doc["memory"]["on_the_device_server"].get<bool>());
+  for (const char* k : {"inference_mib", "training_mib", "inference_over_training", "served_sizes_mib"})
+    EXPECT_TRUE(doc["memory"][k].is_null()) << k << ": " << doc["memory"].dump();
+  EXPECT_TRUE(doc["device"]["memory_mib"].is_null()) << doc["device"].dump();
+  server.finish();
+}
+
 // Two ranks, each with its half of one device server, allreduce over our ring as local ranks do.
 TEST(RemoteCli, TwoRanksOnOneServerRingAsLocalRanksDo) {
   Server server(2);

@@ -401,11 +401,13 @@ int run_infer(const InferArgs& a) {
                               {"layers_otherwise", kept}};
   doc["meta"].update({{"backend_detail", target->describe()}, {"allowed_batches", target->allowed_batches()},
                       {"vgpu", vgpu.to_json()}});
-  doc["memory"] = remote_device ? json{{"on_the_device_server", true}, {"inference_mib", 0.0}, {"training_mib", 0.0},
-                                      {"inference_over_training", 0.0}, {"served_sizes_mib", 0.0}}
+  // Remote: the memory is the device server's, not measured here: null, never a measured zero.
+  doc["memory"] = remote_device ? json{{"on_the_device_server", true}, {"inference_mib", nullptr},
+                                      {"training_mib", nullptr}, {"inference_over_training", nullptr},
+                                      {"served_sizes_mib", nullptr}}
                                 : uncapped_memory_json(where.backend, g, a.max_batch, served, precision);
   if (remote_device) remote_header(*target, doc);
-  doc["device"] = {{"memory_mib", double(served) / (1 << 20)},
+  doc["device"] = {{"memory_mib", remote_device ? json(nullptr) : json(double(served) / (1 << 20))},
                    {"cap_mib", vgpu.framebuffer_mib ? json(vgpu.framebuffer_mib) : json(nullptr)}};
   const json& mem = doc["memory"];
   std::printf("# ringbench infer: %s, input %s, backend %s on %s in %s, %d threads, batches %s\n", a.model.c_str(),
