@@ -37,6 +37,35 @@ GradChunk node_range(const models::Graph& g, int node) {
   return c;
 }
 
+// HoldDevice that can let the device go for a while (a send to the client): leaves at the end
+// only if it holds it then.
+class GateHold {
+ public:
+  explicit GateHold(models::DeviceGate* g) : g_(g) { enter(); }
+  ~GateHold() {
+    try {
+      leave();
+    } catch (...) {  // a closed gate: the next enter() says why
+    }
+  }
+  GateHold(const GateHold&) = delete;
+  GateHold& operator=(const GateHold&) = delete;
+  void enter() {
+    if (g_ && !held_) g_->enter();
+    held_ = true;
+  }
+  void leave() {
+    if (g_ && held_) {
+      held_ = false;
+      g_->leave();
+    }
+  }
+
+ private:
+  models::DeviceGate* g_;
+  bool held_ = false;
+};
+
 }  // namespace
 
 Session::Session(Device& d, Channel& c) : d_(d), c_(c) {}
@@ -332,10 +361,14 @@ void Session::backward(uint32_t id) {
   if (!n.grads) throw Error("backward: network " + std::to_string(id) + " was opened for inference only");
   const float* grads = buffer(n.grads).data.data();
   {
-    const models::HoldDevice hold(seat_.gate.get());
+    GateHold hold(seat_.gate.get());
     n.net->backward([&](int node) {
       const GradChunk c = node_range(*n.graph, node);
-      if (c.count) reply('P', encode(c), grads + c.offset, c.count * 4);
+      if (!c.count) return;
+      // The client may be slow to read: the other clients keep the device meanwhile.
+      hold.leave();
+      reply('P', encode(c), grads + c.offset, c.count * 4);
+      hold.enter();
     });
   }
   reply('O', "");
