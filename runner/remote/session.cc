@@ -186,9 +186,18 @@ uint32_t Session::new_buffer(uint64_t bytes, uint32_t owner) {
     charged_ -= bytes;
     throw;
   }
-  const uint32_t id = next_handle_++;
+  const uint32_t id = new_handle();
   buffers_.emplace(id, std::move(b));
   return id;
+}
+
+uint32_t Session::new_handle() {
+  // Past 2^32 the counter wraps: skip 0 ("none") and the handles still in use (at most
+  // kMaxObjects, so this ends).
+  for (;;) {
+    const uint32_t id = next_handle_++;
+    if (id != 0 && !buffers_.count(id) && !nets_.count(id)) return id;
+  }
 }
 
 void Session::free_buffer(uint32_t id) {
@@ -267,17 +276,24 @@ void Session::open_network(const std::string& payload) {
   // Over the cap already: charge() refuses, saying by how much (the buffers charge themselves).
   if (floats * 4 > seat_.cap_bytes - std::min(seat_.cap_bytes, charged_))
     charge(floats * 4, "open network " + spec->model + " batch " + std::to_string(spec->batch));
-  const uint32_t id = next_handle_++;
-  n.params = new_buffer(g.param_count * 4, id);
-  n.grads = spec->inference_only ? 0 : new_buffer(g.param_count * 4, id);
-  n.state = g.state_count ? new_buffer(g.state_count * 4, id) : 0;
-  {
+  const uint32_t id = new_handle();
+  try {
+    n.params = new_buffer(g.param_count * 4, id);
+    n.grads = spec->inference_only ? 0 : new_buffer(g.param_count * 4, id);
+    n.state = g.state_count ? new_buffer(g.state_count * 4, id) : 0;
     std::lock_guard lock(d_.build_mutex());  // one build at a time: its memory is measured alone
     const size_t before = DeviceMemory::instance().in_use();
     n.net = models::make_network(d_.config().backend, g, int(spec->batch),
                                  {.inference_only = spec->inference_only,
                                   .precision = static_cast<models::Precision>(spec->precision)});
     n.bytes = DeviceMemory::instance().in_use() - std::min(before, DeviceMemory::instance().in_use());
+  } catch (...) {  // no network: its buffers go too, or they would be nobody's to free
+    for (uint32_t b : {n.params, n.grads, n.state})
+      if (b) {
+        buffer(b).owner = 0;
+        free_buffer(b);
+      }
+    throw;
   }
   nets_.emplace(id, std::move(n));
   Net& net = nets_.at(id);

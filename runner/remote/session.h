@@ -57,6 +57,7 @@ class Session {
   void get_output(uint32_t id, const std::string& payload);
   void backward(uint32_t id);
   uint32_t new_buffer(uint64_t bytes, uint32_t owner);
+  uint32_t new_handle();  // unused and not 0
   void free_buffer(uint32_t id);
   void charge(uint64_t bytes, const std::string& what);
   Buffer& buffer(uint32_t id);
