@@ -172,9 +172,18 @@ TEST(RemoteServer, AClientCannotReadAnothersMemoryNorPassItsCap) {
     EXPECT_THROW(read(b, mine, 4096), Error);  // a's handle names nothing of b's
   }
   b_left();
+  {  // another client fills a buffer with a pattern, frees it and leaves
+    RemoteDevice c(s.spec(0.5), kSecret, milliseconds(5000));
+    const uint32_t gone = alloc(c, 4096);
+    const std::string pattern(4096, 'P');
+    c.call(Op::write, gone, u64(0), pattern.data(), pattern.size());
+    EXPECT_EQ(std::string(read(c, gone, 4096).data(), 4096), pattern);
+    c.call(Op::free_buffer, gone, "", nullptr, 0);
+  }
+  b_left();
   {
     RemoteDevice b(s.spec(0.5), kSecret, milliseconds(5000));
-    const uint32_t fresh = alloc(b, 4096);  // new memory shows nothing of anyone's
+    const uint32_t fresh = alloc(b, 4096);  // new memory (likely the freed block) shows nothing of anyone's
     EXPECT_EQ(read(b, fresh, 4096), std::vector<char>(4096, 0));
     EXPECT_THROW(read(b, fresh, 4097), Error);  // past its end
   }
