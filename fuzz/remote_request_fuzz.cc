@@ -51,11 +51,13 @@ remote::Device& device() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MemoryChannel c(data, size);
+  const size_t in_use = DeviceMemory::instance().in_use();
   try {
     remote::Session s(device(), c);
     s.serve();
   } catch (const Error&) {  // refused, as the server would: it then closes the connection
   }
   if (device().promised() != 0) __builtin_trap();  // a session's end gives its seat back
+  if (DeviceMemory::instance().in_use() != in_use) __builtin_trap();  // and every byte it held
   return 0;
 }

@@ -96,6 +96,60 @@ TEST(RemoteWire, HeadersAndSpecsAreCheckedFieldByField) {
   EXPECT_FALSE(decode_network_spec(encode(s).substr(1), &why));
 }
 
+// A server's replies as bytes in memory.
+class ReplyBytes final : public Channel {
+ public:
+  explicit ReplyBytes(std::string s) : s_(std::move(s)) {}
+  bool read(void* p, size_t n, Millis, bool) override {
+    if (n > s_.size() - at_) throw IoError(-1, "the replies ended");
+    std::memcpy(p, s_.data() + at_, n);
+    at_ += n;
+    return true;
+  }
+  void write(const void*, size_t, Millis) override {}
+  std::string peer() const override { return "memory"; }
+
+ private:
+  std::string s_;
+  size_t at_ = 0;
+};
+
+std::string reply_bytes(char kind, const std::string& payload) {
+  char h[kHeaderBytes];
+  encode_reply(h, {kind, payload.size()});
+  return std::string(h, sizeof h) + payload;
+}
+
+// A server cannot keep a backward going: the client takes each node's gradients once.
+TEST(RemoteWire, AClientTakesEachNodesGradientsOnce) {
+  const models::Graph g = models::build_model("lenet", {0, 0, false, -1});
+  std::vector<float> grads(g.param_count);
+  int node = 0;
+  while (g.nodes[size_t(node)].params.empty()) ++node;
+  GradChunk c{uint32_t(node), SIZE_MAX, 0};
+  for (int p : g.nodes[size_t(node)].params) {
+    c.offset = std::min(c.offset, uint64_t(g.params[size_t(p)].offset));
+    c.count = std::max(c.count, uint64_t(g.params[size_t(p)].offset + g.params[size_t(p)].numel));
+  }
+  c.count -= c.offset;
+  const std::string chunk = reply_bytes('P', encode(c) + std::string(c.count * 4, '\0'));
+  int done = 0;
+  const ChunkSink sink{[&](const GradChunk& x) { return grad_chunk_destination(g, grads.data(), x, "server"); },
+                       [&](const GradChunk&) { ++done; }, nodes_with_params(g)};
+  uint64_t received = 0;
+  ReplyBytes once(chunk + reply_bytes('O', ""));
+  receive_reply(once, Millis(1000), "server", Op::backward, {.chunks = &sink}, &received);
+  EXPECT_EQ(done, 1);
+  ReplyBytes twice(chunk + chunk + reply_bytes('O', ""));
+  try {
+    receive_reply(twice, Millis(1000), "server", Op::backward, {.chunks = &sink}, &received);
+    ADD_FAILURE() << "a node's gradients were taken twice";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("gradients again"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(done, 2);
+}
+
 TEST(RemoteServer, AGpuBackendIsRefusedForItWouldGetHostBuffers) {
   DeviceConfig c;
   c.backend = "cudnn";

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "base/errors.h"
@@ -89,9 +90,14 @@ RemoteDevice::RemoteDevice(const DeviceSpec& spec, const std::string& secret, st
   std::memcpy(&bits, &fraction, sizeof bits);
   put_u64(hello, bits);
   call(Op::hello, 0, hello, nullptr, 0, {.out = &answer});
-  device_ = nlohmann::json::parse(answer, nullptr, false);
-  if (!device_.is_object() || !device_.contains("emulated"))
-    throw IoError(-1, "device server " + spec.text() + ": its hello answer is not a device description");
+  device_ = parse_device_description(answer, "device server " + spec.text());
+}
+
+nlohmann::json parse_device_description(const std::string& answer, const std::string& who) {
+  nlohmann::json d = nlohmann::json::parse(answer, nullptr, false);
+  if (!d.is_object() || !d.contains("emulated") || !d["emulated"].is_boolean())
+    throw IoError(-1, who + ": its hello answer is not a device description");
+  return d;
 }
 
 void RemoteDevice::handshake(int fd, const std::string& secret) {
@@ -127,11 +133,6 @@ Traffic RemoteDevice::traffic() const {
   return traffic_;
 }
 
-void RemoteDevice::recv(void* p, uint64_t n) {
-  c_->read(p, n, timeout_);
-  traffic_.received += n;
-}
-
 void RemoteDevice::call(Op op, uint32_t handle, const std::string& head, const void* data, uint64_t len,
                         const ReplyTo& to) {
   std::lock_guard lock(m_);
@@ -142,9 +143,18 @@ void RemoteDevice::call(Op op, uint32_t handle, const std::string& head, const v
   if (len) c_->write(data, len, timeout_);
   traffic_.sent += sizeof h + head.size() + len;
   ++traffic_.round_trips;
-  const std::string who = "device server " + spec_.text();
+  receive_reply(*c_, timeout_, "device server " + spec_.text(), op, to, &traffic_.received);
+}
+
+void receive_reply(Channel& c, Millis timeout, const std::string& who, Op op, const ReplyTo& to, uint64_t* received) {
+  auto recv = [&](void* p, uint64_t n) {
+    c.read(p, n, timeout);
+    *received += n;
+  };
+  std::set<uint32_t> chunked;  // the nodes whose gradients came
   for (;;) {
     std::string why;
+    char h[kHeaderBytes];
     recv(h, sizeof h);
     const auto r = decode_reply(h, &why);
     if (!r) throw IoError(-1, who + ": " + why);
@@ -158,11 +168,14 @@ void RemoteDevice::call(Op op, uint32_t handle, const std::string& head, const v
       char ch[kGradChunkBytes];
       if (!to.chunks || r->length < sizeof ch) throw IoError(-1, who + ": gradients nobody asked for");
       recv(ch, sizeof ch);
-      const GradChunk c = decode_grad_chunk(ch);
-      float* dst = to.chunks->where(c);  // throws on a range that is not the node's
-      if (r->length - sizeof ch != c.count * 4) throw IoError(-1, who + ": a gradient chunk of the wrong length");
-      recv(dst, c.count * 4);
-      to.chunks->done(c);
+      const GradChunk g = decode_grad_chunk(ch);
+      if (chunked.size() >= to.chunks->max_chunks || !chunked.insert(g.node).second)
+        throw IoError(-1, who + ": node " + std::to_string(g.node) + "'s gradients again, or more chunks than the " +
+                              std::to_string(to.chunks->max_chunks) + " nodes with parameters");
+      float* dst = to.chunks->where(g);  // throws on a range that is not the node's
+      if (r->length - sizeof ch != g.count * 4) throw IoError(-1, who + ": a gradient chunk of the wrong length");
+      recv(dst, g.count * 4);
+      to.chunks->done(g);
       continue;
     }
     if (to.out) {

@@ -47,10 +47,12 @@ struct Traffic {
 };
 
 // Where backward's 'P' replies go: `where` checks a chunk and says where its floats belong;
-// `done` runs once they are there.
+// `done` runs once they are there. Each node's chunk is taken once, and at most `max_chunks`
+// (the nodes with parameters), so a server cannot keep a backward going.
 struct ChunkSink {
   std::function<float*(const GradChunk&)> where;
   std::function<void(const GradChunk&)> done;
+  size_t max_chunks = 0;
 };
 // What to do with the final 'O' reply's payload: append it to `out`, or read exactly
 // `into_len` bytes into `into` (neither: it must be empty).
@@ -60,6 +62,13 @@ struct ReplyTo {
   uint64_t into_len = 0;
   const ChunkSink* chunks = nullptr;
 };
+
+// Reads the replies to one request from `c`, as RemoteDevice::call does: 'P' chunks into
+// to.chunks, then the final 'O' as `to` says; throws Error with the server's message on 'E' and
+// IoError naming `who` on anything malformed. Adds the bytes read to *received as they come.
+void receive_reply(Channel& c, Millis timeout, const std::string& who, Op op, const ReplyTo& to, uint64_t* received);
+// The hello answer: the server's device description, or IoError naming `who`.
+nlohmann::json parse_device_description(const std::string& answer, const std::string& who);
 
 class RemoteDevice {
  public:
@@ -76,7 +85,6 @@ class RemoteDevice {
 
  private:
   void handshake(int fd, const std::string& secret);
-  void recv(void* p, uint64_t n);
 
   DeviceSpec spec_;
   std::chrono::milliseconds timeout_;

@@ -82,25 +82,31 @@ void RemoteNetwork::set_output_grad(size_t i, const float* dy) {
   dev_->call(Op::set_output_grad, id_, idx, dy, uint64_t(spec_.batch) * uint64_t(g_.output_node(i).out.numel()) * 4);
 }
 
+float* grad_chunk_destination(const models::Graph& g, float* grads, const GradChunk& c, const std::string& who) {
+  // Only where the node's own parameters are: a server cannot write elsewhere in our memory.
+  bool ok = c.node < g.nodes.size() && !g.nodes[c.node].params.empty();
+  size_t lo = SIZE_MAX, hi = 0;
+  for (int p : ok ? g.nodes[c.node].params : std::vector<int>{}) {
+    lo = std::min(lo, g.params[size_t(p)].offset);
+    hi = std::max(hi, g.params[size_t(p)].offset + g.params[size_t(p)].numel);
+  }
+  if (!ok || c.offset != lo || c.count != hi - lo)
+    throw IoError(-1, who + " sent gradients for a range that is not node " + std::to_string(c.node) + "'s");
+  return grads + c.offset;
+}
+
+size_t nodes_with_params(const models::Graph& g) {
+  return size_t(std::count_if(g.nodes.begin(), g.nodes.end(), [](const models::Node& n) { return !n.params.empty(); }));
+}
+
 void RemoteNetwork::backward(const std::function<void(int node)>& on_param_grads) {
   if (!grads_) throw Error("remote network: backward() without a gradient buffer (inference only)");
-  ChunkSink sink{
-      [&](const GradChunk& c) -> float* {
-        // Only where the node's own parameters are: a server cannot write elsewhere in our memory.
-        bool ok = c.node < g_.nodes.size() && !g_.nodes[c.node].params.empty();
-        size_t lo = SIZE_MAX, hi = 0;
-        for (int p : ok ? g_.nodes[c.node].params : std::vector<int>{}) {
-          lo = std::min(lo, g_.params[size_t(p)].offset);
-          hi = std::max(hi, g_.params[size_t(p)].offset + g_.params[size_t(p)].numel);
-        }
-        if (!ok || c.offset != lo || c.count != hi - lo)
-          throw IoError(-1, "device server " + dev_->spec().text() + " sent gradients for a range that is not node " +
-                                std::to_string(c.node) + "'s");
-        return grads_ + c.offset;
-      },
-      [&](const GradChunk& c) {
-        if (on_param_grads) on_param_grads(int(c.node));
-      }};
+  const std::string who = "device server " + dev_->spec().text();
+  ChunkSink sink{[&](const GradChunk& c) { return grad_chunk_destination(g_, grads_, c, who); },
+                 [&](const GradChunk& c) {
+                   if (on_param_grads) on_param_grads(int(c.node));
+                 },
+                 nodes_with_params(g_)};
   dev_->call(Op::backward, id_, "", nullptr, 0, {.chunks = &sink});
   params_stale_ = true;  // the trainer's optimizer updates the host's parameters next
 }

@@ -72,4 +72,9 @@ std::unique_ptr<RemoteNetwork> open_remote_network(std::shared_ptr<RemoteDevice>
                                                    int batch, const models::NetworkOptions& o, int classes,
                                                    int image_size, bool aux_logits);
 
+// Where a 'P' reply's chunk goes in `grads` (g's flat gradient buffer): the range of node
+// c.node's own parameters exactly, else IoError naming `who`.
+float* grad_chunk_destination(const models::Graph& g, float* grads, const GradChunk& c, const std::string& who);
+size_t nodes_with_params(const models::Graph& g);  // the most 'P' chunks one backward may have
+
 }  // namespace ringbench::remote
