@@ -26,7 +26,23 @@ DeviceMemory& DeviceMemory::instance() {
 
 void DeviceMemory::set_cap(size_t bytes) { cap_.store(bytes); }
 
+namespace {
+thread_local DeviceMemoryScope* t_scope = nullptr;
+}  // namespace
+
+DeviceMemoryScope::DeviceMemoryScope(size_t limit) : limit_(limit), outer_(t_scope) { t_scope = this; }
+DeviceMemoryScope::~DeviceMemoryScope() { t_scope = outer_; }
+
+void DeviceMemory::release(size_t bytes) noexcept {
+  in_use_ -= bytes;
+  if (t_scope) t_scope->kept_ -= int64_t(bytes);
+}
+
 void DeviceMemory::reserve(size_t bytes, const char* what_for) {
+  if (DeviceMemoryScope* s = t_scope) {
+    if (s->limit_ && (s->bytes() > s->limit_ || bytes > s->limit_ - s->bytes()))
+      throw DeviceOutOfMemory(bytes, s->bytes(), s->limit_, what_for);
+  }
   const size_t cap = cap_.load();
   size_t used = in_use_.load();
   do {
@@ -35,6 +51,7 @@ void DeviceMemory::reserve(size_t bytes, const char* what_for) {
   size_t peak = peak_.load();
   while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
   }
+  if (t_scope) t_scope->kept_ += int64_t(bytes);
 }
 
 void* DeviceMemory::allocate(size_t bytes, const char* what_for) {

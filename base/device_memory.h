@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,10 +38,29 @@ class DeviceMemory {
   // Accounting only, for memory allocated elsewhere (cudaMalloc): counts `bytes` against the
   // cap and the peak, or throws DeviceOutOfMemory; release() gives them back.
   void reserve(size_t bytes, const char* what_for);
-  void release(size_t bytes) noexcept { in_use_ -= bytes; }
+  void release(size_t bytes) noexcept;
 
  private:
   std::atomic<size_t> cap_{0}, in_use_{0}, peak_{0};
+};
+
+// Counts the reservations this thread makes while it lives, apart from other threads' at the
+// same time (what one network's build keeps, on a server building for several clients), and
+// refuses with DeviceOutOfMemory past `limit` of them (0: no limit), before the device's cap.
+// Releases on this thread count against it. One at a time per thread.
+class DeviceMemoryScope {
+ public:
+  explicit DeviceMemoryScope(size_t limit = 0);
+  ~DeviceMemoryScope();
+  DeviceMemoryScope(const DeviceMemoryScope&) = delete;
+  DeviceMemoryScope& operator=(const DeviceMemoryScope&) = delete;
+  size_t bytes() const { return kept_ > 0 ? size_t(kept_) : 0; }  // reserved minus released, so far
+
+ private:
+  friend class DeviceMemory;
+  size_t limit_;
+  int64_t kept_ = 0;
+  DeviceMemoryScope* outer_;
 };
 
 // For std::vector: std::vector<float, DeviceAllocator<float>>; `what_for` names its buffers in

@@ -8,8 +8,10 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "base/device_memory.h"
 #include "base/errors.h"
 #include "collectives/auth.h"
 #include "collectives/net.h"
@@ -256,6 +258,47 @@ TEST(RemoteServer, AClientCannotReadAnothersMemoryNorPassItsCap) {
   // a holds half; asking for more than the other half is refused at hello.
   EXPECT_THROW(RemoteDevice(s.spec(0.75), kSecret, milliseconds(5000)), Error);
   EXPECT_EQ(std::string(read(a, mine, 4096).data(), 4096), secret_data);  // a is untouched throughout
+}
+
+// A network's build is measured on its own thread, whatever other clients allocate or free
+// meanwhile, and refused as it passes its limit.
+TEST(RemoteServer, ABuildsMemoryIsCountedOnItsThreadAlone) {
+  auto* others = new DeviceBuffer(1 << 20, "another client's buffer");
+  {
+    DeviceMemoryScope build(1 << 16);
+    DeviceBuffer mine(4096, "the build's");
+    std::thread([&] {  // another client frees a buffer and makes a bigger one meanwhile
+      delete others;
+      DeviceBuffer bigger(2 << 20, "another client's new buffer");
+    }).join();
+    EXPECT_EQ(build.bytes(), 4096u);
+    EXPECT_THROW(DeviceBuffer(1 << 16, "past the build's limit"), DeviceOutOfMemory);
+    EXPECT_EQ(build.bytes(), 4096u);
+  }
+}
+
+// A build that would pass the client's cap stops there: the server never holds more for it.
+TEST(RemoteServer, ABuildPastTheCapIsRefusedBeforeItIsMade) {
+  models::set_compute_threads(1);
+  const models::Graph g = models::build_model("lenet", {0, 0, false, -1});
+  const int batch = 16;
+  uint64_t largest = 0;
+  for (const models::Node& n : g.nodes) largest = std::max(largest, uint64_t(n.out.numel()));
+  // Room for the buffers and the largest layer's outputs (the server's lower bound), not for
+  // the build's ping-pong activations and reordered weights.
+  const uint64_t cap = (g.param_count + g.state_count + batch * largest) * 4 + 4096;
+  Served s(cap);
+  DeviceMemory& dm = DeviceMemory::instance();
+  const size_t base = dm.in_use();
+  dm.reset_peak();
+  auto dev = std::make_shared<RemoteDevice>(s.spec(), kSecret, milliseconds(5000));
+  try {
+    open_remote_network(dev, g, batch, {.inference_only = true}, 0, 0, false);
+    ADD_FAILURE() << "a build past the cap was served";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("over this client's cap"), std::string::npos) << e.what();
+  }
+  EXPECT_LE(dm.peak() - base, cap) << "the server held more than the client's cap while building";
 }
 
 TEST(RemoteServer, AVanishedClientIsLoggedAndItsPlaceFreed) {

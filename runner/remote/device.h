@@ -46,7 +46,7 @@ class Device {
   nlohmann::json describe(const Seat* s = nullptr) const;
   std::string line() const;  // one line of it
   double promised() const;   // the fractions of its memory promised to clients now
-  // Networks are built one at a time, so a client's build can be measured in DeviceMemory.
+  // Networks are built one at a time, so that their transient peaks do not add up.
   std::mutex& build_mutex() { return build_; }
 
  private:

@@ -281,12 +281,23 @@ void Session::open_network(const std::string& payload) {
     n.params = new_buffer(g.param_count * 4, id);
     n.grads = spec->inference_only ? 0 : new_buffer(g.param_count * 4, id);
     n.state = g.state_count ? new_buffer(g.state_count * 4, id) : 0;
-    std::lock_guard lock(d_.build_mutex());  // one build at a time: its memory is measured alone
-    const size_t before = DeviceMemory::instance().in_use();
-    n.net = models::make_network(d_.config().backend, g, int(spec->batch),
-                                 {.inference_only = spec->inference_only,
-                                  .precision = static_cast<models::Precision>(spec->precision)});
-    n.bytes = DeviceMemory::instance().in_use() - std::min(before, DeviceMemory::instance().in_use());
+    std::lock_guard lock(d_.build_mutex());  // one build at a time: their transient peaks do not add up
+    // The build's own memory (activations, workspaces, reordered weights at bind), counted on
+    // this thread whatever other clients allocate meanwhile, and refused past this client's cap
+    // as it is made, not after.
+    const uint64_t left = std::max<uint64_t>(1, seat_.cap_bytes - std::min(seat_.cap_bytes, charged_));
+    DeviceMemoryScope build(left);
+    try {
+      n.net = models::make_network(d_.config().backend, g, int(spec->batch),
+                                   {.inference_only = spec->inference_only,
+                                    .precision = static_cast<models::Precision>(spec->precision)});
+      auto ptr = [&](uint32_t b) { return b ? buffer(b).data.data() : nullptr; };
+      n.net->bind(ptr(n.params), ptr(n.grads), ptr(n.state));
+    } catch (const DeviceOutOfMemory& e) {
+      throw Error("open network " + spec->model + " batch " + std::to_string(spec->batch) + ": over this client's cap of " +
+                  mib(seat_.cap_bytes) + " (" + mib(left) + " of it left) while building: " + e.what());
+    }
+    n.bytes = build.bytes();
   } catch (...) {  // no network: its buffers go too, or they would be nobody's to free
     for (uint32_t b : {n.params, n.grads, n.state})
       if (b) {
@@ -304,8 +315,6 @@ void Session::open_network(const std::string& payload) {
     close_network(id);
     throw;
   }
-  auto ptr = [&](uint32_t b) { return b ? buffer(b).data.data() : nullptr; };
-  net.net->bind(ptr(net.params), ptr(net.grads), ptr(net.state));
   net.net->set_gate(seat_.gate.get());
   std::string out;
   for (uint32_t v : {id, net.params, net.grads, net.state}) put_u32(out, v);
