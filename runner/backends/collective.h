@@ -66,6 +66,7 @@ struct MpiCall {
   bool inplace;
   ReduceOp op;
   int rank, ranks;
+  int block() const { return static_cast<int>(count / static_cast<size_t>(ranks)); }  // per rank
 };
 
 struct Collective {
@@ -122,6 +123,17 @@ class BothWaysPlan : public CollectivePlan {
 template <class Make>
 std::unique_ptr<CollectivePlan> both_ways(const char* algo, const PlanArgs& a, Make make) {
   return std::make_unique<BothWaysPlan>(algo, make(a.in, a.out), make(a.out, a.out));
+}
+
+// both_ways for an algorithm on blocks of count / N elements (allgather, reduce-scatter,
+// alltoall): `make(in, out, max_block)` returns a shared object whose run() takes a block's count.
+template <class Make>
+std::unique_ptr<CollectivePlan> per_block(const char* algo, const PlanArgs& a, int ranks, Make make) {
+  const size_t n = static_cast<size_t>(ranks);
+  return both_ways(algo, a, [&](const void* in, void* out) {
+    auto one = make(in, out, a.max_count / n);
+    return [one, n](size_t count) { one->run(count / n); };
+  });
 }
 
 // Layouts and checks the collectives share.

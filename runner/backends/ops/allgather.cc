@@ -25,17 +25,15 @@ uint64_t check(DType dtype, const void* result, size_t count, int, int n, Reduce
 }
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
-  const size_t n = static_cast<size_t>(t.size());
-  return both_ways("ring", a, [&](const void* in, void* out) {
-    auto ag = std::make_shared<RingAllgather>(t, in, out, a.max_count / n, a.dtype, a.options.ring);
-    return [ag, n](size_t count) { ag->run(count / n); };
+  return per_block("ring", a, t.size(), [&](const void* in, void* out, size_t block) {
+    return std::make_shared<RingAllgather>(t, in, out, block, a.dtype, a.options.ring);
   });
 }
 
 #if RINGBENCH_HAVE_MPI
 int mpi(const MpiCall& c) {
-  const int block = static_cast<int>(c.count / static_cast<size_t>(c.ranks));
-  return MPI_Allgather(c.inplace ? MPI_IN_PLACE : c.in, block, MPI_FLOAT, c.out, block, MPI_FLOAT, MPI_COMM_WORLD);
+  return MPI_Allgather(c.inplace ? MPI_IN_PLACE : c.in, c.block(), MPI_FLOAT, c.out, c.block(), MPI_FLOAT,
+                       MPI_COMM_WORLD);
 }
 #else
 constexpr int (*mpi)(const MpiCall&) = nullptr;

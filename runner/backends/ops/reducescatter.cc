@@ -28,10 +28,8 @@ uint64_t check(DType dtype, const void* result, size_t block, int rank, int n, R
 }
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
-  const size_t n = static_cast<size_t>(t.size());
-  return both_ways("ring", a, [&](const void* in, void* out) {
-    auto rs = std::make_shared<RingReduceScatter>(t, in, out, a.max_count / n, a.dtype, a.op, a.options.ring);
-    return [rs, n](size_t count) { rs->run(count / n); };
+  return per_block("ring", a, t.size(), [&](const void* in, void* out, size_t block) {
+    return std::make_shared<RingReduceScatter>(t, in, out, block, a.dtype, a.op, a.options.ring);
   });
 }
 
