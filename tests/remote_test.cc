@@ -301,6 +301,24 @@ TEST(RemoteServer, ABuildPastTheCapIsRefusedBeforeItIsMade) {
   EXPECT_LE(dm.peak() - base, cap) << "the server held more than the client's cap while building";
 }
 
+// A request's copy of a batch counts against the device's memory (and the client's cap) while
+// the server holds it.
+TEST(RemoteServer, ABatchsCopyIsCharged) {
+  models::set_compute_threads(1);
+  Served s(uint64_t{256} << 20);
+  const models::Graph g = models::build_model("lenet", {0, 0, false, -1});
+  const int batch = 16;
+  auto dev = std::make_shared<RemoteDevice>(s.spec(), kSecret, milliseconds(5000));
+  auto net = open_remote_network(dev, g, batch, {.inference_only = true}, 0, 0, false);
+  DeviceMemory& dm = DeviceMemory::instance();
+  const size_t base = dm.in_use();
+  dm.reset_peak();
+  const std::vector<float> x(size_t(batch) * g.input_dims().numel(), 0.5f);
+  net->set_input(x.data());
+  EXPECT_GE(dm.peak() - base, x.size() * 4);
+  EXPECT_EQ(dm.in_use(), base);  // and given back after
+}
+
 TEST(RemoteServer, AVanishedClientIsLoggedAndItsPlaceFreed) {
   Served s;
   {

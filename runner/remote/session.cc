@@ -210,6 +210,28 @@ void Session::free_buffer(uint32_t id) {
   buffers_.erase(id);
 }
 
+Session::Staged::Staged(Session& s, uint64_t floats, const char* what) : s_(s), bytes_(floats * 4) {
+  s_.charge(bytes_, what);
+  try {
+    DeviceMemory::instance().reserve(bytes_, what);
+  } catch (...) {
+    s_.charged_ -= bytes_;
+    throw;
+  }
+  try {
+    v_.resize(size_t(floats));
+  } catch (...) {
+    DeviceMemory::instance().release(bytes_);
+    s_.charged_ -= bytes_;
+    throw;
+  }
+}
+
+Session::Staged::~Staged() {
+  DeviceMemory::instance().release(bytes_);
+  s_.charged_ -= bytes_;
+}
+
 Session::Buffer& Session::buffer(uint32_t id) {
   const auto it = buffers_.find(id);
   if (it == buffers_.end()) throw Error("this client has no buffer " + std::to_string(id));
@@ -351,10 +373,12 @@ void Session::into_network(const RequestHeader& h) {
   if (h.length != floats * 4 + (input ? 0 : 8))
     throw Error(std::string(op_name(h.op)) + ": " + std::to_string(h.length) + " bytes, not a batch of " +
                 std::to_string(floats) + " floats");
-  std::vector<float> x(floats);
-  read_into(x.data(), floats * 4);
-  if (input) n.net->set_input(x.data());
-  else n.net->set_output_grad(index, x.data());
+  {
+    Staged x(*this, floats, input ? "set input's copy of the batch" : "set output gradient's copy of the batch");
+    read_into(x.data(), floats * 4);
+    if (input) n.net->set_input(x.data());
+    else n.net->set_output_grad(index, x.data());
+  }  // given back before the answer
   reply('O', "");
 }
 
@@ -376,9 +400,10 @@ void Session::get_output(uint32_t id, const std::string& payload) {
   Net& n = network(id);
   const uint32_t index = get_u32(payload.data());
   if (index >= n.graph->outputs.size()) throw Error("get output: the network has no output " + std::to_string(index));
-  std::vector<float> y(size_t(n.net->batch()) * size_t(n.graph->output_node(index).out.numel()));
+  const uint64_t floats = uint64_t(n.net->batch()) * uint64_t(n.graph->output_node(index).out.numel());
+  Staged y(*this, floats, "get output's copy of the batch");
   n.net->get_output(index, y.data());
-  reply('O', "", y.data(), y.size() * 4);
+  reply('O', "", y.data(), floats * 4);
 }
 
 void Session::backward(uint32_t id) {

@@ -44,6 +44,22 @@ class Session {
     bool written = false;  // its parameters or state were written: params_changed() before forward
   };
 
+  // A request's host copy of a batch (set input or output gradient, get output): charged to
+  // the client's cap and to the device's memory while it lives.
+  class Staged {
+   public:
+    Staged(Session& s, uint64_t floats, const char* what);
+    ~Staged();
+    Staged(const Staged&) = delete;
+    Staged& operator=(const Staged&) = delete;
+    float* data() { return v_.data(); }
+
+   private:
+    Session& s_;
+    uint64_t bytes_;
+    std::vector<float> v_;
+  };
+
   void handle(const RequestHeader& h);
   std::string small_payload(const RequestHeader& h, uint64_t expected);
   void reply(char kind, const std::string& head, const void* data = nullptr, uint64_t len = 0);
