@@ -8,6 +8,7 @@
 
 #include "base/device_memory.h"
 #include "base/errors.h"
+#include "fuzz/memory_channel.h"
 #include "runner/remote/channel.h"
 #include "runner/remote/device.h"
 #include "runner/remote/session.h"
@@ -16,24 +17,7 @@ namespace {
 
 using namespace ringbench;
 
-// The input as what the client sends; what the server answers is dropped.
-class MemoryChannel final : public remote::Channel {
- public:
-  MemoryChannel(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  bool read(void* out, size_t n, remote::Millis, bool at_boundary) override {
-    if (at_boundary && n > 0 && at_ == n_) return false;
-    if (n > n_ - at_) throw IoError(-1, "the input ended in the middle of a message");
-    std::memcpy(out, p_ + at_, n);
-    at_ += n;
-    return true;
-  }
-  void write(const void*, size_t, remote::Millis) override {}
-  std::string peer() const override { return "fuzz"; }
-
- private:
-  const uint8_t* p_;
-  size_t n_, at_ = 0;
-};
+using fuzzing::MemoryChannel;  // the input as what the other side sends
 
 remote::Device& device() {
   static remote::Device d([] {
