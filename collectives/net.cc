@@ -263,6 +263,15 @@ void close_fd(int& fd) {
   }
 }
 
+bool accept_out_of_resources(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+bool accept_connection_gone(int err) {
+  return err == ECONNABORTED || err == EPROTO || err == ENETDOWN || err == ENOPROTOOPT || err == EHOSTDOWN ||
+         err == ENONET || err == EHOSTUNREACH || err == EOPNOTSUPP || err == ENETUNREACH || err == EPERM;
+}
+
 int poll_ms(Clock::time_point deadline) {
   const auto left = deadline - Clock::now();
   if (left <= Clock::duration::zero()) return 0;

@@ -42,6 +42,15 @@ int bound_port(int fd);
 void set_nonblocking(int fd);
 // Closes fd if open and sets it to -1.
 void close_fd(int& fd);
+// accept()'s failures for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM). The
+// connection it could not take keeps the listening socket readable, so a loop that polls that
+// socket must stop polling it for kAcceptBackoff instead of spinning on it.
+bool accept_out_of_resources(int err);
+inline constexpr std::chrono::milliseconds kAcceptBackoff{100};
+// accept()'s failures that are the new connection's own, already gone (accept(2), "Error
+// handling"): the next connection is accepted instead.
+bool accept_connection_gone(int err);
+
 // Milliseconds until `deadline`, rounded up (0 once passed), for poll().
 int poll_ms(Clock::time_point deadline);
 void set_nodelay(int fd);

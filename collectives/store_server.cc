@@ -37,7 +37,6 @@ using net::close_fd;
 constexpr Millis kHelloTimeout = std::chrono::seconds(10);
 // How long the server stops accepting when it is out of descriptors or memory: the pending
 // connection keeps the listening socket readable, so retrying at once would spin.
-constexpr Millis kAcceptBackoff = std::chrono::milliseconds(100);
 
 // ---------------------------------------------------------------------------------------
 // Server state; lives on the serve() thread's stack.
@@ -202,8 +201,7 @@ void Server::accept_all() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-        accept_paused_until_ = Clock::now() + kAcceptBackoff;
+      if (net::accept_out_of_resources(errno)) accept_paused_until_ = Clock::now() + net::kAcceptBackoff;
       return;  // EAGAIN: on the next readiness
     }
     make_room_for_a_stranger();

@@ -2,7 +2,10 @@
 // can neither read another's memory nor pass its cap, that a vanished client frees its place, and
 // that a model on a remote device trains and infers bit for bit as on the same backend here.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -24,6 +27,7 @@
 #include "runner/remote/server.h"
 #include "runner/remote/shaper.h"
 #include "runner/remote/wire.h"
+#include "tests/descriptors_exhausted.h"
 
 namespace {
 
@@ -208,6 +212,50 @@ TEST(RemoteServer, StrangersGetASmallCapAndTheirThreadsAreJoined) {
   for (int i = 0; i < 300 && s.server.threads_held() > 1; ++i) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(s.server.threads_held(), 1u);  // a's
   EXPECT_EQ(s.server.refused(), 12);
+}
+
+// Strangers, however many and from however few addresses, cannot keep a new client out: the
+// oldest waiting stranger gives way to each new connection, and a client proves the secret
+// within a round trip, long before 8 newer strangers arrive.
+TEST(RemoteServer, StrangersGiveWayToANewClient) {
+  Served s;
+  std::vector<int> strangers;
+  for (int i = 0; i < 8; ++i) {
+    std::string why;
+    strangers.push_back(net::try_connect("127.0.0.1", s.server.port(), net::Clock::now() + std::chrono::seconds(5), &why));
+    ASSERT_GE(strangers.back(), 0) << why;
+  }
+  std::this_thread::sleep_for(milliseconds(100));  // all 8 pending places taken
+  const auto t0 = std::chrono::steady_clock::now();
+  RemoteDevice b(s.spec(0.5), kSecret, milliseconds(5000));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));  // not after a stranger's 5 s
+  EXPECT_EQ(read(b, alloc(b, 16), 16), std::vector<char>(16, 0));
+  EXPECT_GE(s.server.refused(), 1);  // the oldest stranger, at once
+  for (int& fd : strangers) net::close_fd(fd);
+}
+
+// Out of descriptors, the server cannot accept a waiting client, which keeps its listening socket
+// readable: it backs off instead of spinning on it, says so once, and serves the client once
+// descriptors are free again.
+TEST(RemoteServer, OutOfDescriptorsItBacksOffAndRecovers) {
+  Served s;
+  const int early = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(early, 0);
+  {
+    ringbench::testing::DescriptorsExhausted full;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(s.server.port()));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(early, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    const double cpu_before = ringbench::testing::process_cpu_seconds();
+    std::this_thread::sleep_for(milliseconds(1000));
+    EXPECT_LT(ringbench::testing::process_cpu_seconds() - cpu_before, 0.5) << "the server spun while out of descriptors";
+  }
+  ::close(early);
+  RemoteDevice b(s.spec(), kSecret, milliseconds(5000));
+  EXPECT_EQ(read(b, alloc(b, 16), 16), std::vector<char>(16, 0));
+  EXPECT_NE(s.logged().find("cannot accept a connection"), std::string::npos) << s.logged();
 }
 
 TEST(RemoteServer, AClientCannotReadAnothersMemoryNorPassItsCap) {
@@ -445,6 +493,28 @@ TEST(RemoteLink, TheProxyCapsItsConnectionsAndReapsEndedOnes) {
   int d = connect();
   EXPECT_TRUE(challenged(d));  // the places are free again
   net::close_fd(d);
+}
+
+// The proxy, out of descriptors, backs off instead of spinning on its readable listening socket.
+TEST(RemoteLink, OutOfDescriptorsTheProxyBacksOff) {
+  Served s;
+  ShapingProxy link("127.0.0.1", 0, "127.0.0.1", s.server.port(), {std::chrono::microseconds(100), 0});
+  const int early = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(early, 0);
+  {
+    ringbench::testing::DescriptorsExhausted full;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(link.port()));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(early, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    const double cpu_before = ringbench::testing::process_cpu_seconds();
+    std::this_thread::sleep_for(milliseconds(1000));
+    EXPECT_LT(ringbench::testing::process_cpu_seconds() - cpu_before, 0.5) << "the proxy spun while out of descriptors";
+  }
+  ::close(early);
+  RemoteDevice b({"127.0.0.1", link.port(), 1.0}, kSecret, milliseconds(5000));
+  EXPECT_EQ(read(b, alloc(b, 16), 16), std::vector<char>(16, 0));
 }
 
 // A sender the far end does not read from is stopped by the proxy's bounded queue (the socket

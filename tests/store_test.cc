@@ -22,6 +22,7 @@
 
 #include "collectives/auth.h"
 #include "collectives/store_internal.h"
+#include "tests/descriptors_exhausted.h"
 #include "base/errors.h"
 
 namespace ringbench {
@@ -29,6 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using testing::DescriptorsExhausted;
+using testing::process_cpu_seconds;
 
 Millis elapsed_since(Clock::time_point start) {
   return std::chrono::duration_cast<Millis>(Clock::now() - start);
@@ -541,45 +544,6 @@ TEST_F(TcpStoreTest, ServerStopsPromptlyWithStalledClients) {
   t.join();
 }
 
-// This process out of file descriptors for as long as it lives: the soft limit lowered (to at
-// most 1024, so that filling it is quick) and every descriptor below it taken.
-class DescriptorsExhausted {
- public:
-  DescriptorsExhausted() {
-    EXPECT_EQ(::getrlimit(RLIMIT_NOFILE, &saved_), 0);
-    rlimit low = saved_;
-    low.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 1024);
-    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-    for (;;) {
-      const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        EXPECT_EQ(errno, EMFILE) << std::strerror(errno);
-        break;
-      }
-      fds_.push_back(fd);
-    }
-  }
-  ~DescriptorsExhausted() {
-    release();
-    ::setrlimit(RLIMIT_NOFILE, &saved_);
-  }
-  DescriptorsExhausted(const DescriptorsExhausted&) = delete;
-  DescriptorsExhausted& operator=(const DescriptorsExhausted&) = delete;
-  void release() {
-    for (int fd : fds_) ::close(fd);
-    fds_.clear();
-  }
-
- private:
-  rlimit saved_{};
-  std::vector<int> fds_;
-};
-
-double process_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 // Out of descriptors, the server cannot accept a waiting connection, which keeps its listening
 // socket readable: it backs off instead of spinning on it (a spin takes a whole CPU, ~1 s of

@@ -28,13 +28,6 @@ int wait_ms(Clock::time_point wake) {
   return int(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
-// accept()'s errors that are a connection's own, already gone (accept(2), "Error handling"):
-// the next one is accepted instead.
-bool connection_gone(int err) {
-  return err == ECONNABORTED || err == EPROTO || err == ENETDOWN || err == ENOPROTOOPT || err == EHOSTDOWN ||
-         err == ENONET || err == EHOSTUNREACH || err == EOPNOTSUPP || err == ENETUNREACH || err == EPERM;
-}
-
 }  // namespace
 
 std::string SourceRefusals::summary() const {
@@ -115,10 +108,10 @@ void SourceGate::admit_new() {
   for (int n = 0; n < kAcceptsPerWake; ++n) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno == EINTR || connection_gone(errno)) continue;
+      if (errno == EINTR || net::accept_connection_gone(errno)) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+      if (net::accept_out_of_resources(errno)) {
+        accept_paused_until_ = Clock::now() + net::kAcceptBackoff;
         return;
       }
       throw Error(std::string("the migration target cannot accept its source: accept: ") + std::strerror(errno));

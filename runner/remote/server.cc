@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <system_error>
 
 #include "base/errors.h"
@@ -70,31 +71,48 @@ int DeviceServer::wait_served(int n, const std::atomic<bool>& stop) {
 }
 
 void DeviceServer::accept_loop() {
+  bool out_of_resources = false;  // said once per spell, not once per retry
   while (!stopping_) {
     reap();
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EMFILE and the like: the next round retries
-    std::lock_guard lock(m_);
-    if (open_fds_.size() >= kMaxConnections || pending_ >= kMaxPending) {
-      ::close(fd);
-      ++refused_;
-      continue;
+    if (fd >= 0) {
+      out_of_resources = false;
+      admit(fd);
+    } else if (net::accept_out_of_resources(errno)) {
+      // The connection waits in the backlog and keeps the socket readable: pause, do not spin.
+      if (!out_of_resources) log_(std::string("cannot accept a connection: ") + std::strerror(errno) + "; retrying");
+      out_of_resources = true;
+      std::this_thread::sleep_for(net::kAcceptBackoff);
     }
-    net::set_nonblocking(fd);
-    Worker& w = workers_.emplace_back();
-    try {
-      w.thread = std::thread([this, fd, &w] { serve_connection(fd, net::peer_address(fd), w); });
-    } catch (const std::system_error&) {  // out of threads: refused like a full server
-      workers_.pop_back();
-      ::close(fd);
-      ++refused_;
-      continue;
-    }
-    open_fds_.push_back(fd);
-    ++pending_;
   }
+}
+
+void DeviceServer::admit(int fd) {
+  std::lock_guard lock(m_);
+  if (open_fds_.size() >= kMaxConnections) {
+    ::close(fd);
+    ++refused_;
+    return;
+  }
+  if (pending_fds_.size() >= kMaxPending) {
+    // The oldest stranger gives way: its worker's next read fails, and refuses it.
+    ::shutdown(pending_fds_.front(), SHUT_RDWR);
+    pending_fds_.pop_front();
+  }
+  net::set_nonblocking(fd);
+  Worker& w = workers_.emplace_back();
+  try {
+    w.thread = std::thread([this, fd, &w] { serve_connection(fd, net::peer_address(fd), w); });
+  } catch (const std::system_error&) {  // out of threads: refused like a full server
+    workers_.pop_back();
+    ::close(fd);
+    ++refused_;
+    return;
+  }
+  open_fds_.push_back(fd);
+  pending_fds_.push_back(fd);
 }
 
 // The store's challenge-response (wire.h); false for a stranger.
@@ -128,11 +146,12 @@ void DeviceServer::serve_connection(int fd, std::string peer, Worker& self) {
       const bool proved = [&] {  // no longer pending however it ends
         struct Settled {
           DeviceServer& s;
+          int fd;
           ~Settled() {
             std::lock_guard lock(s.m_);
-            --s.pending_;
+            s.pending_fds_.remove(fd);
           }
-        } settled{*this};
+        } settled{*this, fd};
         return authenticate(fd, peer);
       }();
       if (proved) {

@@ -1,8 +1,10 @@
 // `ringbench device-server`'s server: listens on TCP, proves the job's secret with every
 // connection (wire.h) and serves each authenticated client its own Session on a thread. A
 // stranger (no hello, a wrong magic or MAC within 5 s) is closed without a byte of its being
-// acted on, and counted. Connections still proving the secret have a small cap of their own, so
-// strangers cannot take the places of clients.
+// acted on, and counted. Connections still proving the secret have a small cap of their own, the
+// oldest giving way to a new one (a client proves it within a round trip), so that strangers,
+// however many and from whatever address, can neither take the places of clients nor keep a new
+// client out. Out of descriptors, accepting pauses instead of spinning.
 #pragma once
 
 #include <atomic>
@@ -37,6 +39,7 @@ class DeviceServer {
     bool done = false;  // it has returned: join() will not wait
   };
   void accept_loop();
+  void admit(int fd);  // starts a worker for an accepted connection, or refuses it
   void reap();  // joins the finished workers
   void serve_connection(int fd, std::string peer, Worker& self);
   bool authenticate(int fd, const std::string& peer);
@@ -47,10 +50,10 @@ class DeviceServer {
   int listen_fd_ = -1, port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> refused_{0};
-  std::mutex m_;  // served_, pending_, open_fds_, workers_
+  std::mutex m_;  // served_, pending_fds_, open_fds_, workers_
   std::condition_variable cv_;
   int served_ = 0;
-  size_t pending_ = 0;  // connections that have not proved the secret yet
+  std::list<int> pending_fds_;  // connections that have not proved the secret yet, oldest first
   std::list<int> open_fds_;
   std::list<Worker> workers_;
   std::thread accept_;  // last: starts after everything it uses

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "base/errors.h"
@@ -190,7 +192,11 @@ void ShapingProxy::accept_loop() {
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (client < 0) continue;
+    if (client < 0) {
+      // The connection waits in the backlog and keeps the socket readable: pause, do not spin.
+      if (net::accept_out_of_resources(errno)) std::this_thread::sleep_for(net::kAcceptBackoff);
+      continue;
+    }
     if (connections() >= size_t(max_connections_)) {  // full: this one is closed unserved
       net::close_fd(client);
       continue;

@@ -130,10 +130,12 @@ HelloReply TcpTransport::sign(HelloReply r, const std::string& client_nonce) con
   return r;
 }
 
-// Reads and validates one handshake; returns the new connection, or null for a rejected one.
 // Accepts connections from the higher ranks until `expected` have completed a valid
 // handshake. Handshakes are read concurrently, so a stray client that connects and stays
-// silent costs nothing but its own grace period.
+// silent costs nothing but its own grace period; at most kMaxPendingHandshakes wait at once,
+// the oldest giving way to a new one (a peer of ours answers within a round trip), so a crowd
+// of strays holds neither our descriptors nor a peer out. Out of descriptors, accepting pauses
+// for net::kAcceptBackoff instead of spinning on the listening socket, and a timeout says why.
 void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
   struct Pending {
     int fd;
@@ -143,6 +145,8 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
     std::string nonce;  // our challenge to it
   };
   std::vector<Pending> pending;
+  Clock::time_point accept_paused_until{};
+  std::string accept_failure;  // the last accept() error for want of resources, for the timeout
   for (int accepted = 0; accepted < expected;) {
     auto now = Clock::now();
     if (now >= deadline) {
@@ -155,11 +159,14 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
             break;
           }
       throw TimeoutError(-1, me() + ": timed out after " + fmt_s(seconds(opts_.timeout)) +
-                                 " waiting for " + missing +
-                                 " to connect (are they running, with the same job?)");
+                                 " waiting for " + missing + " to connect " +
+                                 (accept_failure.empty() ? "(are they running, with the same job?)"
+                                                         : "(this rank could not accept connections: " + accept_failure +
+                                                               "; raise the limit on open files, ulimit -n)"));
     }
-    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
-    auto wake = deadline;
+    const bool paused = now < accept_paused_until;
+    std::vector<pollfd> fds{{paused ? -1 : listen_fd_, POLLIN, 0}};  // poll ignores a negative fd
+    auto wake = paused ? std::min(deadline, accept_paused_until) : deadline;
     for (auto& p : pending) {
       fds.push_back({p.fd, POLLIN, 0});
       wake = std::min(wake, p.deadline);
@@ -189,8 +196,25 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
       if (done) pending.erase(pending.begin() + static_cast<long>(i));
     }
     if (fds[0].revents & POLLIN) {
-      int fd;
-      while ((fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+      // At most a cap's worth per wake: a flood must not keep the handshakes above from being read.
+      for (size_t n = 0; n < kMaxPendingHandshakes; ++n) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+          if (errno == EINTR || net::accept_connection_gone(errno)) continue;
+          if (net::accept_out_of_resources(errno)) {
+            if (accept_failure.empty())
+              std::cerr << "ringbench " << me() << ": cannot accept a connection: " << std::strerror(errno)
+                        << "; retrying every " << net::kAcceptBackoff.count() << " ms\n";
+            accept_failure = std::strerror(errno);
+            accept_paused_until = Clock::now() + net::kAcceptBackoff;
+          }
+          break;  // EAGAIN: on the next readiness
+        }
+        if (pending.size() >= kMaxPendingHandshakes) {
+          reject(pending.front().fd, "dropped for a newer connection (at most " +
+                                         std::to_string(kMaxPendingHandshakes) + " handshakes wait at once)", false);
+          pending.erase(pending.begin());
+        }
         Challenge ch{};
         std::memcpy(ch.magic, kMagic, sizeof kMagic);
         const std::string nonce = auth::random_bytes(auth::kNonceBytes);

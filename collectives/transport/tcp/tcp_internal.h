@@ -27,6 +27,8 @@ using std::chrono::milliseconds;
 
 using namespace tcp_wire;
 constexpr size_t kMaxAbortText = 4096;
+// Connections accepted but not yet through their handshake, at most, per listening rank.
+constexpr size_t kMaxPendingHandshakes = 64;
 
 struct ReqState : transport_core::ReqState {
   struct Conn* conn = nullptr;  // the socket it was posted on
