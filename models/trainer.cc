@@ -228,6 +228,17 @@ void Trainer::connect(const ReducerFactory& make_reducer) {
   name_bucket_tracks(dtype_size(reducer_->wire_dtype()));
 }
 
+void Trainer::replan(size_t first_bucket_bytes, size_t fusion_bytes, const ReducerFactory& make_reducer) {
+  if (buffers_->on_device()) throw std::logic_error("Trainer::replan: GPU buffers' per-bucket events are made once");
+  comm_.reset();  // it and the buffers refer to plan_
+  reducer_.reset();
+  o_.first_bucket_bytes = first_bucket_bytes;
+  o_.fusion_bytes = fusion_bytes;
+  plan_ = plan_buckets(g_, first_bucket_bytes, fusion_bytes);
+  name_bucket_tracks(sizeof(float));
+  connect(make_reducer);
+}
+
 // A bucket's track names the bytes it puts on the wire (2 per element when compressed).
 void Trainer::name_bucket_tracks(size_t element_bytes) {
   if (!o_.timeline) return;

@@ -124,6 +124,10 @@ class Trainer {
   // Between steps: replaces the gradient reducer with a new one (a ring re-formed around a
   // migrated rank); an empty factory leaves the trainer without one until the next connect().
   void connect(const ReducerFactory& make_reducer);
+  // Between steps (train --autotune): the gradient buckets planned anew with these thresholds,
+  // and a new reducer from `make_reducer` (its wire type and segment may differ). Host buffers
+  // only: a GPU backend's per-bucket events are made once.
+  void replan(size_t first_bucket_bytes, size_t fusion_bytes, const ReducerFactory& make_reducer);
   // A migrated rank's state: the step count decides dropout's masks and the next step's number.
   void restore(const std::vector<float>& params, const std::vector<float>& momentum,
                const std::vector<float>& state, int64_t steps_done);

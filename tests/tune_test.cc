@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runner/sweep/sweep_config.h"
+#include "runner/tune/autotune.h"
 #include "runner/tune/tune_model.h"
 
 namespace ringbench::tune {
@@ -88,6 +89,57 @@ TEST(Tune, LatencyBoundKeepsTheDefaultsWhenNothingBeatsThem) {
   EXPECT_EQ(knob(ranked.back(), "segment"), "256K");
   EXPECT_EQ(knob(ranked.back(), "compression"), "none");
   EXPECT_NEAR(ranked.back().step_s, 52e-3, 1e-12);
+}
+
+// train --autotune's search on a fake job: the probe sees ten 1 MiB tensors and a ring of
+// β = 1 ns/B, α = 0 (the bandwidth-bound case above); the samples' times are a table in which the
+// second-best predicted setting is fastest. The search measures the top 2 and the defaults
+// alternately, picks the best measured (not the best predicted), and leaves the job on it.
+TEST(Tune, AutotunePicksTheBestMeasuredOfTheTopKAndTheDefaults) {
+  const AxisLists space = grid();
+  const auto ranked = rank_settings(ten_tensors(), space, ring_cost(fit(0, 1e-9), 2));
+  std::vector<std::string> current;
+  std::vector<std::vector<std::string>> applied;
+  AutotuneJob job;
+  job.nodes = 2;
+  job.batch = 8;
+  job.gradient_bytes = 10 * MiB;
+  job.apply = [&](const std::vector<std::string>& axes) { current = axes, applied.push_back(axes); };
+  job.bucket_bytes = [&] { return std::vector<double>(10, MiB); };
+  job.step = [&] {
+    models::StepRecord r;
+    r.forward_s = 10e-3, r.backward_s = 10e-3;
+    for (int i = 0; i < 10; ++i) r.bucket_ready_s.push_back(1e-3 * (i + 1));
+    return r;
+  };
+  job.allreduce_s = [](size_t bytes) { return double(bytes) * 1e-9; };
+  job.share = [&](const std::string& key, const nlohmann::json& mine) {
+    if (key.rfind("sample/", 0) != 0) return std::vector<nlohmann::json>{mine, mine};
+    const double secs = current == ranked[1].axes ? 0.1 : 0.2;  // the slower rank's time counts
+    return std::vector<nlohmann::json>{secs, secs * 0.9};
+  };
+  job.say = [](const std::string&) {};
+  AutotuneOptions o;
+  o.top_k = 2, o.repeats = 2, o.steps = 4;
+  const AutotuneResult r = autotune(job, o, space, axis_defaults());
+  EXPECT_NEAR(r.fit.beta_s, 1e-9, 1e-12);
+  EXPECT_EQ(r.ranked, ranked.size());
+  ASSERT_EQ(r.samples.size(), 6u);  // (2 + the defaults) x 2, repeats outermost
+  for (size_t i = 0; i < r.samples.size(); ++i) {
+    EXPECT_EQ(r.samples[i].repeat, int(i / 3));
+    EXPECT_EQ(r.samples[i].axes, i % 3 < 2 ? ranked[i % 3].axes : r.defaults);
+  }
+  EXPECT_TRUE(r.samples[2].is_default);
+  EXPECT_EQ(r.chosen, ranked[1].axes);
+  EXPECT_EQ(applied.back(), ranked[1].axes);
+  EXPECT_EQ(applied.front()[axis_index("fusion_mb")], "0");  // the probe: nothing fused
+  EXPECT_DOUBLE_EQ(r.median_img_s(r.chosen), 2 * 8 * 4 / 0.1);
+  EXPECT_DOUBLE_EQ(r.to_json()["speedup_over_defaults"].get<double>(), 2.0);
+  EXPECT_EQ(r.steps, (1 + 4) + 6 * (1 + 4));
+  const std::string csv = r.csv();
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "trial,repeat,fusion_mb,first_bucket_mb,compression,segment,default,predicted_img_s,measured_img_s,seconds,chosen");
 }
 
 }  // namespace

@@ -73,6 +73,10 @@ void validate_backend_options() {
     if (b->options.validate) b->options.validate();
 }
 
+void Communicator::set_gradient_segment(size_t) {
+  throw Error("this transport has no segment size to set (our ring transports have)");
+}
+
 std::string options_line(const std::vector<OptionAsRun>& options) {
   std::string line;
   for (const OptionAsRun& o : options)

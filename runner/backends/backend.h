@@ -68,6 +68,9 @@ class Communicator {
   // cross the network in (bf16, f16: compressed); a backend that cannot throws Error saying so.
   virtual std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count,
                                                                     DType wire = DType::f32) = 0;
+  // `train --autotune`: the largest segment of the gradient reducers made from now on (0: the
+  // ring's default). Our ring's; the other backends throw Error (they have no segment).
+  virtual void set_gradient_segment(size_t bytes);
 };
 
 // One of a backend's own options as a run used it: `--ib-port 1` on the `# options:` line,

@@ -37,6 +37,7 @@ class RingCommunicator : public Communicator {
     if (segment_bytes_) ao.ring.segment_bytes = segment_bytes_;
     return models::make_ring_reducer(*transport_, grads, count, ao, wire);
   }
+  void set_gradient_segment(size_t bytes) override { segment_bytes_ = bytes; }
 
  private:
   std::unique_ptr<Transport> transport_;

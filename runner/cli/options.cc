@@ -125,6 +125,19 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "small so communication starts early")->capture_default_str();
   cmd.add_option("--segment", a.segment, "Our ring transports: the largest segment a gradient bucket's "
                  "chunks are pipelined in (4K to 1G)")->capture_default_str();
+  cmd.add_flag("--autotune", a.autotune, "Choose --fusion-mb, --first-bucket-mb, --compression and --segment in the "
+               "job, as Horovod's --autotune: probe, fit the ring's alpha and beta, rank the issue's grid of 72 "
+               "settings by predicted step time, measure the best --autotune-top-k and the defaults alternately, "
+               "then run the warmup and measured steps on the best measured (our ring transports; docs/tuning.md)");
+  cmd.add_option("--autotune-log", a.autotune_log, "--autotune: CSV of its samples, one row each (settings, "
+                 "predicted and measured img/s), rewritten by rank 0 after each (as HOROVOD_AUTOTUNE_LOG)");
+  cmd.add_option("--autotune-top-k", a.autotune_top_k, "--autotune: settings measured besides the defaults, best "
+                 "predicted first")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd.add_option("--autotune-repeats", a.autotune_repeats, "--autotune: alternating samples of each measured "
+                 "setting")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd.add_option("--autotune-steps", a.autotune_steps, "--autotune: timed steps per sample (each after one "
+                 "untimed step on the new setting), and the unfused probe's steps")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   cmd.add_flag("--no-overlap", a.no_overlap, "Allreduce only after backward has finished (to see "
                "what overlap saves)");
   cmd.add_option("--lr", a.lr, "Learning rate for one rank; scaled by the number of ranks")->capture_default_str();

@@ -29,6 +29,7 @@
 #include "runner/cli/cpu_budget.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
+#include "runner/cli/train_autotune.h"
 #include "runner/cli/train_input.h"
 #include "runner/cli/train_results.h"
 #include "runner/cli/train_setup.h"
@@ -260,6 +261,10 @@ void print_header(const RankJob& job, const TrainSetup& t, const m::BatchSource&
               a.no_overlap ? " after backward (--no-overlap)" : ", overlapped with backward");
   std::printf("# buckets (fusion %g MiB, first %g MiB): %s\n", a.fusion_mb, a.first_bucket_mb,
               m::describe(t.trainer.plan()).c_str());
+  if (a.autotune)
+    std::printf("# settings tuned by --autotune (its samples above%s): fusion %g MiB, first bucket %g MiB, "
+                "compression %s, segment %s\n", a.autotune_log.empty() ? "" : (", and in " + a.autotune_log).c_str(),
+                a.fusion_mb, a.first_bucket_mb, a.compression.c_str(), a.segment.c_str());
   std::printf("# sgd lr %g (= %g x %d ranks) momentum %g weight decay %g, seed %llu, data %s\n",
               a.lr * n, a.lr, n, a.momentum, a.weight_decay, (unsigned long long)a.seed,
               source.describe().c_str());
@@ -526,8 +531,18 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
       }};
   const auto mig = plan_migration(a, job, p.graph, vgpu, data.total_steps, p.is_target, p.argv, hooks);
   const json hosts = p.is_target ? json::array() : exchange_hosts(job, host_self(job, c, path), trainer.host_params());
-  const TrainSetup setup{a, p.graph, p.where, c, trainer, path, hosts};
+  json tuning;  // --autotune: the search, before the warmup and measured steps; they run on its choice
+  const TrainArgs tuned =
+      a.autotune ? autotune_job({job, a, trainer, comm.get(), *data.source,
+                                 [&](const TrainArgs& t) {
+                                   return reducers(comm.get(), p.comm_backend.gpu_buffers, p.where.device == "cuda",
+                                                   a.stage_piece, gradient_wire(t));
+                                 }},
+                                tuning)
+                 : a;
+  const TrainSetup setup{tuned, p.graph, p.where, c, trainer, path, hosts};
   doc["meta"] = train_meta(job, setup, p.argv, data.total_steps - a.warmup, vgpu);
+  if (a.autotune) doc["meta"]["autotune"] = tuning;
   if (job.rank == 0) print_header(job, setup, *data.source);
 
   migrate::LoopState from;
@@ -562,6 +577,9 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   const m::Graph graph = build_graph(a);
   const Backend& comm_backend = backend_for("--transport", a.transport, any_backend);
   const Placement where = place_training(a, comm_backend);
+  if (a.autotune && where.device == "cuda")
+    throw Error("--autotune with --device cuda: not built yet (a GPU backend's per-bucket events are made once; "
+                "use --device cpu)");
   // With a vGPU profile the framebuffer's cap decides, and a model too big for it is the
   // sweep's "does not fit" result rather than an error.
   if (where.device != "cuda" && (a.vgpu.profile.empty() || a.vgpu.profile == "none")) check_host_memory(graph, a);

@@ -38,6 +38,11 @@ struct TrainArgs {
   std::string iface, addr;
   std::string secret_file;  // --secret-file: the job's secret, for ranks started by hand
   int sockets_per_peer = 2;
+  // --autotune: the knobs above (fusion, first bucket, compression, segment) searched in the job
+  // (runner/tune/autotune.h), then the measured steps run on the choice.
+  bool autotune = false;
+  std::string autotune_log;  // CSV, a row per sample (Horovod's HOROVOD_AUTOTUNE_LOG)
+  int autotune_top_k = 3, autotune_repeats = 3, autotune_steps = 5;
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
   migrate::MigrateArgs migrate;  // --migrate-*: move a rank to another node during the run
 };

@@ -16,6 +16,7 @@
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/slurm.h"
+#include "runner/cli/train_autotune.h"
 #include "runner/cli/world.h"
 #include "runner/remote/remote_network.h"
 #include "runner/sweep/yaml_reader.h"
@@ -48,6 +49,7 @@ void validate_train_args(const TrainArgs& a) {
   parse_bytes(a.stage_piece);
   if (const size_t s = parse_bytes(a.segment); s < 4096 || s > (size_t(1) << 30))
     throw Error("--segment " + a.segment + " must be from 4K to 1G");
+  validate_autotune_args(a);
   if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
     throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
   validate_backend_options();
@@ -143,7 +145,9 @@ std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placeme
          to_string(graph.input_dims()) + " aux " + std::to_string(a.aux_logits) + " overlap " +
          std::to_string(!a.no_overlap) + " seed " + std::to_string(a.seed) + " layer_times " +
          std::to_string(a.layer_times) + " device " + where.device + " precision " + a.precision + " loss_scale " + a.loss_scale + " wire " +
-         dtype_name(gradient_wire(a));
+         dtype_name(gradient_wire(a)) + " autotune " + std::to_string(a.autotune) + " " +
+         std::to_string(a.autotune_top_k) + " " + std::to_string(a.autotune_repeats) + " " +
+         std::to_string(a.autotune_steps);
 }
 
 models::Precision train_precision(const TrainArgs& a) {

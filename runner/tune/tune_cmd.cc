@@ -26,10 +26,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// The issue's grid, for the command-line form.
-constexpr const char* kDefaultGrid =
-    "fusion_mb: [1, 4, 16, 64], first_bucket_mb: [0.25, 1, 4], compression: [none, fp16], segment: [256K, 1M, 4M]";
-
 std::string utc_stamp() {
   char buf[32];
   const std::time_t t = std::time(nullptr);
@@ -51,7 +47,7 @@ SweepConfig config_of(const TuneArgs& a) {
                            "]\ncluster: {type: " + a.cluster + (a.cluster == "emulated" ? ", link: " + a.link : "") +
                            "}\ntrain: {models: [{model: " + a.model + ", batch: " + std::to_string(a.batch) +
                            ", image_size: " + std::to_string(a.image_size) + "}], steps: " + std::to_string(a.steps) +
-                           ", warmup: " + std::to_string(a.warmup) + ", " + kDefaultGrid + "}\n";
+                           ", warmup: " + std::to_string(a.warmup) + ", " + tune::kIssueGrid + "}\n";
   return parse_sweep_config(yaml, "tune's options");
 }
 
@@ -119,15 +115,6 @@ const predict::TransportFit* ring_fit(const std::vector<predict::TransportFit>& 
   return nullptr;
 }
 
-// The top k settings and the defaults (measured whether or not they rank high).
-std::vector<tune::Ranked> candidates(const std::vector<tune::Ranked>& ranked, int k) {
-  std::vector<tune::Ranked> out(ranked.begin(), ranked.begin() + std::min<size_t>(size_t(k), ranked.size()));
-  if (std::none_of(out.begin(), out.end(), [](const tune::Ranked& r) { return r.is_default; }))
-    for (const auto& r : ranked)
-      if (r.is_default) out.push_back(r);
-  return out;
-}
-
 struct Trial {
   tune::Ranked setting;
   double predicted_img_s = 0;
@@ -148,7 +135,7 @@ json trial_json(const Trial& t) {
 json tune_point(const SweepConfig& c, const SweepModel& m, int n, const std::string& t,
                 const std::vector<tune::Ranked>& ranked, const TuneArgs& a, const std::string& dir) {
   std::vector<Trial> trials;
-  for (const auto& r : candidates(ranked, a.top_k)) trials.push_back({r, double(n) * m.batch / r.step_s, {}});
+  for (const auto& r : tune::candidates(ranked, a.top_k)) trials.push_back({r, double(n) * m.batch / r.step_s, {}});
   SweepConfig s = sub_sweep(c, "measure");
   s.nodes = {n};
   s.transports = {t};

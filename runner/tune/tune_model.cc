@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/bytes.h"
+#include "runner/sweep/sweep_config.h"
 
 namespace ringbench::tune {
 namespace {
@@ -81,6 +82,24 @@ std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const Ax
     return a.step_s != b.step_s ? a.step_s < b.step_s : off_default(a.axes) < off_default(b.axes);
   });
   return ranked;
+}
+
+std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k) {
+  std::vector<Ranked> out(ranked.begin(), ranked.begin() + std::min<size_t>(size_t(std::max(k, 0)), ranked.size()));
+  if (std::none_of(out.begin(), out.end(), [](const Ranked& r) { return r.is_default; }))
+    for (const auto& r : ranked)
+      if (r.is_default) out.push_back(r);
+  return out;
+}
+
+const char* const kIssueGrid =
+    "fusion_mb: [1, 4, 16, 64], first_bucket_mb: [0.25, 1, 4], compression: [none, fp16], segment: [256K, 1M, 4M]";
+
+AxisLists issue_grid() {
+  return parse_sweep_config(std::string("name: grid\nnodes: [2]\ncluster: {type: local}\ntrain: {models: [lenet], ") +
+                                kIssueGrid + "}\n",
+                            "the issue's grid")
+      .train.axes;
 }
 
 std::string setting_text(const std::vector<std::string>& axes) {

@@ -46,6 +46,15 @@ struct Ranked {
 std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const AxisLists& space,
                                   const AllreduceCost& cost);
 
+// The k best ranked settings, and the defaults after them where they are not among those (the
+// defaults are measured whether or not they rank high: the speed-up is over them).
+std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k);
+
+// The issue's grid: fusion_mb {1, 4, 16, 64} x first_bucket_mb {0.25, 1, 4} x compression
+// {none, fp16} x segment {256K, 1M, 4M}; every other axis at its default.
+extern const char* const kIssueGrid;  // as train list entries: "fusion_mb: [1, 4, 16, 64], ..."
+AxisLists issue_grid();
+
 // "fusion_mb 4, first_bucket_mb 0.25, compression fp16, segment 256K" (the knobs only).
 std::string setting_text(const std::vector<std::string>& axes);
 
