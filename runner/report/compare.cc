@@ -23,11 +23,11 @@ Measure relative(const std::string& metric, const std::vector<double>& v) {
   return {metric, m, v.size() >= 2 && m > 0 ? mean_ci(v).ci95 / m : 0};
 }
 
-// Train, share and migrate: median total img/s (share: summed over the VMs; migrate: the job's,
-// its migration included). Collectives: median busbw at `bytes`.
+// Train, share, migrate and remote: median total img/s (share: summed over the VMs; migrate: the
+// job's, its migration included; remote: summed over the clients). Collectives: median busbw at `bytes`.
 Measure measure(const Point& p, std::optional<uint64_t> bytes) {
   if (p.kind == PointKind::train || p.kind == PointKind::share || p.kind == PointKind::infer ||
-      p.kind == PointKind::migrate) {
+      p.kind == PointKind::migrate || p.kind == PointKind::remote) {
     std::vector<double> v;
     for (const auto& t : p.total) v.push_back(t.second);
     return relative(p.kind == PointKind::infer ? "Offline samples/s" : "total img/s", v);

@@ -55,6 +55,12 @@ std::string md_paths(const Run& run) {
       rows.push_back({p.id, "n/a", "n/a (one process, no transport)"});
       continue;
     }
+    if (p.kind == PointKind::remote) {  // a device link, not a ring: the Remote GPU section says which
+      rows.push_back({p.id, "n/a", p.setup == "local_device" ? "n/a (the device itself, no server)"
+                                                             : "device link over " + p.transport +
+                                                                   (p.setup == "link" ? " between nodes" : " on loopback")});
+      continue;
+    }
     if (p.kind == PointKind::share) {  // k single-rank jobs on one device: nothing crosses a network
       rows.push_back(
           {p.id, "n/a", "n/a (" + vms_text(p.vms) + " sharing one device, no transport)"});

@@ -96,6 +96,8 @@ Record to_record(const json& j, const std::string& where) {
     throw Error(where + ": status ok but share.summary.total_img_s.mean is missing");
   if (r.status == "ok" && r.kind == PointKind::migrate && !number_at(j, "/migrate/summary/total_img_s/mean"))
     throw Error(where + ": status ok but migrate.summary.total_img_s.mean is missing");
+  if (r.status == "ok" && r.kind == PointKind::remote && !number_at(j, "/remote/summary/total_img_s/mean"))
+    throw Error(where + ": status ok but remote.summary.total_img_s.mean is missing");
   if (r.status == "ok" && r.kind == PointKind::infer && !(find_at(j, "/infer") && j["infer"].is_object()))
     throw Error(where + ": status ok but the infer section is missing");
   if (r.status == "ok" && r.kind == PointKind::collectives &&

@@ -12,7 +12,8 @@
 //   repeat       1-based repeat number
 //   kind         "train" | "collectives" | "share" (k emulated VMs of one vGPU profile
 //                time-sliced on one device, each an independent single-rank training job) |
-//                "infer" | "migrate" (a training run whose rank moves during it)
+//                "infer" | "migrate" (a training run whose rank moves during it) | "remote" (a
+//                training job through a device server, runner/sweep/remote_sweep.h)
 //   model, batch, image_size   (train and share; image_size 0 = the model's default)
 //   policy, vms, slice_ms      (share only) the scheduler's policy ("best_effort" |
 //                "equal_share" | "fixed_share"), k VMs on the device, the time slice in ms
@@ -60,6 +61,17 @@
 //                netns, framebuffer_bytes, state_bytes, rounds, precopy_rounds, precopy_bytes,
 //                stun_bytes, precopy_s, stun_copy_s, stun_s, total_s, ring_stall_s; error when not
 //                moved)
+//   setup, clients, link_gbps, latency_us   (remote only) "local_device" | "loopback" |
+//                "partial" | "link"; the server's clients (0 for local_device); the device link's
+//                rate (0: unshaped) and added one-way latency (link only; else 0)
+//   remote       (kind remote, when ok) "summary": {"total_img_s": {mean, ci95} (summed over the
+//                clients), "step_s", "compute_s", "optimizer_s" (means over the clients)};
+//                "clients": [{img_s, step_s, final_hashes}]; "meta": {params, backend,
+//                threads_per_rank, steps, warmup}; "per_step": the first client's
+//                meta.remote.per_step {sent_bytes, received_bytes, round_trips} (null for
+//                local_device); "device": the server's device (emulated, backend, threads,
+//                policy, ...; null for local_device); "link": {transport, interface, and for a
+//                link gbps, latency_us, shaped_by}
 //   collectives  (kind collectives) the `ringbench allreduce --json` document's "rows"
 //                (bytes, count, dtype, inplace, algo, time_us, algbw_gbps, busbw_gbps, p50_us,
 //                p99_us, wrong) and a "meta" subset (impl, algo options, hosts: [{rank, host, path}])

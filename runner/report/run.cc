@@ -110,6 +110,13 @@ void migrate_stats(Point& p) {
   p.step_s = mean_over(p.ok(), "/migrate/summary/step_s/mean_over_ranks");
 }
 
+// The clients' total img/s and their mean step time (md_remote.cc reads the traffic).
+void remote_stats(Point& p) {
+  for (const Record* r : p.ok())
+    if (auto x = number_at(r->j, "/remote/summary/total_img_s/mean")) p.total[r->repeat] = *x;
+  p.step_s = mean_over(p.ok(), "/remote/summary/step_s");
+}
+
 void collectives_stats(Point& p) {
   for (const Record* r : p.ok()) {
     for (const auto& row : r->j["collectives"]["rows"]) {
@@ -263,6 +270,7 @@ Run load_run(const std::string& run_dir, double straggler_margin) {
     else if (p.kind == PointKind::share) share_stats(p);
     else if (p.kind == PointKind::infer) infer_stats(p);
     else if (p.kind == PointKind::migrate) migrate_stats(p);
+    else if (p.kind == PointKind::remote) remote_stats(p);
     else collectives_stats(p);
   }
   std::sort(run.started.begin(), run.started.end());

@@ -43,6 +43,10 @@ std::string md_infer_vgpu(const Run& run, Plotter& plotter);
 // img/s around the stun, the stun model with its predictions, the stun plot; "" for other runs.
 std::string md_migrate(const Run& run, Plotter& plotter);
 
+// Remote GPU (remote points, md_remote.cc): VMware's setups normalised to the local device, the
+// traffic per step and predict's remote model; "" for other runs.
+std::string md_remote(const Run& run);
+
 std::string md_collectives(const Run& run, Plotter& plotter);
 
 // Rank 0's transport path of each point.

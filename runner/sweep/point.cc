@@ -20,11 +20,11 @@ using json = nlohmann::json;
 
 constexpr EnumName<PointKind> kKindNames[] = {
     {PointKind::train, "train"}, {PointKind::collectives, "collectives"}, {PointKind::share, "share"},
-    {PointKind::infer, "infer"}, {PointKind::migrate, "migrate"}};
+    {PointKind::infer, "infer"}, {PointKind::migrate, "migrate"}, {PointKind::remote, "remote"}};
 
 PointKind parse_kind(const std::string& s, const std::string& where) {
   if (const auto k = parse_name(kKindNames, s)) return *k;
-  throw Error(where + ": \"kind\": " + quote_excerpt(s) + " is none of train, collectives, share, infer, migrate");
+  throw Error(where + ": \"kind\": " + quote_excerpt(s) + " is none of train, collectives, share, infer, migrate, remote");
 }
 
 [[noreturn]] void bad_field(const std::string& where, const char* key, const std::string& why) {
@@ -72,6 +72,24 @@ void check_policy(const std::string& policy, const std::string& where) {
   }
 }
 
+double double_in(const json& r, const char* key, double lo, double hi, const std::string& where) {
+  const auto it = r.find(key);
+  if (it == r.end() || !it->is_number()) bad_field(where, key, "missing or not a number");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    bad_field(where, key, number_text(v) + " is out of range (" + number_text(lo) + " to " + number_text(hi) + ")");
+  return v;
+}
+
+void read_remote(const json& r, const std::string& where, PointCoords& c) {
+  c.setup = required_str(r, "setup", where);
+  if (std::find(kRemoteSetups.begin(), kRemoteSetups.end(), c.setup) == kRemoteSetups.end())
+    bad_field(where, "setup", quote_excerpt(c.setup) + " is none of local_device, loopback, partial, link");
+  c.clients = int_in(r, "clients", 0, kMaxVms, where);
+  c.link_gbps = double_in(r, "link_gbps", 0, kMaxLinkGbps, where);
+  c.latency_us = double_in(r, "latency_us", 0, kMaxLatencyUs, where);
+}
+
 }  // namespace
 
 bool is_safe_name(const std::string& s) {
@@ -88,6 +106,8 @@ void PointCoords::write(json& r) const {
   if (has_model()) r.update({{"model", model}, {"batch", batch}, {"image_size", image_size}});
   if (shared()) r.update({{"policy", policy}, {"vms", vms}});
   if (kind == PointKind::migrate) r.update({{"method", method}, {"framebuffer", framebuffer}});
+  if (kind == PointKind::remote)
+    r.update({{"setup", setup}, {"clients", clients}, {"link_gbps", link_gbps}, {"latency_us", latency_us}});
   for (size_t i : axes_of(kind)) r[sweep_axes()[i].key] = axis_json(sweep_axes()[i], axes[i]);
 }
 
@@ -112,6 +132,7 @@ PointCoords PointCoords::read(const json& r, const std::string& where) {
       bad_field(where, "method", quote_excerpt(c.method) + " is neither precopy nor stopcopy");
     c.framebuffer = safe_name_field(r, "framebuffer", where, "");
   }
+  if (c.kind == PointKind::remote) read_remote(r, where, c);
   c.transport = str_field(r, "transport", where, "none");
   check_transport(c.transport, where);
   c.profile = safe_name_field(r, "profile", where, "none");

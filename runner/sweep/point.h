@@ -28,8 +28,14 @@ bool is_safe_name(const std::string& s);
 // train --compression's values: the gradients' type on the wire (auto: the training precision's).
 inline const std::vector<std::string> kCompressionNames{"auto", "none", "fp16", "bf16"};
 
-enum class PointKind { train, collectives, share, infer, migrate };
-const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer", "migrate"
+enum class PointKind { train, collectives, share, infer, migrate, remote };
+const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer", "migrate", "remote"
+
+// A remote point's setup (runner/sweep/remote_sweep.h): the same training on the device itself
+// (local_device), through a device server on the device's node over loopback (loopback), with k
+// clients sharing it (partial), or over the link from another node (link).
+inline const std::vector<std::string> kRemoteSetups{"local_device", "loopback", "partial", "link"};
+constexpr double kMaxLinkGbps = 10000, kMaxLatencyUs = 1e7;
 
 struct PointCoords {
   PointKind kind = PointKind::train;
@@ -43,6 +49,10 @@ struct PointCoords {
   int vms = 0;            // share, and infer with vms > 0: VMs on the device (infer: 0 without a scheduler)
   std::string method;       // migrate: "precopy" | "stopcopy"
   std::string framebuffer;  // migrate: the framebuffer as configured ("4G"); "" where a profile gives it
+  std::string setup;        // remote: one of kRemoteSetups
+  int clients = 0;          // remote: clients of the device server (0: local_device, none)
+  double link_gbps = 0;     // remote link: the device link's rate (0: unshaped)
+  double latency_us = 0;    // remote link: its added one-way latency
   std::vector<std::string> axes = axis_defaults();  // every sweep axis's value (sweep_axes()'s order)
 
   // The value of sweep axis `key` ("precision", "fusion_mb"); the default where the kind has none.

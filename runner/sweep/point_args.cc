@@ -58,6 +58,7 @@ std::vector<std::string> share_args(const SweepConfig& c, const SweepPoint& p, c
 
 std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, const std::string& json_path,
                                     const std::string& log_base) {
+  if (p.kind == PointKind::remote) return {};  // run_remote_point builds its processes' own
   if (p.kind == PointKind::train) {
     std::vector<std::string> a = {"train"};
     for (auto& x : train_args(c, p)) a.push_back(x);

@@ -103,6 +103,7 @@ json vgpu_subset(const json& meta) {
 }
 
 json result_subset(const SweepPoint& p, const json& doc) {
+  if (p.kind == PointKind::remote) return remote_subset(p, doc);
   const json& meta = doc["meta"];
   if (p.kind == PointKind::share)
     return {{"summary", doc["summary"]}, {"vms", doc["vms"]},
@@ -317,7 +318,8 @@ std::string point_log_name(size_t i, const SweepPoint& p) {
 
 // Why point p is skipped; "" when it runs.
 std::string skip_reason(const SweepConfig& c, const Executor& exec, const SweepPoint& p) {
-  std::string why = p.skip.empty() ? exec.unavailable(p) : p.skip;
+  std::string why = p.skip.empty() ? remote_unavailable(p) : p.skip;
+  if (why.empty()) why = exec.unavailable(p);
   if (const Backend* b = find_backend(p.transport);
       b && b->float_only && p.kind == PointKind::collectives && c.collectives.dtype != "float")
     why = "the " + b->title + " baseline measures float only";
@@ -362,7 +364,7 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
                   " img/s over " + std::to_string(p.vms) + " VM(s)";
     else if (p.kind == PointKind::migrate)
       v.summary = migration_text(doc);
-    else if (p.kind == PointKind::train)
+    else if (p.kind == PointKind::train || p.kind == PointKind::remote)
       v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
     else if (p.kind == PointKind::infer && p.shared() && doc["summary"].contains("qps_at_bound"))
       v.summary = "ok " + qps_total_text(doc["summary"]["qps_at_bound"]) + " over " + std::to_string(p.vms) + " VM(s)";
@@ -436,7 +438,10 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
     PointJob job{&p, i, point_args(c, p, json_path, log_base), log_base, Millis(static_cast<long>(c.timeout_s * 1000))};
     // A share point's VMs are train jobs on this node: they get its threads (after the --).
     for (auto& x : exec.rank_args(p.kind == PointKind::share ? PointKind::train : p.kind)) job.args.push_back(x);
-    const LaunchOutcome o = exec.run(job, &g_stop);
+    const LaunchOutcome o = p.kind == PointKind::remote
+                                ? run_remote_point(c.remote, p, c.seed, exec, json_path, log_base, c.timeout_s, &g_stop,
+                                                   &job.args)
+                                : exec.run(job, &g_stop);
     if (o.interrupted) break;  // not done: --resume runs it again
     const json doc = fs::exists(json_path) ? json::parse(read_text(json_path), nullptr, false) : json();
     rec["wall_s"] = o.wall_s;
@@ -519,7 +524,8 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   const SweepConfig& c = run.config;
   if (a.dry_run) {
     for_each_point(c, [](const SweepPoint& p) {
-      const std::string why = backend_unavailable(p.transport);
+      std::string why = remote_unavailable(p);
+      if (why.empty()) why = backend_unavailable(p.transport);
       std::printf("%-44s r%d  %s\n", p.id.c_str(), p.repeat, why.empty() ? "" : ("skipped: " + why).c_str());
     });
     return 0;

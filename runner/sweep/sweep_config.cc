@@ -101,7 +101,7 @@ CollectivesSweep parse_collectives(const YamlReader& r) {
 
 ClusterConfig parse_cluster(const YamlReader& r) {
   ClusterConfig c;
-  r.only({"type", "link", "cpus_per_node", "hosts"});
+  r.only({"type", "link", "cpus_per_node", "hosts", "latency_us"});
   if (!r.has("type")) r.fail(r.key("type"), "missing; one of: " + join_names(kClusterTypes));
   r.get_choice("type", c.type, kClusterTypes);
   if (r.has("link")) {
@@ -111,6 +111,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
       r.fail(r.key("link"), quote_excerpt(c.link) + " is not a tc rate: use e.g. 100mbit, 1gbit, 10gbit, 25gbit");
   }
   r.get_int("cpus_per_node", c.cpus_per_node, 0, 4096);
+  r.get_double("latency_us", c.latency_us, 0, kMaxLatencyUs);
   if (r.has("hosts")) {
     if (c.type != "mpirun") r.fail(r.key("hosts"), "only a cluster of type mpirun has hosts");
     c.hosts = r.list<std::string>("hosts", "host names");
@@ -121,7 +122,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
 SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
   YamlReader r(root, "", origin);
   r.only({"name", "nodes", "transports", "profiles", "allow_profile_mismatch", "vgpu_catalog", "sharing",
-          "repeats", "seed", "timeout", "cluster", "train", "collectives", "infer", "migrate"});
+          "repeats", "seed", "timeout", "cluster", "train", "collectives", "infer", "migrate", "remote"});
   SweepConfig c;
   if (!r.has("name")) r.fail("name", "missing; name the sweep (it starts the run id)");
   r.get("name", c.name, "a string");
@@ -170,6 +171,14 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     c.has_migrate = true;
     c.migrate = parse_migrate(YamlReader(r.at("migrate"), "migrate", origin), catalog, c.cluster.type);
   }
+  if (r.has("remote")) {
+    c.has_remote = true;
+    const double cluster_gbps = c.cluster.type == "emulated" ? tc_rate_gbps(c.cluster.link) : 0;
+    c.remote = parse_remote(YamlReader(r.at("remote"), "remote", origin), c.cluster.latency_us, cluster_gbps);
+  }
+  if (c.cluster.latency_us > 0 && !c.has_remote)
+    r.fail("cluster.latency_us", "shapes the remote device link only (remote: links without their own latency); "
+                                 "the ranks' links get no added latency (this kernel has no netem)");
   if (r.has("sharing")) {
     c.has_sharing = true;
     c.sharing = parse_sharing(YamlReader(r.at("sharing"), "sharing", origin));
@@ -177,8 +186,8 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     if (!has_time_sliced(c.profiles, catalog))
       r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
   }
-  if (!c.has_train && !c.has_collectives && !c.has_infer && !c.has_migrate)
-    r.fail("train", "the sweep measures nothing: add a train, collectives, infer or migrate section");
+  if (!c.has_train && !c.has_collectives && !c.has_infer && !c.has_migrate && !c.has_remote)
+    r.fail("train", "the sweep measures nothing: add a train, collectives, infer, migrate or remote section");
   const int most_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
   if (c.has_collectives && most_nodes < 2)
     r.fail("nodes", "a collectives sweep needs a node count >= 2");
@@ -216,6 +225,7 @@ nlohmann::json to_json(const SweepConfig& c) {
   j["cluster"] = {{"type", c.cluster.type}, {"cpus_per_node", c.cluster.cpus_per_node}};
   if (c.cluster.type == "emulated") j["cluster"]["link"] = c.cluster.link;
   if (!c.cluster.hosts.empty()) j["cluster"]["hosts"] = c.cluster.hosts;
+  if (c.cluster.latency_us > 0) j["cluster"]["latency_us"] = c.cluster.latency_us;
   if (c.has_train) {
     nlohmann::json models = nlohmann::json::array();
     for (const auto& m : c.train.models)
@@ -233,6 +243,7 @@ nlohmann::json to_json(const SweepConfig& c) {
   }
   if (c.has_infer) j["infer"] = to_json(c.infer);
   if (c.has_migrate) j["migrate"] = to_json(c.migrate);
+  if (c.has_remote) j["remote"] = to_json(c.remote);
   return j;
 }
 
@@ -314,6 +325,7 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
       }
       if (c.has_infer && profile == c.profiles.front()) for_each_infer_point(c.infer, catalog, rep, visit);
       if (c.has_migrate && profile == c.profiles.front()) for_each_migrate_point(c.migrate, rep, visit);
+      if (c.has_remote && profile == c.profiles.front()) for_each_remote_point(c.remote, rep, visit);
       const vgpu::Profile* vp = profile == "none" ? nullptr : catalog.find(profile);
       if (c.has_sharing && vp && vp->time_sliced) {
         for (const auto& m : c.train.models) {
@@ -332,6 +344,7 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
 int cluster_nodes(const SweepConfig& c) {
   int most = *std::max_element(c.nodes.begin(), c.nodes.end());
   if (c.has_migrate) most = std::max({most, c.migrate.nodes, c.migrate.target_node() + 1});
+  if (c.has_remote && !c.remote.links.empty()) most = std::max(most, 2);
   return most;
 }
 

@@ -13,6 +13,7 @@
 #include "runner/sweep/infer_sweep.h"
 #include "runner/sweep/migrate_sweep.h"
 #include "runner/sweep/point.h"
+#include "runner/sweep/remote_sweep.h"
 #include "runner/sweep/vgpu_keys.h"
 
 namespace ringbench {
@@ -49,6 +50,7 @@ struct ClusterConfig {
   std::string link = "10gbit";  // emulated: tc rate of every node's link
   int cpus_per_node = 0;        // local/emulated: 0 = this machine's cores ÷ the largest node count
   std::vector<std::string> hosts;  // mpirun: ringbench runs mpirun -H hosts itself when given
+  double latency_us = 0;  // one-way latency added to the remote device link (remote: links without their own)
 };
 
 struct SweepConfig {
@@ -62,10 +64,12 @@ struct SweepConfig {
   uint64_t seed = 42;
   double timeout_s = 600;  // per point
   ClusterConfig cluster;
-  bool has_train = false, has_collectives = false, has_sharing = false, has_infer = false, has_migrate = false;
+  bool has_train = false, has_collectives = false, has_sharing = false, has_infer = false, has_migrate = false,
+       has_remote = false;
   TrainSweep train;
   InferSweep infer;
   MigrateSweep migrate;
+  RemoteSweep remote;
   SharingConfig sharing;
   CollectivesSweep collectives;
 };
@@ -75,8 +79,8 @@ struct SweepConfig {
 constexpr size_t kMaxPoints = 10000;
 constexpr int kMaxLocalNodes = 253;
 
-// The nodes a local or emulated cluster needs: the largest node count, and a migration's ranks
-// and the node its rank moves to.
+// The nodes a local or emulated cluster needs: the largest node count, a migration's ranks
+// and the node its rank moves to, and the two nodes of a remote link.
 int cluster_nodes(const SweepConfig& c);
 
 // Parses and validates; throws Error("<file>: <key>: <what is wrong>; <what is allowed>").
@@ -94,7 +98,8 @@ struct SweepPoint : PointCoords {
   std::string id;         // "train/lenet/b32/n2/tcp/none", "collectives/n4/tcp/none",
                           // "share/lenet/b32/T4-4C/fixed_share/vms4", "infer/lenet/b8/s28/none",
                           // "infer/lenet/b8/T4-4C/best_effort/vms2",
-                          // "migrate/mobilenet_v1/b8/s96/n3/tcp/precopy/fb4G" (or .../precopy/T4-4C)
+                          // "migrate/mobilenet_v1/b8/s96/n3/tcp/precopy/fb4G" (or .../precopy/T4-4C),
+                          // "remote/lenet/b8/partial/k2", "remote/lenet/b8/tcp/10gbit/50us"
   int repeat = 1;         // 1-based
   std::string skip;       // why the config itself rules this point out ("" when it can run)
 };

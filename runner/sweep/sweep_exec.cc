@@ -169,6 +169,26 @@ class LocalExecutor : public Executor {
     return run_ranks(ranks, job.timeout, kGrace, stop);
   }
 
+  LaunchOutcome run_processes(const std::vector<PointProcess>& procs, Millis timeout,
+                              const std::atomic<bool>* stop) override {
+    std::vector<RankLaunch> launches;
+    for (const auto& p : procs) {
+      RankLaunch r;
+      r.argv = {self_exe()};
+      r.argv.insert(r.argv.end(), p.args.begin(), p.args.end());
+      r.env = p.env;
+      r.env.push_back("OMP_WAIT_POLICY=passive");
+      r.log_path = p.log_path;
+      r.netns_fd = cluster_ ? cluster_->node_ns_fd(p.node) : -1;
+      r.cpus = node_cpus(p.node);
+      launches.push_back(std::move(r));
+    }
+    return run_ranks(launches, timeout, kGrace, stop);
+  }
+
+  std::string node_addr(int node) const override { return cluster_ ? cluster_->node_addr(node) : "127.0.0.1"; }
+  int cpus_per_node() const override { return cpus_per_node_; }
+
   json cluster_record() const override {
     return {{"type", cluster_ ? "emulated" : "local"},
             {"link", cluster_ ? json(cluster_->spec().link) : json(nullptr)},
@@ -329,6 +349,9 @@ class MpiWorkerExecutor : public Executor {
     if (const Backend* b = find_backend(p.transport); b && b->one_host && p.nodes > 1)
       return b->name + ": the point's ranks run on the cluster's hosts, and shared memory connects only the ranks "
              "of one host";
+    if (p.kind == PointKind::remote)
+      return "remote points run on a local or emulated cluster (the sweep starts the device server and its clients "
+             "as processes on this machine)";
     return backend_unavailable(p.transport);
   }
 
@@ -454,6 +477,10 @@ class MpiWorkerExecutor : public Executor {
 };
 
 }  // namespace
+
+LaunchOutcome Executor::run_processes(const std::vector<PointProcess>&, Millis, const std::atomic<bool>*) {
+  throw Error("this cluster runs no point of processes with their own arguments (remote points)");
+}
 
 std::unique_ptr<Executor> make_local_executor(const SweepConfig& c, EmulatedCluster* cluster,
                                               const std::string& note) {

@@ -30,6 +30,14 @@ struct PointJob {
   std::chrono::milliseconds timeout{600000};
 };
 
+// One process of a point whose processes differ (a device server and its clients).
+struct PointProcess {
+  std::vector<std::string> args;  // `ringbench` arguments
+  std::vector<std::string> env;   // "NAME=value"
+  int node = 0;                   // runs in this node's namespace, on its CPUs
+  std::string log_path;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -45,6 +53,16 @@ class Executor {
     (void)kind;
     return {};
   }
+  // Processes each with its own arguments and node, all at once (remote points). Only local and
+  // emulated clusters have them; unavailable() says so elsewhere.
+  virtual LaunchOutcome run_processes(const std::vector<PointProcess>& procs, Millis timeout,
+                                      const std::atomic<bool>* stop);
+  // The address node k is reached at from the other nodes, and its CPUs per node.
+  virtual std::string node_addr(int node) const {
+    (void)node;
+    return "127.0.0.1";
+  }
+  virtual int cpus_per_node() const { return 1; }
 };
 
 // Local ranks (cluster == nullptr: loopback) or one rank per emulated node.

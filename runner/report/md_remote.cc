@@ -1,0 +1,170 @@
+// The "Remote GPU" section (remote points, runner/sweep/remote_sweep.h): VMware's Bitfusion
+// setups side by side, each normalised to the same training on the device itself, with the
+// traffic per step and predict's remote model (runner/predict/remote_model.h) beside them.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "runner/predict/remote_model.h"
+#include "runner/report/format.h"
+#include "runner/report/sections.h"
+#include "runner/sweep/json_fields.h"
+
+namespace ringbench::report {
+namespace {
+
+std::string num_text(double v) { return num6(v); }
+
+// The traffic per step a record's first client counted (null for the local device).
+std::optional<predict::RemoteTraffic> traffic_of(const Point& p) {
+  for (const Record* r : p.ok()) {
+    const auto up = number_at(r->j, "/remote/per_step/sent_bytes");
+    const auto down = number_at(r->j, "/remote/per_step/received_bytes");
+    const auto trips = number_at(r->j, "/remote/per_step/round_trips");
+    if (up && down && trips) return predict::RemoteTraffic{*up, *down, *trips};
+  }
+  return std::nullopt;
+}
+
+std::string setup_text(const Point& p) {
+  if (p.setup == "local_device") return "local device (no server)";
+  if (p.setup == "loopback") return "local: client and server on the device's node";
+  if (p.setup == "partial") return "local partials: " + std::to_string(p.clients) + " clients, 1/" +
+                                   std::to_string(p.clients) + " each";
+  return "remote: client on another node";
+}
+
+std::string link_text(const Point& p) {
+  if (p.setup == "local_device") return "-";
+  if (p.setup != "link") return p.transport + ", loopback";
+  return p.transport + ", " + (p.link_gbps > 0 ? num_text(p.link_gbps) + " Gbit/s" : "unshaped") + ", " +
+         num_text(p.latency_us) + " us";
+}
+
+// "12.3 (11.9..12.8)": the median over repeats and their range.
+std::string median_range(const std::vector<double>& v, int decimals) {
+  if (v.empty()) return "-";
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  if (v.size() < 2) return fixed(v.front(), decimals);
+  return fixed(median(v), decimals) + " (" + fixed(*lo, decimals) + ".." + fixed(*hi, decimals) + ")";
+}
+
+// "75% (73..78%)": percentages' median and range.
+std::string percent_range(const std::vector<double>& v) {
+  if (v.empty()) return "-";
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fixed(median(v), 0) + "%" + (v.size() < 2 ? "" : " (" + fixed(*lo, 0) + ".." + fixed(*hi, 0) + "%)");
+}
+
+std::vector<double> values(const std::map<int, double>& m) {
+  std::vector<double> v;
+  for (const auto& kv : m) v.push_back(kv.second);
+  return v;
+}
+
+// The predicted img/s of p from the local device's step: the device time-sliced among the
+// clients keeps its total; a link adds its transfer terms.
+std::optional<double> predicted_img_s(const Point& p, const Point& local) {
+  if (local.total.empty() || p.setup == "local_device") return std::nullopt;
+  const double local_img_s = median(values(local.total));
+  if (p.setup != "link") return local_img_s;
+  const auto t = traffic_of(p);
+  if (!t || local_img_s <= 0) return std::nullopt;
+  // The step that img/s measures: a batch per step (the mean step time weighs a slow step more).
+  const double local_step_s = p.batch / local_img_s;
+  return local_img_s * predict::remote_kept(local_step_s, *t, {p.link_gbps, p.latency_us});
+}
+
+std::vector<std::string> row(const Point& p, const Point* local) {
+  std::vector<std::string> r = {setup_text(p), p.clients ? std::to_string(p.clients) : "-", link_text(p)};
+  if (p.total.empty()) {
+    const std::string why = not_ok_text(p) + (p.repeats.empty() ? "" : ": " + one_line(p.repeats.front().error));
+    r.insert(r.end(), {why, "", "", "", "", ""});
+    return r;
+  }
+  r.push_back(median_range(values(p.total), 2));
+  r.push_back(local && !local->total.empty() ? percent_range(paired(p.total, local->total, 0.01)) : "-");
+  const auto pred = local ? predicted_img_s(p, *local) : std::nullopt;
+  r.push_back(pred ? fixed(*pred, 2) : "-");
+  r.push_back(pred ? fixed(100 * (median(values(p.total)) / *pred - 1), 0) + "%" : "-");
+  const auto t = traffic_of(p);
+  r.push_back(t ? fixed(t->bytes_up / 1e6, 2) + " / " + fixed(t->bytes_down / 1e6, 2) : "-");
+  r.push_back(t ? fixed(t->round_trips, 0) : "-");
+  return r;
+}
+
+// What stood in for the GPU, from the first record that names the server's device.
+std::string device_line(const std::vector<const Point*>& pts) {
+  for (const Point* p : pts)
+    for (const Record* r : p->ok())
+      if (const json* d = find_at(r->j, "/remote/device"); d && d->is_object()) {
+        const bool emulated = bool_or(*d, "emulated", true);
+        return "The device server's device: " + str_or(*d, "device", "?") + " (" + str_or(*d, "backend", "?") +
+               ", " + std::to_string(int_or(*d, "threads", 0)) + " thread(s))" + (emulated ? ", **EMULATED**" : "") +
+               "; time shared " + str_or(*d, "policy", "?") + " among the clients.\n\n";
+      }
+  return "";
+}
+
+// The link points that keep less than `fraction` of local (by their median ratio).
+std::string below_text(const std::vector<const Point*>& group, const Point* local, double fraction) {
+  std::string below;
+  bool any = false;
+  for (const Point* p : group) {
+    if (p->setup != "link" || p->total.empty() || !local || local->total.empty()) continue;
+    any = true;
+    if (median(paired(p->total, local->total, 1)) < fraction) below += (below.empty() ? "" : "; ") + link_text(*p);
+  }
+  if (!any) return "";
+  return "Below " + fixed(100 * fraction, 0) + "% of local: " + (below.empty() ? "none of the links measured" : below) +
+         ".\n";
+}
+
+std::map<std::tuple<std::string, int, int>, std::vector<const Point*>> by_model(const std::vector<const Point*>& pts) {
+  std::map<std::tuple<std::string, int, int>, std::vector<const Point*>> groups;
+  for (const Point* p : pts) groups[{p->model, p->batch, p->image_size}].push_back(p);
+  const auto setup_rank = [](const Point* p) {
+    return std::find(kRemoteSetups.begin(), kRemoteSetups.end(), p->setup) - kRemoteSetups.begin();
+  };
+  for (auto& [key, g] : groups)  // the study's order: local device, local, partials, links fastest first
+    std::sort(g.begin(), g.end(), [&](const Point* a, const Point* b) {
+      return std::tuple(setup_rank(a), a->clients, transport_rank(a->transport), -a->link_gbps, a->latency_us) <
+             std::tuple(setup_rank(b), b->clients, transport_rank(b->transport), -b->link_gbps, b->latency_us);
+    });
+  return groups;
+}
+
+const char* kIntro =
+    "VMware's Bitfusion benchmark (issue 41): one training job through `ringbench device-server` in the "
+    "setups of their study, each against the same training on the device itself (\"local device\": "
+    "`train --device cpu` on the device's node). *of local*: img/s (summed over the clients) / the local "
+    "device's, by repeat: median (min..max). *predicted*: predict's remote model, the local device's step plus "
+    "(bytes up + down) / link rate + round trips x 2 x one-way latency (runner/predict/remote_model.h; a serial "
+    "model: partials keep the device's total, loopback adds nothing); *measured vs predicted*: the median's "
+    "deviation. The link's latency and rate are the device server's user-space shaping proxy (this kernel has no "
+    "netem), whose own forwarding adds ~85 us per round trip on a loaded 2-core host.\n\n";
+
+}  // namespace
+
+std::string md_remote(const Run& run) {
+  const std::vector<const Point*> pts = points_of(run, PointKind::remote);
+  if (pts.empty()) return "";
+  std::string md = "## Remote GPU\n\n" + std::string(kIntro) + device_line(pts);
+  for (const auto& [key, group] : by_model(pts)) {
+    const Point* local = nullptr;
+    for (const Point* p : group)
+      if (p->setup == "local_device") local = p;
+    const auto& [model, batch, size] = key;
+    md += "### " + model + " b" + std::to_string(batch) + (size ? " " + std::to_string(size) + "px" : "") + "\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const Point* p : group) rows.push_back(row(*p, local));
+    md += md_table({"setup", "clients", "link", "img/s", "of local", "predicted img/s", "measured vs predicted",
+                    "MB up / down per step", "round trips per step"},
+                   "llrrrrrrr", rows);
+    md += "\n" + below_text(group, local, 0.9) + below_text(group, local, 0.5) + "\n";
+  }
+  return md;
+}
+
+}  // namespace ringbench::report

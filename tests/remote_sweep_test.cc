@@ -1,0 +1,185 @@
+// Sweeps' remote section (issue 41, VMware's Bitfusion setups): configs/remote-gpu.yaml parses to
+// the study's points, mistakes name their key, a tiny sweep of every setup runs end to end through
+// real device servers, and the report's "Remote GPU" section renders from a fixture with numbers
+// computed by hand (predict's remote model included), the same bytes twice.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "runner/predict/remote_model.h"
+#include "runner/sweep/sweep_config.h"
+#include "tests/report_fixture.h"
+#include "tests/sweep_config_errors.h"
+
+namespace ringbench {
+namespace {
+
+using json = nlohmann::json;
+using testing::expect_error;
+using testing::local_config;
+
+std::vector<std::string> ids(const SweepConfig& c) {
+  std::vector<std::string> v;
+  for (const auto& p : expand_points(c))
+    if (p.repeat == 1) v.push_back(p.id);
+  return v;
+}
+
+TEST(RemoteSweepConfig, TheShippedConfigIsVmwaresThreeSetups) {
+  const SweepConfig c = load_sweep_config(std::string(RINGBENCH_SOURCE_DIR) + "/configs/remote-gpu.yaml");
+  ASSERT_TRUE(c.has_remote);
+  EXPECT_EQ(c.cluster.type, "emulated");
+  const auto v = ids(c);
+  const std::string base = "remote/mobilenet_v1/b8/s64/";
+  ASSERT_GE(v.size(), 5u);
+  EXPECT_EQ(v[0], base + "local_device");
+  EXPECT_EQ(v[1], base + "loopback");
+  EXPECT_EQ(v[2], base + "partial/k2");
+  EXPECT_EQ(v[3], base + "partial/k4");
+  EXPECT_EQ(v[4], base + "tcp/10gbit/50us");  // cluster.latency_us where a link gives none
+  EXPECT_NE(std::find(v.begin(), v.end(), base + "verbs/10gbit/50us"), v.end());
+  EXPECT_EQ(cluster_nodes(c), 2);  // the link's server on node 1, its client on node 0
+  for (const auto& p : expand_points(c)) {
+    EXPECT_EQ(remote_unavailable(p).empty(), p.transport != "verbs") << p.id;
+    EXPECT_EQ(p.nodes, p.setup == "link" ? 2 : 1) << p.id;
+  }
+  // The config as run parses back to the same points.
+  EXPECT_EQ(ids(parse_sweep_config(to_yaml(c), "as-run.yaml")), v);
+}
+
+TEST(RemoteSweepConfig, MistakesNameTheirKey) {
+  const std::string model = "remote:\n  model: {model: lenet, batch: 4}\n";
+  expect_error(local_config("remote:\n  steps: 3\n"), {"remote.model", "missing"});
+  expect_error(local_config(model + "  clients: [1]\n"), {"remote.clients", "from 2"});
+  expect_error(local_config(model + "  transports: [shm]\n"), {"remote.transports", "tcp, verbs"});
+  expect_error(local_config(model + "  links: [{gbps: 1, latency: 5}]\n"), {"remote.links[0].latency", "unknown key"});
+  expect_error(local_config(model + "  links: [{gbps: -1}]\n"), {"remote.links[0].gbps"});
+  expect_error(local_config(model + "  links: [{gbps: 1}, {gbps: 1}]\n"), {"remote.links[1]", "twice"});
+  expect_error(local_config(model + "  policy: fastest\n"), {"remote.policy", "fastest"});
+  expect_error("name: t\ncluster: {type: emulated, link: 1gbit}\n" + model + "  links: [{gbps: 10}]\n",
+               {"remote.links[0].gbps", "above cluster.link"});
+  expect_error("name: t\ncluster: {type: local, latency_us: 50}\ntrain:\n  models: [lenet]\n",
+               {"cluster.latency_us", "remote device link only"});
+  const SweepConfig c =
+      parse_sweep_config("name: t\ncluster: {type: local, latency_us: 70}\n" + model +
+                         "  links: [{gbps: 1}, {gbps: 1, latency_us: 5}]\n", "test.yaml");
+  ASSERT_EQ(c.remote.links.size(), 2u);
+  EXPECT_EQ(c.remote.links[0].latency_us, 70);
+  EXPECT_EQ(c.remote.links[1].latency_us, 5);
+}
+
+// Every setup through real device servers on this machine (a local cluster: loopback, the link
+// by the server's shaping proxy), LeNet for 3 steps.
+TEST(RemoteSweep, ATinySweepOfEverySetupRunsEndToEnd) {
+  const std::string dir = ringbench::testing::temp_path("remote-sweep");
+  const auto r = ringbench::testing::run_sweep(RINGBENCH_BIN,
+                                               "name: rt\nrepeats: 1\ntimeout: 120\n"
+                                               "cluster: {type: local, cpus_per_node: 1, latency_us: 200}\n"
+                                               "remote:\n  model: {model: lenet, batch: 4}\n  warmup: 1\n  steps: 2\n"
+                                               "  threads: 1\n  clients: [2]\n  transports: [tcp, verbs]\n"
+                                               "  links: [{gbps: 1}]\n",
+                                               dir, "OMP_WAIT_POLICY=passive");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, json> by_point;
+  for (const json& rec : ringbench::testing::read_raw(dir)) by_point[rec["point"]] = rec;
+  ASSERT_EQ(by_point.size(), 5u);
+  for (const auto& [id, rec] : by_point) {
+    if (id.find("/verbs/") != std::string::npos) {
+      EXPECT_EQ(rec["status"], "skipped");
+      EXPECT_NE(rec["error"].get<std::string>().find("not implemented"), std::string::npos);
+      continue;
+    }
+    ASSERT_EQ(rec["status"], "ok") << id << ": " << rec.dump();
+    EXPECT_GT(rec["remote"]["summary"]["total_img_s"]["mean"].get<double>(), 0) << id;
+    if (rec["setup"] == "local_device") {
+      EXPECT_TRUE(rec["remote"]["per_step"].is_null());
+      continue;
+    }
+    EXPECT_TRUE(rec["remote"]["device"]["emulated"].get<bool>()) << id;
+    EXPECT_EQ(rec["remote"]["per_step"]["round_trips"], 5) << id;
+    // The parameters up and their gradients down, each more than LeNet's 1.66 M floats.
+    EXPECT_GT(rec["remote"]["per_step"]["sent_bytes"].get<double>(), 1.6e6 * 4) << id;
+    EXPECT_GT(rec["remote"]["per_step"]["received_bytes"].get<double>(), 1.6e6 * 4) << id;
+  }
+  EXPECT_EQ(by_point["remote/lenet/b4/partial/k2"]["remote"]["clients"].size(), 2u);
+  EXPECT_EQ(by_point["remote/lenet/b4/tcp/1gbit/200us"]["remote"]["link"]["latency_us"], 200);
+  const std::string md = report_testing::section(report_testing::read_file(dir + "/report.md"), "## Remote GPU");
+  EXPECT_TRUE(ringbench::testing::has_all(md, {"### lenet b4", "**EMULATED**", "local partials: 2 clients",
+                                               "tcp, 1 Gbit/s, 200 us", "verbs for the device server is not implemented"}))
+      << md;
+  std::filesystem::remove_all(dir);
+}
+
+// One repeat of a remote point of mobilenet_v1 b8 64px, `img_s` in total; the link points move
+// 17 MB each way in 5 round trips per step.
+json remote_record(const std::string& id, const std::string& setup, int clients, double gbps, double latency_us,
+                   int repeat, double img_s, int seq) {
+  json rec = {{"schema", 1}, {"run_id", "rg-20261129-100000"}, {"sweep", "rg"}, {"seq", seq}, {"points_total", 15},
+              {"point", "remote/mobilenet_v1/b8/s64/" + id}, {"repeat", repeat}, {"kind", "remote"},
+              {"nodes", setup == "link" ? 2 : 1}, {"transport", setup == "local_device" ? "none" : "tcp"},
+              {"profile", "none"}, {"model", "mobilenet_v1"}, {"batch", 8}, {"image_size", 64}, {"setup", setup},
+              {"clients", clients}, {"link_gbps", gbps}, {"latency_us", latency_us},
+              {"cluster", {{"type", "emulated"}, {"link", "25gbit"}, {"cpus_per_node", 1}, {"note", ""}}},
+              {"status", "ok"}, {"error", ""}, {"started_at", "2026-11-29T10:00:" + std::to_string(10 + seq) + "Z"}};
+  rec["remote"] = {{"summary", {{"total_img_s", {{"mean", img_s}, {"ci95", 0.0}}}, {"step_s", 8 / img_s}}},
+                   {"clients", json::array()}, {"meta", {{"backend", "remote"}}}};
+  if (setup == "local_device") {
+    rec["remote"].update({{"per_step", nullptr}, {"device", nullptr}, {"link", nullptr}});
+  } else {
+    rec["remote"]["per_step"] = {{"sent_bytes", 17e6}, {"received_bytes", 17e6}, {"round_trips", 5}};
+    rec["remote"]["device"] = {{"device", "the CPU (onednn) standing in for a GPU"}, {"backend", "onednn"},
+                               {"threads", 1}, {"emulated", true}, {"policy", "best_effort"}};
+  }
+  return rec;
+}
+
+// Local device 100/110/90 img/s (median 100: a step of 0.08 s). At 10 Gbit/s and 50 us the model
+// adds 34 MB x 8 / 10 Gbit/s + 5 x 2 x 50 us = 27.7 ms: 100 x 0.08 / 0.1077 = 74.28 img/s; at
+// 1 Gbit/s and 500 us 277 ms: 22.41 img/s.
+std::string remote_jsonl() {
+  std::string s;
+  int seq = 0;
+  const double local[] = {100, 110, 90}, loop[] = {95, 100, 85}, k2[] = {96, 104, 88}, fast[] = {75, 80, 70},
+               slow[] = {20, 22, 18};
+  for (int rep = 1; rep <= 3; ++rep) {
+    const size_t i = size_t(rep - 1);
+    s += remote_record("local_device", "local_device", 0, 0, 0, rep, local[i], seq++).dump() + "\n";
+    s += remote_record("loopback", "loopback", 1, 0, 0, rep, loop[i], seq++).dump() + "\n";
+    s += remote_record("partial/k2", "partial", 2, 0, 0, rep, k2[i], seq++).dump() + "\n";
+    s += remote_record("tcp/10gbit/50us", "link", 1, 10, 50, rep, fast[i], seq++).dump() + "\n";
+    s += remote_record("tcp/1gbit/500us", "link", 1, 1, 500, rep, slow[i], seq++).dump() + "\n";
+  }
+  return s;
+}
+
+TEST(RemoteReport, TheSectionNormalisesToTheLocalDeviceAndGivesTheModel) {
+  using namespace report_testing;
+  TempDir dir;
+  write_report(make_run(dir, remote_jsonl()), no_plots());
+  const std::string md = section(read_file(dir.path() + "/report.md"), "## Remote GPU");
+  EXPECT_TRUE(has_all(md, {
+      "### mobilenet_v1 b8 64px",
+      "the CPU (onednn) standing in for a GPU (onednn, 1 thread(s)), **EMULATED**",
+      "| local device (no server) | - | - | 100.00 (90.00..110.00) | 100% (100..100%) | - |",
+      "| local: client and server on the device's node | 1 | tcp, loopback | 95.00 (85.00..100.00) | 94% (91..95%) | "
+      "100.00 | -5% | 17.00 / 17.00 | 5 |",
+      "| local partials: 2 clients, 1/2 each | 2 | tcp, loopback | 96.00 (88.00..104.00) |",
+      "| remote: client on another node | 1 | tcp, 10 Gbit/s, 50 us | 75.00 (70.00..80.00) | 75% (73..78%) | 74.28 | "
+      "1% | 17.00 / 17.00 | 5 |",
+      "| remote: client on another node | 1 | tcp, 1 Gbit/s, 500 us | 20.00 (18.00..22.00) | 20% (20..20%) | 22.41 | "
+      "-11% |",
+      "Below 90% of local: tcp, 10 Gbit/s, 50 us; tcp, 1 Gbit/s, 500 us.",
+      "Below 50% of local: tcp, 1 Gbit/s, 500 us.",
+  })) << md;
+  expect_same_bytes(remote_jsonl());
+}
+
+TEST(RemoteModel, TheTransferTermsAreBytesOverRateAndRoundTripsTimesLatency) {
+  const predict::RemoteTraffic t{17e6, 17e6, 5};
+  EXPECT_NEAR(predict::remote_transfer_s(t, {10, 50}), 0.0272 + 0.0005, 1e-12);
+  EXPECT_NEAR(predict::remote_transfer_s(t, {0, 50}), 0.0005, 1e-12);  // no rate: latency alone
+  EXPECT_NEAR(predict::remote_kept(0.08, t, {1, 500}), 0.08 / 0.357, 1e-12);
+}
+
+}  // namespace
+}  // namespace ringbench
