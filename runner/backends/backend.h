@@ -38,6 +38,10 @@ struct NetArgs {
   int socket_buffer_bytes = 0;  // 0: the kernel's autotuning
   std::chrono::microseconds spin{200};
   size_t gradient_segment_bytes = 0;  // train --segment: our ring's segment for gradients (0: its default)
+  // --hierarchical: our ring's allreduce in two levels, shared memory among each node's
+  // `ranks_per_node` ranks (ranks node x R .. node x R + R-1) and this transport across the nodes.
+  bool hierarchical = false;
+  int ranks_per_node = 1;
 };
 
 // What a backend gets to connect a command's ranks.
@@ -108,6 +112,8 @@ struct Backend {
   std::function<std::string()> unavailable;
   BackendOptions options;  // its own options, or none
   std::function<std::unique_ptr<Communicator>(const BackendSetup&)> make;
+  // Our ring's backends: connects the transport alone, for a level of the hierarchical allreduce.
+  std::function<std::unique_ptr<Transport>(const BackendSetup&)> connect;
   // The environment a rank on an emulated cluster's node needs for the backend to see the node
   // as a host of its own (`host_id`), talking over `iface`; or empty.
   std::function<std::vector<std::string>(const std::string& host_id, const std::string& iface)> node_env;

@@ -1,6 +1,7 @@
 #include "runner/backends/ring.h"
 
 #include "base/errors.h"
+#include "runner/backends/hierarchical.h"
 
 namespace ringbench {
 namespace {
@@ -58,7 +59,9 @@ Backend ring_backend(RingBackendSpec spec) {
   b.help = std::move(spec.help);
   b.unavailable = std::move(spec.unavailable);
   b.options = std::move(spec.options);
-  b.make = [connect = std::move(spec.connect)](const BackendSetup& s) -> std::unique_ptr<Communicator> {
+  b.connect = std::move(spec.connect);
+  b.make = [connect = b.connect, name = b.name](const BackendSetup& s) -> std::unique_ptr<Communicator> {
+    if (s.net.hierarchical) return make_hierarchical(s, name, connect);
     return std::make_unique<RingCommunicator>(connect(s), 2 * s.timeout, s.net.gradient_segment_bytes);
   };
   return b;

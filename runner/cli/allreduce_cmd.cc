@@ -14,6 +14,7 @@
 #include "base/errors.h"
 #include "runner/backends/backend.h"
 #include "runner/backends/collective.h"
+#include "runner/backends/hierarchical.h"
 #include "runner/cli/command.h"
 #include "runner/cli/allreduce_rows.h"
 #include "base/bytes.h"
@@ -77,6 +78,13 @@ const Backend& chosen_backend(const AllreduceArgs& a) {
   const std::string option = b->ring ? "--transport " : "--impl ";
   if (const std::string why = b->unavailable ? b->unavailable() : ""; !why.empty())
     throw Error(option + b->name + " is not available: " + why);
+  if (a.ranks_per_node < 1) throw Error("--ranks-per-node must be at least 1 (got " + std::to_string(a.ranks_per_node) + ")");
+  if (a.hierarchical && !a.collective->takes_algo)
+    throw Error("--hierarchical: " + a.collective->name + " has no hierarchical algorithm; only allreduce has");
+  // The world's size is known here only for --ranks N; under mpirun each rank checks it as it connects.
+  if (const std::string why = a.hierarchical ? hierarchical_unfit(a.ranks > 1 ? a.ranks : a.ranks_per_node, a.ranks_per_node, *b) : "";
+      !why.empty())
+    throw Error(why);
   return *b;
 }
 
@@ -87,6 +95,8 @@ NetArgs net_args(const AllreduceArgs& a) {
   net.sockets_per_peer = a.sockets_per_peer;
   net.socket_buffer_bytes = static_cast<int>(parse_bytes(a.socket_buffer));
   net.spin = std::chrono::microseconds(a.spin_us);
+  net.hierarchical = a.hierarchical;
+  net.ranks_per_node = a.ranks_per_node;
   return net;
 }
 
@@ -120,7 +130,8 @@ std::string sweep_shape(const Sweep& s) {
          " -n " + std::to_string(a.iters) + " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
          " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(s.dtype) + " --op " +
          op_name(s.op) + " --segment " + a.segment + " --min-segment " + a.min_segment + " --algo " + a.algo +
-         " --direct-max " + a.direct_max;
+         " --direct-max " + a.direct_max + " --ranks-per-node " + std::to_string(a.ranks_per_node) +
+         (a.hierarchical ? " --hierarchical" : "");
 }
 
 AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout) {
@@ -155,7 +166,8 @@ json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, cons
                             {"timeout_s", a.timeout_s}, {"segment_bytes", parse_bytes(a.segment)},
                             {"min_segment_bytes", parse_bytes(a.min_segment)},
                             {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
-                            {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)}}}});
+                            {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)},
+                            {"ranks_per_node", a.ranks_per_node}, {"hierarchical", a.hierarchical}}}});
   if (backend.options.as_run) meta["options"].update(options_json(backend.options.as_run()));
   return meta;
 }
@@ -181,10 +193,16 @@ void print_header(const RankJob& job, const Sweep& s, const Backend& backend, co
                 parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
                 a.spin_us, a.algo.c_str(),
                 parse_bytes(a.direct_max));
+  std::printf(" --ranks-per-node %d%s", a.ranks_per_node, a.hierarchical ? " --hierarchical" : "");
   if (backend.options.as_run)
     std::printf(" --transport %s%s", backend.name.c_str(), options_line(backend.options.as_run()).c_str());
   std::printf("\n");
-  if (backend.ring && coll.takes_algo)
+  if (a.hierarchical)
+    std::printf("# algorithm per row: hier: reduce-scatter within each node of %d ranks over %s, allreduce of each "
+                "rank's share across the %d nodes over %s (%s), allgather within the node\n",
+                a.ranks_per_node, hosts[0]["path"].value("intra.transport", "?").c_str(), n / a.ranks_per_node,
+                backend.name.c_str(), a.algo == "auto" ? "rd or direct for small shares, ring above" : a.algo.c_str());
+  else if (backend.ring && coll.takes_algo)
     std::printf("# algorithm per row: %s\n",
                 a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
                                                                    : "direct (one-shot)") +

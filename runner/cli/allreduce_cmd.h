@@ -28,6 +28,8 @@ struct AllreduceArgs {
   std::string algo = "auto", direct_max = "32K";
   int depth = 4;
   int spin_us = 200;
+  bool hierarchical = false;  // allreduce in two levels: shm within each node, --transport across
+  int ranks_per_node = 1;     // the nodes: consecutive ranks, this many each
 };
 
 // `argv` is the full command line, for re-executing local ranks and for the metadata.

@@ -20,6 +20,12 @@ void add_rank_options(CLI::App& cmd, Args& a) {
   cmd.add_option("--secret-file", a.secret_file, "For ranks started by hand: a file (mode 600) holding the job's "
                  "secret in hex, the same on every rank (else RINGBENCH_SECRET; `openssl rand -hex 32` makes one)");
   cmd.add_option("--sockets-per-peer", a.sockets_per_peer, "TCP connections per peer")->capture_default_str();
+  cmd.add_option("--ranks-per-node", a.ranks_per_node, "Ranks per node: the nodes are this many consecutive ranks "
+                 "each (as mpirun maps by slot and sweeps with cluster.ranks_per_node place them)")
+      ->capture_default_str();
+  cmd.add_flag("--hierarchical", a.hierarchical, "Allreduce in two levels (Horovod's hierarchical allreduce): "
+               "reduce-scatter within each node over shm, allreduce of each rank's share across the nodes over "
+               "--transport (one ring per local rank), allgather within the node");
 }
 
 }  // namespace

@@ -92,6 +92,8 @@ std::unique_ptr<Communicator> connect_ranks(const RankJob& job, const TrainArgs&
   net_args.iface = a.iface;
   net_args.sockets_per_peer = a.sockets_per_peer;
   net_args.gradient_segment_bytes = parse_bytes(a.segment);
+  net_args.hierarchical = a.hierarchical;
+  net_args.ranks_per_node = a.ranks_per_node;
   return comm_backend.make({*job.store, job.rank, job.n, *job.world, job.timeout, net_args, key_prefix});
 }
 
@@ -227,6 +229,7 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                {"threads_auto", t.c.budget ? t.c.budget->to_json() : json(nullptr)},
                {"batch_per_rank", a.batch},
                {"transport", n > 1 ? a.transport : "none"}, {"allreduce", t.trainer.reducer()},
+               {"ranks_per_node", a.ranks_per_node}, {"hierarchical", a.hierarchical},
                {"path", t.path}, {"warmup", a.warmup}, {"steps", measured_steps},
                {"data", a.data}, {"overlap", !a.no_overlap},
                {"sgd", {{"lr_base", a.lr}, {"lr", a.lr * n}, {"momentum", a.momentum},

@@ -43,6 +43,8 @@ struct TrainArgs {
   bool autotune = false;
   std::string autotune_log;  // CSV, a row per sample (Horovod's HOROVOD_AUTOTUNE_LOG)
   int autotune_top_k = 3, autotune_repeats = 3, autotune_steps = 5;
+  bool hierarchical = false;  // gradients allreduced in two levels: shm within each node, --transport across
+  int ranks_per_node = 1;     // the nodes: consecutive ranks, this many each
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
   migrate::MigrateArgs migrate;  // --migrate-*: move a rank to another node during the run
 };

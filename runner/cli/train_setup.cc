@@ -13,6 +13,7 @@
 #include "input/image_set.h"
 #include "models/jpeg_source.h"
 #include "models/zoo.h"
+#include "runner/backends/hierarchical.h"
 #include "runner/cli/gpu.h"
 #include "runner/cli/metadata.h"
 #include "runner/cli/slurm.h"
@@ -117,6 +118,15 @@ Placement place_training(const TrainArgs& a, const Backend& comm) {
   if (const std::string why = comm.unavailable && (communicates || comm.gpu_buffers) ? comm.unavailable() : "";
       !why.empty())
     throw Error("--transport " + comm.name + " is not available: " + why);
+  if (a.ranks_per_node < 1) throw Error("--ranks-per-node must be at least 1 (got " + std::to_string(a.ranks_per_node) + ")");
+  // The world's size is known here only for --ranks N; under mpirun each rank checks it as it connects.
+  if (const std::string why = a.hierarchical ? hierarchical_unfit(a.ranks > 1 ? a.ranks : a.ranks_per_node, a.ranks_per_node, comm) : "";
+      !why.empty())
+    throw Error(why);
+  if (a.hierarchical && a.autotune)
+    throw Error("--autotune with --hierarchical: not supported (its cost model is the flat ring's)");
+  if (a.hierarchical && a.migrate.at_step != 0)
+    throw Error("--migrate-at re-forms the flat ring only; --hierarchical runs two levels that do not re-form yet");
   if (remote::is_remote_device(a.device)) {
     if (comm.gpu_buffers || a.backend != "auto")
       throw Error("--device " + a.device + ": the device server chooses the backend, and the gradients come to host "
@@ -147,7 +157,8 @@ std::string train_shape(const TrainArgs& a, const m::Graph& graph, const Placeme
          std::to_string(a.layer_times) + " device " + where.device + " precision " + a.precision + " loss_scale " + a.loss_scale + " wire " +
          dtype_name(gradient_wire(a)) + " autotune " + std::to_string(a.autotune) + " " +
          std::to_string(a.autotune_top_k) + " " + std::to_string(a.autotune_repeats) + " " +
-         std::to_string(a.autotune_steps);
+         std::to_string(a.autotune_steps) + " ranks_per_node " + std::to_string(a.ranks_per_node) + " hierarchical " +
+         std::to_string(a.hierarchical);
 }
 
 models::Precision train_precision(const TrainArgs& a) {
