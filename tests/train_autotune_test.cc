@@ -3,6 +3,7 @@
 // saying what was chosen and that it was tuned, and clear errors for options it cannot go with.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -111,6 +112,46 @@ TEST(TrainAutotune, OptionsItCannotGoWithAreClearErrors) {
   EXPECT_TRUE(fails_saying(kBin + " train --steps 1 --autotune --no-overlap", "--autotune with --no-overlap"));
   EXPECT_TRUE(fails_saying(kBin + " train --steps 1 --autotune --autotune-top-k 0", "--autotune-top-k"));
   EXPECT_TRUE(fails_saying(kBin + " train --steps 1 --autotune --autotune-log /tmp", "--autotune-log"));
+}
+
+// A sweep's tuned: true: the N=2 point of our ring runs train --autotune (its record carries the
+// choice and predicted against measured img/s, its log sits beside the point's), the N=1 point
+// runs untuned, the report has a Tuning section, and the report regenerates byte for byte.
+TEST(TrainAutotune, ATunedSweepTunesEachRingPointAndReportsIt) {
+  const std::string dir = temp_path("tuned");
+  const auto r = run_sweep(kBin, "name: tuned\nnodes: [1, 2]\ntransports: [tcp]\nrepeats: 1\ncluster: {type: local}\n"
+                           "train:\n  models: [{model: lenet, batch: 4}]\n  warmup: 1\n  steps: 2\n  tuned: true\n"
+                           "  tune_top_k: 1\n  tune_repeats: 1\n  tune_steps: 1\n", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir);
+  ASSERT_EQ(raw.size(), 2u);
+  EXPECT_FALSE(raw[0]["train"]["meta"].contains("autotune")) << "N=1 has nothing to tune";
+  const nlohmann::json& at = raw[1]["train"]["meta"]["autotune"];
+  ASSERT_TRUE(at.is_object()) << raw[1].dump();
+  EXPECT_TRUE(at["chosen"].contains("fusion_mb"));
+  EXPECT_GT(at["predicted_img_s"].get<double>(), 0);
+  EXPECT_GT(at["measured_img_s_median"].get<double>(), 0);
+  EXPECT_TRUE(at["speedup_over_defaults"].is_number());
+  const auto& cmd = raw[1]["command"];
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--autotune"), cmd.end()) << cmd.dump();
+  bool log_found = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/logs"))
+    log_found |= e.path().string().find(".autotune.csv") != std::string::npos;
+  EXPECT_TRUE(log_found);
+  const std::string report = read_text(dir + "/report.md");
+  EXPECT_TRUE(has_all(report, {"## Tuning\n", "| lenet n2 tcp", "tuned: true"}));
+  EXPECT_TRUE(report_regenerates(kBin, dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainAutotune, TunedSweepMistakesNameTheKey) {
+  const std::string head = "name: t\nnodes: [2]\ncluster: {type: local}\ntrain:\n  models: [lenet]\n";
+  auto dry = [&](const std::string& train) { return kBin + " sweep " + write_config(head + train) + " --dry-run"; };
+  EXPECT_TRUE(fails_saying(dry("  tuned: true\n  fusion_mb: [1, 4]\n"), "tuned: true chooses fusion_mb per point"));
+  EXPECT_TRUE(fails_saying(dry("  tuned: true\n  segment: 256K\n"), "tuned: true chooses segment per point"));
+  EXPECT_TRUE(fails_saying(dry("  tuned: true\n  overlap: false\n"), "tuned: true with overlap: false"));
+  EXPECT_TRUE(fails_saying(dry("  tune_top_k: 2\n"), "only with tuned: true"));
+  EXPECT_TRUE(fails_saying(dry("  tuned: true\n  tune_steps: 0\n"), "tune_steps"));
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ TEST(Tune, AutotunePicksTheBestMeasuredOfTheTopKAndTheDefaults) {
   const std::string csv = r.csv();
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "trial,repeat,fusion_mb,first_bucket_mb,compression,segment,default,predicted_img_s,measured_img_s,seconds,chosen");
+            "trial,repeat,compression,fusion_mb,first_bucket_mb,segment,default,predicted_img_s,measured_img_s,seconds,chosen");
 }
 
 }  // namespace

@@ -49,6 +49,10 @@ std::string md_remote(const Run& run);
 
 std::string md_collectives(const Run& run, Plotter& plotter);
 
+// A sweep's `tuned: true` (md_tuning.cc): per tuned point and repeat the chosen setting, predicted
+// against measured img/s, and the gain over the defaults; "" for a run without tuned points.
+std::string md_tuning(const Run& run);
+
 // Rank 0's transport path of each point.
 std::string md_paths(const Run& run);
 

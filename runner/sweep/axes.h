@@ -34,6 +34,9 @@ struct Axis {
   // Matters only between ranks: N=1 runs once, at the default (one rank sends nothing), and
   // points that differ only in such axes share that N=1 baseline.
   bool communication = false;
+  // `ringbench tune`, `train --autotune` and a sweep's `tuned: true` choose it: the step model
+  // prices it (runner/tune/tune_model.h).
+  bool tuned = false;
 };
 
 // Every axis, in declaration order (the order of loops, ids, columns and sorting).

@@ -32,6 +32,13 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
   return a;
 }
 
+// tuned: true tunes a train point of our ring at N >= 2 (one rank has nothing to tune; the
+// baselines have none of our knobs).
+bool tuned_point(const SweepConfig& c, const SweepPoint& p) {
+  const Backend* b = find_backend(p.transport);
+  return c.train.tuned && p.kind == PointKind::train && p.nodes > 1 && b && b->ring;
+}
+
 // An infer point's catalog and mismatch options (a train point's are in train_args and below).
 std::vector<std::string> vgpu_args(const SweepConfig& c) {
   std::vector<std::string> a;
@@ -64,6 +71,10 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     for (auto& x : train_args(c, p)) a.push_back(x);
     if (p.profile != "none") a.insert(a.end(), {"--profile", p.profile});
     if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
+    if (tuned_point(c, p))
+      a.insert(a.end(), {"--autotune", "--autotune-top-k", std::to_string(c.train.tune_top_k), "--autotune-repeats",
+                         std::to_string(c.train.tune_repeats), "--autotune-steps", std::to_string(c.train.tune_steps),
+                         "--autotune-log", log_base + ".autotune.csv"});
     a.insert(a.end(), {"--json", json_path});
     return a;
   }

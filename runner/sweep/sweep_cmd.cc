@@ -133,6 +133,7 @@ json result_subset(const SweepPoint& p, const json& doc) {
                           {"warmup", meta.value("warmup", 0)},
                           {"buckets", meta["buckets"].value("list", json::array()).size()},
                           {"hosts", hosts_subset(meta)}, {"vgpu", vgpu_subset(meta)}}}};
+    if (meta.contains("autotune")) out["meta"]["autotune"] = meta["autotune"];  // tuned: true's search
     if (p.kind == PointKind::migrate) out["migration"] = doc.value("migration", json(nullptr));  // rank 0's
     return out;
   }

@@ -50,9 +50,20 @@ void check_bytes(const YamlReader& r, const std::string& k, const std::string& v
   }
 }
 
+// tuned: true chooses the tuned axes per point: they must stay at train's defaults, and the
+// model it tunes with prices overlapped steps.
+void check_tuned(const YamlReader& r, const TrainSweep& t) {
+  if (!t.axes.settings.empty()) r.fail(r.key("settings"), "tuned: true chooses each point's settings: no settings list");
+  for (const Axis& a : sweep_axes())
+    if (a.tuned && t.axes.of(a.key) != std::vector<std::string>{a.default_value})
+      r.fail(r.key(a.key), "tuned: true chooses " + a.key + " per point: leave it out");
+  if (!t.overlap) r.fail(r.key("tuned"), "tuned: true with overlap: false: the tuning model prices overlapped steps");
+}
+
 TrainSweep parse_train(const YamlReader& r) {
   TrainSweep t;
-  std::vector<std::string> keys{"models", "warmup", "steps", "overlap", "backend"};
+  std::vector<std::string> keys{"models", "warmup", "steps", "overlap", "backend", "tuned", "tune_top_k",
+                                "tune_repeats", "tune_steps"};
   for (const auto& k : axis_keys_and_settings(PointKind::train)) keys.push_back(k);
   r.only(keys);
   if (!r.has("models")) r.fail(r.key("models"), "missing; list the models to train, e.g. [{model: lenet, batch: 32}]");
@@ -74,6 +85,13 @@ TrainSweep parse_train(const YamlReader& r) {
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
   t.axes = read_axis_lists(r, PointKind::train);
+  r.get("tuned", t.tuned, "true or false");
+  for (const char* k : {"tune_top_k", "tune_repeats", "tune_steps"})
+    if (r.has(k) && !t.tuned) r.fail(r.key(k), "only with tuned: true");
+  r.get_int("tune_top_k", t.tune_top_k, 1, 64);
+  r.get_int("tune_repeats", t.tune_repeats, 1, 100);
+  r.get_int("tune_steps", t.tune_steps, 1, 1000);
+  if (t.tuned) check_tuned(r, t);
   return t;
 }
 
@@ -232,6 +250,9 @@ nlohmann::json to_json(const SweepConfig& c) {
       models.push_back({{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}});
     j["train"] = {{"models", models}, {"warmup", c.train.warmup}, {"steps", c.train.steps},
                   {"overlap", c.train.overlap}, {"backend", c.train.backend}};
+    if (c.train.tuned)
+      j["train"].update({{"tuned", true}, {"tune_top_k", c.train.tune_top_k}, {"tune_repeats", c.train.tune_repeats},
+                         {"tune_steps", c.train.tune_steps}});
     write_axis_lists(c.train.axes, PointKind::train, j["train"]);
   }
   if (c.has_collectives) {

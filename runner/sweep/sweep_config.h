@@ -34,6 +34,10 @@ struct TrainSweep {
   bool overlap = true;
   std::string backend = "auto";
   AxisLists axes;  // precision, compression, fusion_mb, ...: each a value or a list (runner/sweep/axes.cc)
+  // Each point of our ring at N >= 2 runs `train --autotune`: the axes declared `tuned` are
+  // chosen per point (and so not listed), and the measured steps run on the choice.
+  bool tuned = false;
+  int tune_top_k = 3, tune_repeats = 3, tune_steps = 5;  // its --autotune-top-k, -repeats, -steps
 };
 
 struct CollectivesSweep {

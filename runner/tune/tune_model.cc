@@ -32,7 +32,12 @@ int off_default(const std::vector<std::string>& axes) {
 }  // namespace
 
 const std::vector<std::string>& modelled_knobs() {
-  static const std::vector<std::string> knobs{"fusion_mb", "first_bucket_mb", "compression", "segment"};
+  static const std::vector<std::string> knobs = [] {
+    std::vector<std::string> k;
+    for (const Axis& a : sweep_axes())
+      if (a.tuned) k.push_back(a.key);
+    return k;
+  }();
   return knobs;
 }
 

@@ -15,7 +15,7 @@
 
 namespace ringbench::tune {
 
-// The knobs the model prices, as sweep axis keys. Other axes (precision, sockets_per_peer) keep
+// The knobs the model prices, as sweep axis keys (the axes declared `tuned`). Other axes (precision, sockets_per_peer) keep
 // their first listed value: the α-β model has no term for them.
 const std::vector<std::string>& modelled_knobs();
 
