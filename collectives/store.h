@@ -3,7 +3,7 @@
 //   InProcStore  - threads of one process (tests)
 //   TcpStore     - client of a TcpStoreServer (multi-process and multi-node runs)
 //   MPI          - when launched by mpirun, rank 0 hosts a TcpStoreServer and broadcasts its
-//                  address and the job's secret with MPI (see runner/cli/world.cc); MPI never
+//                  address and the job's secret with MPI (see runner/job/world.cc); MPI never
 //                  carries our data.
 #pragma once
 

@@ -11,7 +11,7 @@
 #include "collectives/store.h"
 #include "runner/cli/allreduce_rows.h"
 #include "runner/backends/collective.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 namespace {

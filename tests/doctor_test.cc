@@ -6,8 +6,8 @@
 
 #include "base/errors.h"
 #include "ringbench/config.h"
-#include "runner/cli/doctor.h"
-#include "runner/cli/world.h"
+#include "runner/job/doctor.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 namespace {

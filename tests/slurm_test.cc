@@ -1,4 +1,4 @@
-// Ranks from Slurm's environment (runner/cli/slurm.h): the variables an srun task gets, turned
+// Ranks from Slurm's environment (runner/job/slurm.h): the variables an srun task gets, turned
 // into the env launcher's. The real srun is tests/slurm/slurm-in-ci.sh's.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runner/cli/slurm.h"
+#include "runner/job/slurm.h"
 
 namespace ringbench {
 namespace {

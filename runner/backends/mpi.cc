@@ -16,7 +16,7 @@
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "runner/backends/backend.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 #include "base/subprocess.h"
 
 #if RINGBENCH_HAVE_MPI

@@ -7,7 +7,7 @@
 #include "base/errors.h"
 #include "ringbench/config.h"
 #include "runner/backends/backend.h"
-#include "runner/cli/gpu.h"
+#include "runner/job/gpu.h"
 
 #if RINGBENCH_HAVE_NCCL
 #include "collectives/nccl_comm.h"

@@ -12,8 +12,8 @@
 #include "base/errors.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "runner/backends/ring.h"
-#include "runner/cli/metadata.h"
-#include "runner/cli/world.h"
+#include "runner/job/metadata.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 namespace {

@@ -1,7 +1,7 @@
 // Our ring over TCP: a full mesh of sockets, striped (collectives/transport/tcp/tcp_transport.h).
 #include "collectives/transport/tcp/tcp_transport.h"
 #include "runner/backends/ring.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 namespace {

@@ -7,7 +7,7 @@
 #include "ringbench/config.h"
 #include "runner/backends/ring.h"
 #include "base/bytes.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 #if RINGBENCH_HAVE_VERBS
 #include "collectives/transport/verbs/verbs_transport.h"
 #endif

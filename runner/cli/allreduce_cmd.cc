@@ -18,9 +18,9 @@
 #include "runner/cli/command.h"
 #include "runner/cli/allreduce_rows.h"
 #include "base/bytes.h"
-#include "runner/cli/gpu.h"
-#include "runner/cli/metadata.h"
-#include "runner/cli/world.h"
+#include "runner/job/gpu.h"
+#include "runner/job/metadata.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 namespace {

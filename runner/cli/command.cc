@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "runner/cli/metadata.h"
+#include "runner/job/metadata.h"
 
 namespace ringbench {
 

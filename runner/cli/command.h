@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 

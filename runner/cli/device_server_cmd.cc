@@ -9,7 +9,7 @@
 #include "base/output_file.h"
 #include "collectives/auth.h"
 #include "models/network.h"
-#include "runner/cli/gpu.h"
+#include "runner/job/gpu.h"
 #include "runner/remote/device.h"
 #include "runner/remote/server.h"
 #include "runner/remote/shaper.h"

@@ -21,7 +21,7 @@
 #include "runner/cli/data_cmd.h"
 #include "runner/cli/device_server_cmd.h"
 #include "runner/cli/infer_cmd.h"
-#include "runner/cli/metadata.h"
+#include "runner/job/metadata.h"
 #include "runner/cli/options.h"
 #include "runner/predict/predict_cmd.h"
 #include "runner/tune/tune_cmd.h"

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "runner/cli/allreduce_cmd.h"
-#include "runner/cli/doctor.h"
+#include "runner/cli/doctor_cmd.h"
 #include "runner/cli/train_cmd.h"
 #include "runner/cli/vgpu_cmd.h"
 #include "runner/sweep/sweep_cmd.h"

@@ -7,7 +7,7 @@
 #include "base/bytes.h"
 #include "base/errors.h"
 #include "base/output_file.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 #include "runner/sweep/axes.h"
 #include "runner/tune/autotune.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 namespace {

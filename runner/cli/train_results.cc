@@ -9,7 +9,7 @@
 
 #include "base/device_memory.h"
 #include "base/errors.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 #include "runner/report/stats.h"
 
 namespace ringbench {

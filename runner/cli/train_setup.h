@@ -17,7 +17,7 @@
 #include "runner/backends/backend.h"
 #include "runner/cli/command.h"
 #include "runner/cli/cpu_budget.h"
-#include "runner/cli/gpu.h"
+#include "runner/job/gpu.h"
 #include "runner/cli/train_cmd.h"
 #include "runner/cli/vgpu_cmd.h"
 #include "runner/migrate/migration.h"

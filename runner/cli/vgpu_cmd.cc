@@ -14,8 +14,8 @@
 
 #include "base/errors.h"
 #include "base/device_memory.h"
-#include "runner/sweep/launcher.h"
-#include "runner/cli/metadata.h"
+#include "runner/job/launcher.h"
+#include "runner/job/metadata.h"
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
 #include "vgpu/scheduler.h"

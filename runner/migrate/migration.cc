@@ -11,7 +11,7 @@
 #include "base/bytes.h"
 #include "base/errors.h"
 #include "collectives/net.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 #include "runner/migrate/framebuffer.h"
 #include "runner/migrate/source_gate.h"
 #include "runner/migrate/target_process.h"

@@ -19,7 +19,7 @@
 
 #include "base/errors.h"
 #include "collectives/net.h"
-#include "runner/cli/metadata.h"
+#include "runner/job/metadata.h"
 
 extern char** environ;
 

@@ -21,15 +21,15 @@
 #include "base/input_file.h"
 #include "runner/backends/backend.h"
 #include "runner/cluster/cluster.h"
-#include "runner/cli/doctor.h"
-#include "runner/cli/metadata.h"
+#include "runner/job/doctor.h"
+#include "runner/job/metadata.h"
 #include "runner/sweep/point_args.h"
 #include "runner/sweep/run_dir.h"
 #include "runner/report/report.h"
 #include "runner/sweep/sweep_config.h"
 #include "runner/sweep/sweep_exec.h"
-#include "runner/cli/slurm.h"
-#include "runner/cli/world.h"
+#include "runner/job/slurm.h"
+#include "runner/job/world.h"
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
 
@@ -487,7 +487,7 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   if (!a.config.empty() && !a.resume.empty())
     throw Error("give either a config or --resume RUN_DIR (which reruns its own config.yaml), not both");
   catch_signals();
-  // srun's tasks are sweep ranks as mpirun's are (runner/cli/slurm.h).
+  // srun's tasks are sweep ranks as mpirun's are (runner/job/slurm.h).
   const bool under_mpirun = (launched_by_mpirun() || launched_by_slurm()) && !launched_by_env();
   if (under_mpirun) {
     WorldOptions wo;

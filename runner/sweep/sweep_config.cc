@@ -14,7 +14,6 @@
 #include "collectives/auth.h"
 #include "base/errors.h"
 #include "models/zoo.h"
-#include "runner/cli/allreduce_cmd.h"
 #include "runner/backends/backend.h"
 #include "runner/sweep/model_entry.h"
 #include "runner/sweep/yaml_reader.h"

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "runner/cluster/cluster.h"
-#include "runner/sweep/launcher.h"
+#include "runner/job/launcher.h"
 #include "runner/sweep/sweep_config.h"
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 

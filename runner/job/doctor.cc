@@ -1,4 +1,4 @@
-#include "runner/cli/doctor.h"
+#include "runner/job/doctor.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -17,10 +17,9 @@
 #include "collectives/net.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
-#include "runner/cli/gpu.h"
-#include "runner/cli/metadata.h"
-#include "runner/cli/mpi_util.h"
-#include "runner/sweep/sweep_config.h"
+#include "runner/job/gpu.h"
+#include "runner/job/metadata.h"
+#include "runner/job/mpi_util.h"
 #include "vgpu/detect.h"
 #if RINGBENCH_HAVE_VERBS
 #include "collectives/transport/verbs/verbs_transport.h"
@@ -431,22 +430,4 @@ std::string doctor_text(const json& report) {
   for (const json& v : report["verdicts"]) out += str(v, "check") + ": " + str(v, "status") + ", " + str(v, "text") + "\n";
   return out;
 }
-
-int run_doctor(const DoctorArgs& a) {
-  if (!(a.timeout_s >= 1)) throw Error("--timeout must be at least 1 second");
-  if (writes_results() && !a.json.empty()) check_output_path(a.json, "--json");
-  const std::string hash = a.config.empty() ? "" : config_hash(load_sweep_config(a.config));
-  WorldOptions wo;
-  wo.addr = a.addr;
-  wo.iface = a.iface;
-  wo.secret_file = a.secret_file;
-  wo.timeout = Millis(static_cast<long>(a.timeout_s * 1000));
-  auto world = make_command_world(wo, false);
-  const json report = doctor_checks(*world, hash, wo.timeout);
-  if (world->rank != 0) return 0;
-  std::cout << doctor_text(report) << std::flush;
-  if (!a.json.empty()) write_file_atomic(a.json, report.dump(2) + "\n");
-  return doctor_ok(report) ? 0 : 1;
-}
-
 }  // namespace ringbench

@@ -1,4 +1,4 @@
-#include "runner/cli/mpi_util.h"
+#include "runner/job/mpi_util.h"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "runner/sweep/launcher.h"
+#include "runner/job/launcher.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -83,6 +84,67 @@ std::string self_exe() {
   return std::string(buf, size_t(n));
 }
 
+Reaped reap_processes(std::vector<pid_t> pids, const ReapRule& rule,
+                      const std::function<void(KillCause, const std::vector<pid_t>&)>& on_kill,
+                      const std::function<void(size_t, int)>& on_exit) {
+  Reaped out;
+  out.exit_codes.assign(pids.size(), -1);
+  const size_t essential = std::min(rule.essential, pids.size());
+  size_t alive = pids.size(), essential_alive = essential;
+  auto kill_at = rule.deadline;  // everything still running is killed at this time
+  KillCause cause = KillCause::deadline;
+  bool killed = false;
+  Clock::time_point force_at = Clock::time_point::max();  // SIGKILL after a SIGTERM
+  auto kill_all = [&](int sig) {
+    for (pid_t p : pids)
+      if (p > 0) rule.groups ? signal_group(p, sig) : void(kill(p, sig));
+  };
+  while (alive > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const size_t r = size_t(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+      if (r == pids.size()) continue;  // not ours
+      pids[r] = 0;                     // reaped: never signal this pid again
+      --alive;
+      if (r < essential) --essential_alive;
+      out.exit_codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (on_exit) on_exit(r, status);
+      const auto now = Clock::now();
+      if (out.exit_codes[r] != 0 && out.first_failure == 0) {
+        out.first_failure = out.exit_codes[r];
+        if (now + rule.grace < kill_at) kill_at = now + rule.grace, cause = KillCause::failure;
+      }
+      if (essential_alive == 0 && alive > 0 && now + rule.grace < kill_at)
+        kill_at = now + rule.grace, cause = KillCause::essential_ended;
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) {  // ECHILD included: what is left can no longer be reaped
+      out.lost_errno = errno;
+      kill_all(SIGKILL);
+      break;
+    }
+    const auto now = Clock::now();
+    if (!killed && rule.stop && rule.stop->load()) {
+      out.interrupted = true;
+      kill_at = now, cause = KillCause::stop;
+    }
+    if (!killed && now >= kill_at) {
+      if (cause == KillCause::deadline) out.timed_out = true;
+      if (on_kill) on_kill(cause, pids);
+      kill_all(rule.groups ? SIGTERM : SIGKILL);
+      killed = true;
+      if (rule.groups) force_at = now + std::chrono::seconds(1);
+    }
+    if (now >= force_at) {
+      kill_all(SIGKILL);
+      force_at = Clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return out;
+}
+
 LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milliseconds timeout,
                         std::chrono::milliseconds grace, const std::atomic<bool>* stop) {
   LaunchOutcome out;
@@ -120,41 +182,15 @@ LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milli
     groups.push_back(pid);
   }
 
-  size_t alive = ranks.size();
-  auto kill_at = start + timeout;  // SIGTERM everything still running at this time
-  bool terminated = false;
-  Clock::time_point force_at = Clock::time_point::max();  // SIGKILL after a SIGTERM
-  while (alive > 0) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (size_t r = 0; r < pids.size(); ++r) {
-        if (pids[r] != pid) continue;
-        pids[r] = 0;
-        --alive;
-        out.exit_codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (out.exit_codes[r] != 0) kill_at = std::min(kill_at, Clock::now() + grace);
-      }
-      continue;
-    }
-    if (pid < 0 && errno != EINTR && errno != ECHILD) break;
-    const auto now = Clock::now();
-    if (!terminated && stop && stop->load()) {
-      out.interrupted = true;
-      kill_at = now;
-    }
-    if (!terminated && now >= kill_at) {
-      if (now >= start + timeout && !out.interrupted) out.timed_out = true;
-      kill_all(SIGTERM);
-      terminated = true;
-      force_at = now + std::chrono::seconds(1);
-    }
-    if (now >= force_at) {
-      kill_all(SIGKILL);
-      force_at = Clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ReapRule rule;
+  rule.grace = grace;
+  rule.deadline = start + timeout;
+  rule.stop = stop;
+  rule.groups = true;
+  const Reaped reaped = reap_processes(pids, rule);
+  out.exit_codes = reaped.exit_codes;
+  out.timed_out = reaped.timed_out;
+  out.interrupted = reaped.interrupted;
   for (pid_t g : groups) signal_group(g, SIGKILL);  // what a rank left behind (mpirun's daemons)
   out.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return out;

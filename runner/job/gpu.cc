@@ -1,4 +1,4 @@
-#include "runner/cli/gpu.h"
+#include "runner/job/gpu.h"
 
 #include <algorithm>
 #include <cstdio>

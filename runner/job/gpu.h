@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
 

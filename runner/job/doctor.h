@@ -1,27 +1,17 @@
-// `ringbench doctor`: the preflight check of a cluster, run by hand or first by every sweep
-// under mpirun. Every rank reports its host (build, config hash, MPI library, RDMA ports with
-// their GID tables, GPU and vGPU, free and lockable memory, the interface and MTU it talks
-// on); rank 0 measures each host's clock offset, and every pair of hosts exchanges one
-// message over verbs RC queue pairs. Rank 0 prints one table per host and a verdict per check.
+// The preflight check of a cluster, run by hand (`ringbench doctor`, cli/doctor_cmd.h) or first
+// by every sweep under mpirun. Every rank reports its host (build, config hash, MPI library,
+// RDMA ports with their GID tables, GPU and vGPU, free and lockable memory, the interface and
+// MTU it talks on); rank 0 measures each host's clock offset, and every pair of hosts exchanges
+// one message over verbs RC queue pairs. Rank 0 prints one table per host and a verdict per check.
 #pragma once
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 namespace ringbench {
-
-struct DoctorArgs {
-  std::string json;         // --json FILE
-  std::string config;       // --config: a sweep config whose hash every host must agree on
-  std::string iface, addr, secret_file;
-  double timeout_s = 30;
-};
-
-// Exit code: 0 when no check failed, 1 when one did.
-int run_doctor(const DoctorArgs& a);
 
 // Every rank of `world` must call it. Returns the report on rank 0 and null elsewhere.
 // `config_sha256` is "" when there is no config to compare.

@@ -1,4 +1,4 @@
-#include "runner/cli/world.h"
+#include "runner/job/world.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -19,9 +19,10 @@
 #include "collectives/auth.h"
 #include "base/errors.h"
 #include "collectives/net.h"
-#include "runner/cli/gpu.h"
-#include "runner/cli/mpi_util.h"
-#include "runner/cli/slurm.h"
+#include "runner/job/gpu.h"
+#include "runner/job/launcher.h"
+#include "runner/job/mpi_util.h"
+#include "runner/job/slurm.h"
 
 namespace ringbench {
 namespace {
@@ -234,57 +235,39 @@ std::string process_name(size_t index, int ranks, int standby_rank, pid_t pid) {
 }
 
 // Reaps every process of the launch (the first `ranks` of `pids` are the ranks, a last one the
-// standby of rank `standby_rank`): the first failure's exit code (128 + signal for a killed
-// process). Those still running `grace` after the first failure are killed, and so is a standby
-// still running `grace` after every rank ended: a stopped one would hold the launcher forever.
-int wait_ranks(std::vector<pid_t>& pids, int ranks, int standby_rank, std::chrono::milliseconds grace) {
-  int result = 0, alive = int(pids.size()), ranks_alive = ranks;
-  auto kill_at = std::chrono::steady_clock::time_point::max();
-  bool waiting_for_standby = false;  // kill_at is the standby's, after the ranks ended
-  while (alive > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid < 0 && errno != EINTR) {
-      std::cerr << "ringbench: lost track of the ranks (waitpid: " << std::strerror(errno) << ")\n";
-      kill_ranks(pids);
-      return result ? result : 1;
+// standby of rank `standby_rank`) under the launcher's rule (job/launcher.h): the first failure's
+// exit code (128 + signal for a killed process). Those still running `grace` after the first
+// failure are killed, and so is a standby still running `grace` after every rank ended: a
+// stopped one would hold the launcher forever.
+int wait_ranks(const std::vector<pid_t>& pids, int ranks, int standby_rank, std::chrono::milliseconds grace) {
+  ReapRule rule;
+  rule.grace = grace;
+  rule.essential = size_t(ranks);
+  bool failed = false;
+  const auto on_exit = [&](size_t index, int status) {
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 0 || failed) return;
+    failed = true;
+    if (WIFSIGNALED(status))
+      std::cerr << "ringbench: " << process_name(index, ranks, standby_rank, pids[index]) << " was killed by signal "
+                << WTERMSIG(status) << "\n";
+  };
+  const auto on_kill = [&](KillCause cause, const std::vector<pid_t>& running) {
+    if (cause != KillCause::essential_ended) {
+      std::cerr << "ringbench: killing the ranks still running " << grace.count() << " ms after the first failure\n";
+      return;
     }
-    if (pid > 0) {
-      const size_t index = size_t(std::find(pids.begin(), pids.end(), pid) - pids.begin());
-      if (index == pids.size()) continue;  // not ours
-      pids[index] = 0;  // reaped: never signal this pid again
-      --alive;
-      if (index < size_t(ranks)) --ranks_alive;
-      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (code != 0 && result == 0) {
-        result = code;
-        kill_at = std::chrono::steady_clock::now() + grace;
-        waiting_for_standby = false;
-        if (WIFSIGNALED(status))
-          std::cerr << "ringbench: " << process_name(index, ranks, standby_rank, pid) << " was killed by signal "
-                    << WTERMSIG(status) << "\n";
-      }
-      if (ranks_alive == 0 && alive > 0 && kill_at == std::chrono::steady_clock::time_point::max()) {
-        kill_at = std::chrono::steady_clock::now() + grace;
-        waiting_for_standby = true;
-      }
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > kill_at) {
-      if (waiting_for_standby) {
-        for (size_t i = size_t(ranks); i < pids.size(); ++i)
-          if (pids[i] > 0)
-            std::cerr << "ringbench: killing " << process_name(i, ranks, standby_rank, pids[i])
-                      << ": still running " << grace.count() << " ms after every rank ended (stopped, or hung)\n";
-      } else {
-        std::cerr << "ringbench: killing the ranks still running " << grace.count() << " ms after the first failure\n";
-      }
-      kill_ranks(pids);
-      kill_at = std::chrono::steady_clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (size_t i = size_t(ranks); i < running.size(); ++i)
+      if (running[i] > 0)
+        std::cerr << "ringbench: killing " << process_name(i, ranks, standby_rank, running[i])
+                  << ": still running " << grace.count() << " ms after every rank ended (stopped, or hung)\n";
+  };
+  const Reaped reaped = reap_processes(pids, rule, on_kill, on_exit);
+  if (reaped.lost_errno) {
+    std::cerr << "ringbench: lost track of the ranks (waitpid: " << std::strerror(reaped.lost_errno) << ")\n";
+    return reaped.first_failure ? reaped.first_failure : 1;
   }
-  return result;
+  return reaped.first_failure;
 }
 
 }  // namespace

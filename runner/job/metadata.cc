@@ -1,4 +1,4 @@
-#include "runner/cli/metadata.h"
+#include "runner/job/metadata.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +16,7 @@
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
-#include "runner/cli/mpi_util.h"
+#include "runner/job/mpi_util.h"
 
 namespace ringbench {
 

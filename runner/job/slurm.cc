@@ -1,4 +1,4 @@
-#include "runner/cli/slurm.h"
+#include "runner/job/slurm.h"
 
 #include <algorithm>
 #include <cstdlib>
