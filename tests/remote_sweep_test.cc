@@ -121,7 +121,8 @@ json remote_record(const std::string& id, const std::string& setup, int clients,
               {"clients", clients}, {"link_gbps", gbps}, {"latency_us", latency_us},
               {"cluster", {{"type", "emulated"}, {"link", "25gbit"}, {"cpus_per_node", 1}, {"note", ""}}},
               {"status", "ok"}, {"error", ""}, {"started_at", "2026-11-29T10:00:" + std::to_string(10 + seq) + "Z"}};
-  rec["remote"] = {{"summary", {{"total_img_s", {{"mean", img_s}, {"ci95", 0.0}}}, {"step_s", 8 / img_s}}},
+  rec["remote"] = {{"summary", {{"total_img_s", {{"mean", img_s}, {"ci95", 0.0}}}, {"step_s", 8 / img_s},
+                               {"backward_s", 0.04}}},
                    {"clients", json::array()}, {"meta", {{"backend", "remote"}}}};
   if (setup == "local_device") {
     rec["remote"].update({{"per_step", nullptr}, {"device", nullptr}, {"link", nullptr}});
@@ -133,9 +134,12 @@ json remote_record(const std::string& id, const std::string& setup, int clients,
   return rec;
 }
 
-// Local device 100/110/90 img/s (median 100: a step of 0.08 s). At 10 Gbit/s and 50 us the model
-// adds 34 MB x 8 / 10 Gbit/s + 5 x 2 x 50 us = 27.7 ms: 100 x 0.08 / 0.1077 = 74.28 img/s; at
-// 1 Gbit/s and 500 us 277 ms: 22.41 img/s.
+// Local device 100/110/90 img/s (median 100: a step of 0.08 s), backward 0.04 s; loopback's median
+// 95 img/s (a step of 0.0842105 s). At 10 Gbit/s and 50 us the model adds 17 MB up (13.6 ms), the
+// 13.6 ms down hidden behind backward, and 5 x 2 x 50 us: 14.1 ms, so 100 x 0.08 / 0.0941 =
+// 85.02 img/s from the local device (75 measured: -12%), 8 / 0.0983105 = 81.37 from loopback
+// (-8%). At 1 Gbit/s and 500 us: 136 + (136 - 40) + 5 ms = 237 ms: 25.24 img/s (-21%) and 24.91
+// (-20%).
 std::string remote_jsonl() {
   std::string s;
   int seq = 0;
@@ -162,12 +166,13 @@ TEST(RemoteReport, TheSectionNormalisesToTheLocalDeviceAndGivesTheModel) {
       "the CPU (onednn) standing in for a GPU (onednn, 1 thread(s)), **EMULATED**",
       "| local device (no server) | - | - | 100.00 (90.00..110.00) | 100% (100..100%) | - |",
       "| local: client and server on the device's node | 1 | tcp, loopback | 95.00 (85.00..100.00) | 94% (91..95%) | "
-      "100.00 | -5% | 17.00 / 17.00 | 5 |",
-      "| local partials: 2 clients, 1/2 each | 2 | tcp, loopback | 96.00 (88.00..104.00) |",
-      "| remote: client on another node | 1 | tcp, 10 Gbit/s, 50 us | 75.00 (70.00..80.00) | 75% (73..78%) | 74.28 | "
-      "1% | 17.00 / 17.00 | 5 |",
-      "| remote: client on another node | 1 | tcp, 1 Gbit/s, 500 us | 20.00 (18.00..22.00) | 20% (20..20%) | 22.41 | "
-      "-11% |",
+      "100.00 (-5%) | - | 17.00 / 17.00 | 5 |",
+      "| local partials: 2 clients, 1/2 each | 2 | tcp, loopback | 96.00 (88.00..104.00) | 96% (95..98%) | "
+      "100.00 (-4%) | 95.00 (+1%) |",
+      "| remote: client on another node | 1 | tcp, 10 Gbit/s, 50 us | 75.00 (70.00..80.00) | 75% (73..78%) | "
+      "85.02 (-12%) | 81.37 (-8%) | 17.00 / 17.00 | 5 |",
+      "| remote: client on another node | 1 | tcp, 1 Gbit/s, 500 us | 20.00 (18.00..22.00) | 20% (20..20%) | "
+      "25.24 (-21%) | 24.91 (-20%) |",
       "Below 90% of local: tcp, 10 Gbit/s, 50 us; tcp, 1 Gbit/s, 500 us.",
       "Below 50% of local: tcp, 1 Gbit/s, 500 us.",
   })) << md;
@@ -176,9 +181,12 @@ TEST(RemoteReport, TheSectionNormalisesToTheLocalDeviceAndGivesTheModel) {
 
 TEST(RemoteModel, TheTransferTermsAreBytesOverRateAndRoundTripsTimesLatency) {
   const predict::RemoteTraffic t{17e6, 17e6, 5};
-  EXPECT_NEAR(predict::remote_transfer_s(t, {10, 50}), 0.0272 + 0.0005, 1e-12);
-  EXPECT_NEAR(predict::remote_transfer_s(t, {0, 50}), 0.0005, 1e-12);  // no rate: latency alone
-  EXPECT_NEAR(predict::remote_kept(0.08, t, {1, 500}), 0.08 / 0.357, 1e-12);
+  const predict::RemoteStep serial{0.08, 0}, overlapped{0.08, 0.04};
+  EXPECT_NEAR(predict::remote_transfer_s(serial, t, {10, 50}), 0.0272 + 0.0005, 1e-12);
+  EXPECT_NEAR(predict::remote_transfer_s(serial, t, {0, 50}), 0.0005, 1e-12);  // no rate: latency alone
+  // The gradients' 13.6 ms down hide behind a 40 ms backward; at 1 Gbit/s 96 of their 136 ms show.
+  EXPECT_NEAR(predict::remote_transfer_s(overlapped, t, {10, 50}), 0.0136 + 0.0005, 1e-12);
+  EXPECT_NEAR(predict::remote_kept(overlapped, t, {1, 500}), 0.08 / (0.08 + 0.136 + 0.096 + 0.005), 1e-12);
 }
 
 }  // namespace

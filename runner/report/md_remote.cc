@@ -63,20 +63,39 @@ std::vector<double> values(const std::map<int, double>& m) {
   return v;
 }
 
-// The predicted img/s of p from the local device's step: the device time-sliced among the
-// clients keeps its total; a link adds its transfer terms.
-std::optional<double> predicted_img_s(const Point& p, const Point& local) {
-  if (local.total.empty() || p.setup == "local_device") return std::nullopt;
-  const double local_img_s = median(values(local.total));
-  if (p.setup != "link") return local_img_s;
-  const auto t = traffic_of(p);
-  if (!t || local_img_s <= 0) return std::nullopt;
-  // The step that img/s measures: a batch per step (the mean step time weighs a slow step more).
-  const double local_step_s = p.batch / local_img_s;
-  return local_img_s * predict::remote_kept(local_step_s, *t, {p.link_gbps, p.latency_us});
+// The step a base point's img/s measures (a batch per step per client) and the device's backward
+// pass (the local device's: a client's own includes its waits for the device).
+std::optional<predict::RemoteStep> base_step(const Point* base, const Point* local) {
+  if (!base || base->total.empty() || !local) return std::nullopt;
+  const double img_s = median(values(base->total)) / std::max(1, base->clients);
+  std::vector<double> backward;
+  for (const Record* r : local->ok())
+    if (auto b = number_at(r->j, "/remote/summary/backward_s")) backward.push_back(*b);
+  if (img_s <= 0) return std::nullopt;
+  return predict::RemoteStep{base->batch / img_s, backward.empty() ? 0 : median(backward)};
 }
 
-std::vector<std::string> row(const Point& p, const Point* local) {
+// p's predicted img/s from `base` (the local device or loopback): the device time-sliced among
+// the clients keeps the base's total; a link adds its transfer terms.
+std::optional<double> predicted_img_s(const Point& p, const Point* base, const Point* local) {
+  const auto step = base_step(base, local);
+  if (!step || &p == base || p.setup == "local_device") return std::nullopt;
+  const double base_img_s = median(values(base->total));
+  if (p.setup != "link") return base_img_s;
+  const auto t = traffic_of(p);
+  if (!t) return std::nullopt;
+  return base_img_s * predict::remote_kept(*step, *t, {p.link_gbps, p.latency_us});
+}
+
+// "74.28 (+1%)": a prediction and how far the measured median lies from it.
+std::string prediction_text(const Point& p, const Point* base, const Point* local) {
+  const auto pred = predicted_img_s(p, base, local);
+  if (!pred || *pred <= 0) return "-";
+  const double dev = 100 * (median(values(p.total)) / *pred - 1);
+  return fixed(*pred, 2) + " (" + (dev >= 0.5 ? "+" : "") + fixed(dev, 0) + "%)";
+}
+
+std::vector<std::string> row(const Point& p, const Point* local, const Point* loopback) {
   std::vector<std::string> r = {setup_text(p), p.clients ? std::to_string(p.clients) : "-", link_text(p)};
   if (p.total.empty()) {
     const std::string why = not_ok_text(p) + (p.repeats.empty() ? "" : ": " + one_line(p.repeats.front().error));
@@ -85,9 +104,8 @@ std::vector<std::string> row(const Point& p, const Point* local) {
   }
   r.push_back(median_range(values(p.total), 2));
   r.push_back(local && !local->total.empty() ? percent_range(paired(p.total, local->total, 0.01)) : "-");
-  const auto pred = local ? predicted_img_s(p, *local) : std::nullopt;
-  r.push_back(pred ? fixed(*pred, 2) : "-");
-  r.push_back(pred ? fixed(100 * (median(values(p.total)) / *pred - 1), 0) + "%" : "-");
+  r.push_back(prediction_text(p, local, local));
+  r.push_back(prediction_text(p, loopback, local));
   const auto t = traffic_of(p);
   r.push_back(t ? fixed(t->bytes_up / 1e6, 2) + " / " + fixed(t->bytes_down / 1e6, 2) : "-");
   r.push_back(t ? fixed(t->round_trips, 0) : "-");
@@ -139,10 +157,12 @@ const char* kIntro =
     "VMware's Bitfusion benchmark (issue 41): one training job through `ringbench device-server` in the "
     "setups of their study, each against the same training on the device itself (\"local device\": "
     "`train --device cpu` on the device's node). *of local*: img/s (summed over the clients) / the local "
-    "device's, by repeat: median (min..max). *predicted*: predict's remote model, the local device's step plus "
-    "(bytes up + down) / link rate + round trips x 2 x one-way latency (runner/predict/remote_model.h; a serial "
-    "model: partials keep the device's total, loopback adds nothing); *measured vs predicted*: the median's "
-    "deviation. The link's latency and rate are the device server's user-space shaping proxy (this kernel has no "
+    "device's, by repeat: median (min..max). *predicted*: predict's remote model (runner/predict/remote_model.h) "
+    "from a base step without the link, the local device's or the loopback point's (the device server's own "
+    "costs included), plus bytes up / link rate, what of bytes down / link rate outlasts the local device's "
+    "backward pass (the gradients stream down as backward makes them), and round trips x 2 x one-way latency; "
+    "partials keep the base's total; in brackets the measured median's deviation from it. "
+    "The link's latency and rate are the device server's user-space shaping proxy (this kernel has no "
     "netem), whose own forwarding adds ~85 us per round trip on a loaded 2-core host.\n\n";
 
 }  // namespace
@@ -152,15 +172,17 @@ std::string md_remote(const Run& run) {
   if (pts.empty()) return "";
   std::string md = "## Remote GPU\n\n" + std::string(kIntro) + device_line(pts);
   for (const auto& [key, group] : by_model(pts)) {
-    const Point* local = nullptr;
-    for (const Point* p : group)
+    const Point *local = nullptr, *loopback = nullptr;
+    for (const Point* p : group) {
       if (p->setup == "local_device") local = p;
+      if (p->setup == "loopback") loopback = p;
+    }
     const auto& [model, batch, size] = key;
     md += "### " + model + " b" + std::to_string(batch) + (size ? " " + std::to_string(size) + "px" : "") + "\n\n";
     std::vector<std::vector<std::string>> rows;
-    for (const Point* p : group) rows.push_back(row(*p, local));
-    md += md_table({"setup", "clients", "link", "img/s", "of local", "predicted img/s", "measured vs predicted",
-                    "MB up / down per step", "round trips per step"},
+    for (const Point* p : group) rows.push_back(row(*p, local, loopback));
+    md += md_table({"setup", "clients", "link", "img/s", "of local", "predicted: local + link",
+                    "predicted: loopback + link", "MB up / down per step", "round trips per step"},
                    "llrrrrrrr", rows);
     md += "\n" + below_text(group, local, 0.9) + below_text(group, local, 0.5) + "\n";
   }

@@ -44,10 +44,14 @@ void parse_links(const YamlReader& r, RemoteSweep& s, double latency_us, double 
   }
 }
 
-// The mean of summary[key]["mean_over_ranks"] over the clients.
-double mean_over_clients(const std::vector<json>& clients, const char* key) {
+// The mean of summary[key]["mean_over_ranks"] over the clients (null where one lacks it).
+json mean_over_clients(const std::vector<json>& clients, const char* key) {
   double sum = 0;
-  for (const auto& c : clients) sum += c["summary"][key]["mean_over_ranks"].get<double>();
+  for (const auto& c : clients) {
+    const json* v = c["summary"].contains(key) ? &c["summary"][key] : nullptr;
+    if (!v || !v->is_object() || !v->contains("mean_over_ranks") || !(*v)["mean_over_ranks"].is_number()) return nullptr;
+    sum += (*v)["mean_over_ranks"].get<double>();
+  }
   return sum / double(clients.size());
 }
 
@@ -141,6 +145,8 @@ json merge_remote_results(const std::vector<json>& clients) {
   doc["summary"] = {{"total_img_s", {{"mean", total}, {"ci95", std::sqrt(ci2)}}},
                     {"step_s", mean_over_clients(clients, "step_s")},
                     {"compute_s", mean_over_clients(clients, "compute_s")},
+                    {"forward_s", mean_over_clients(clients, "forward_s")},
+                    {"backward_s", mean_over_clients(clients, "backward_s")},
                     {"optimizer_s", mean_over_clients(clients, "optimizer_s")}};
   doc["clients"] = per;
   return doc;
