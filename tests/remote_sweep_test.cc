@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "runner/predict/remote_model.h"
+#include "runner/predict/remote_whatif.h"
+#include "runner/report/run.h"
 #include "runner/sweep/sweep_config.h"
 #include "tests/report_fixture.h"
 #include "tests/sweep_config_errors.h"
@@ -187,6 +189,51 @@ TEST(RemoteModel, TheTransferTermsAreBytesOverRateAndRoundTripsTimesLatency) {
   // The gradients' 13.6 ms down hide behind a 40 ms backward; at 1 Gbit/s 96 of their 136 ms show.
   EXPECT_NEAR(predict::remote_transfer_s(overlapped, t, {10, 50}), 0.0136 + 0.0005, 1e-12);
   EXPECT_NEAR(predict::remote_kept(overlapped, t, {1, 500}), 0.08 / (0.08 + 0.136 + 0.096 + 0.005), 1e-12);
+}
+
+// The what-if's answers by hand: a step of 0.1 s (no backward to hide behind) may grow by
+// 0.1 / 0.9 - 0.1 = 11.11 ms to keep 90%. 34 MB per step over tcp at half the link rate and
+// 10 us of its own, at 5 us of link latency: 272 Mbit / (0.5 R) + 5 x 2 x 15 us = 11.11 ms, so
+// R = 49.6 Gbit/s. At 100 Gbit/s the bytes take 5.44 ms: (11.11 - 5.44) / 10 - 10 us = 557 us.
+TEST(RemoteWhatIf, AnswersWhichLinkKeepsTheShareAsWorkedByHand) {
+  const predict::RemoteStep s{0.1, 0};
+  const predict::RemoteTraffic t{17e6, 17e6, 5};
+  EXPECT_NEAR(predict::rate_to_keep(s, t, 0.5, 15, 0.9), 49.63, 0.01);
+  EXPECT_NEAR(predict::latency_to_keep(s, t, 0.5, 100, 10, 0.9), 557.11, 0.01);
+  EXPECT_EQ(predict::rate_to_keep(s, t, 0.5, 1200, 0.9), 0);  // 5 x 2 x 1.2 ms: the latency alone is too much
+  EXPECT_LT(predict::latency_to_keep(s, t, 0.5, 1, 10, 0.9), 0);  // 1 Gbit/s: the bytes alone are too much
+
+  const std::string file = R"(
+name: w
+remote:
+  servers:
+    - name: GPU
+      models:
+        - model: mobilenet_v1
+          batch: 8
+          step_s: {value: 0.1, source: "assumed: a round number"}
+          backward_share: {value: 0, source: "assumed: serial"}
+          input_bytes: {value: 0, source: "assumed: none"}
+  transports:
+    - name: tcp
+      efficiency: {value: 0.5, source: "assumed: half"}
+      latency_us: {value: 10, source: "assumed: ten"}
+)";
+  ASSERT_TRUE(predict::is_remote_what_if(file));
+  report_testing::TempDir dir;
+  const report::Run run = report::load_run(report_testing::make_run(dir, remote_jsonl()), 0.1);
+  const std::string md = predict::md_remote_what_if(predict::parse_remote_what_if(file, "w.yaml"), run);
+  EXPECT_TRUE(ringbench::testing::has_all(md, {"## GPU, mobilenet_v1 b8 (step 100.0 ms; per step 17.0 MB up, 17.0 MB down, 5 round trips)",
+                                               "| tcp | 49.6 Gbit/s |", "| 557 us |"}))
+      << md;
+  std::string no_source = file;
+  no_source.replace(no_source.find("\"assumed: half\""), 15, "\"half\"");
+  try {
+    predict::parse_remote_what_if(no_source, "w.yaml");
+    ADD_FAILURE() << "a number without its source was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("remote.transports[0].efficiency.source"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

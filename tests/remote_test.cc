@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -461,6 +462,50 @@ TEST(RemoteLink, TheShapingProxyAddsItsLatencyAndRate) {
   EXPECT_GE(us, 7 * 3000.0);  // the handshake (3 one-way trips), hello and alloc (2 round trips)
   EXPECT_GE(write_us, 6000 + (1 << 20) * 8 / 0.1e3);
   EXPECT_LT(us, 5e6);
+}
+
+// Echoes what its one connection sends until it closes: the far end of a ping-pong.
+struct Echo {
+  int listen_fd = net::listen_host("127.0.0.1", 0);
+  int port = net::bound_port(listen_fd);
+  std::thread t{[this] {
+    const int fd = ::accept(listen_fd, nullptr, nullptr);
+    if (fd < 0) return;
+    net::set_nodelay(fd);
+    std::vector<char> b(1 << 16);
+    for (ssize_t n; (n = ::recv(fd, b.data(), b.size(), 0)) > 0;)
+      if (::send(fd, b.data(), size_t(n), MSG_NOSIGNAL) != n) break;
+    ::close(fd);
+  }};
+  ~Echo() {
+    ::shutdown(listen_fd, SHUT_RDWR);
+    t.join();
+    ::close(listen_fd);
+  }
+};
+
+// A ping-pong of 64 bytes through the proxy at 2 ms one way: the median round trip is the
+// claimed 4 ms plus at most a generous 20 ms for a loaded host (bench/link_pingpong measures it
+// closely: results/remote-gpu-sweep-20261129/pingpong.md).
+TEST(RemoteLink, APingPongTakesTheClaimedLatencyWithinABound) {
+  Echo echo;
+  remote::ShapingProxy link("127.0.0.1", 0, "127.0.0.1", echo.port, {std::chrono::microseconds(2000), 0});
+  std::string why;
+  int fd = net::try_connect("127.0.0.1", link.port(), net::Clock::now() + std::chrono::seconds(5), &why);
+  ASSERT_GE(fd, 0) << why;
+  net::set_nodelay(fd);
+  std::vector<char> out(64, 'p'), in(64);
+  std::vector<double> us;
+  for (int i = 0; i < 25; ++i) {
+    const auto t0 = std::chrono::steady_clock::now(), deadline = t0 + std::chrono::seconds(10);
+    ASSERT_TRUE(net::write_all(fd, out.data(), out.size(), deadline));
+    ASSERT_TRUE(net::read_all(fd, in.data(), in.size(), deadline));
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  net::close_fd(fd);
+  std::sort(us.begin(), us.end());
+  EXPECT_GE(us.front(), 4000.0);        // never less than the claim
+  EXPECT_LE(us[us.size() / 2], 24000.0);  // the median: the claim, not a timer's granularity on top
 }
 
 // The proxy is in front of the secret check, so it takes anyone: it holds at most its cap of

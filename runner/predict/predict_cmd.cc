@@ -7,7 +7,9 @@
 #include "base/output_file.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/md_predictions.h"
+#include "runner/predict/remote_whatif.h"
 #include "runner/predict/whatif.h"
+#include "runner/sweep/yaml_reader.h"
 #include "runner/report/run.h"
 
 namespace ringbench {
@@ -90,7 +92,12 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
 int run_predict(const PredictArgs& a) {
   const report::Run run = report::load_run(a.run_dir, 0.10);
   if (!a.what_if.empty()) {
-    const WhatIf w = load_what_if(a.what_if);
+    const std::string text = read_config_file(a.what_if, "the what-if file");
+    if (is_remote_what_if(text)) {
+      std::printf("%s", md_remote_what_if(parse_remote_what_if(text, a.what_if), run).c_str());
+      return 0;
+    }
+    const WhatIf w = parse_what_if(text, a.what_if);
     std::printf("%s", md_what_if(w, run_what_if(w, run)).c_str());
     return 0;
   }

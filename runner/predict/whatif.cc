@@ -11,25 +11,6 @@ namespace {
 
 const std::vector<std::string> kSourceKinds{"published:", "derived:", "measured:", "assumed:"};
 
-Sourced read_sourced(const YamlReader& parent, const std::string& k, double min, double max) {
-  if (!parent.has(k)) parent.fail(parent.key(k), "missing: {value: NUMBER, source: \"published: ...\"}");
-  YamlReader r(parent.at(k), parent.key(k), parent.origin());
-  r.only({"value", "source"});
-  Sourced s;
-  if (!r.has("value")) r.fail(r.key("value"), "missing");
-  r.get("value", s.value, "a number");
-  if (!(s.value >= min && s.value <= max))
-    r.fail(r.key("value"), "must be from " + number_text(min) + " to " + number_text(max) + " (got " + number_text(s.value) + ")");
-  r.get("source", s.source, "a string");
-  const bool kind_ok = std::any_of(kSourceKinds.begin(), kSourceKinds.end(), [&](const std::string& p) {
-    return s.source.rfind(p, 0) == 0 && s.source.size() > p.size() + 1;
-  });
-  if (!kind_ok)
-    r.fail(r.key("source"), "every number needs its source, starting with one of " + join_names(kSourceKinds) +
-                                " and saying what (got " + quote_excerpt(s.source) + ")");
-  return s;
-}
-
 WhatIfTransport read_transport(const YamlReader& r) {
   r.only({"name", "link_gbps", "efficiency", "latency_us", "cpu_ns_per_byte"});
   WhatIfTransport t;
@@ -105,6 +86,25 @@ WhatIf parse_root(const YAML::Node& node, const std::string& origin) {
 }
 
 }  // namespace
+
+Sourced read_sourced(const YamlReader& parent, const std::string& k, double min, double max) {
+  if (!parent.has(k)) parent.fail(parent.key(k), "missing: {value: NUMBER, source: \"published: ...\"}");
+  YamlReader r(parent.at(k), parent.key(k), parent.origin());
+  r.only({"value", "source"});
+  Sourced s;
+  if (!r.has("value")) r.fail(r.key("value"), "missing");
+  r.get("value", s.value, "a number");
+  if (!(s.value >= min && s.value <= max))
+    r.fail(r.key("value"), "must be from " + number_text(min) + " to " + number_text(max) + " (got " + number_text(s.value) + ")");
+  r.get("source", s.source, "a string");
+  const bool kind_ok = std::any_of(kSourceKinds.begin(), kSourceKinds.end(), [&](const std::string& p) {
+    return s.source.rfind(p, 0) == 0 && s.source.size() > p.size() + 1;
+  });
+  if (!kind_ok)
+    r.fail(r.key("source"), "every number needs its source, starting with one of " + join_names(kSourceKinds) +
+                                " and saying what (got " + quote_excerpt(s.source) + ")");
+  return s;
+}
 
 LinkCost WhatIfTransport::cost(double link_gbps_override) const {
   const double gbps = link_gbps_override > 0 ? link_gbps_override : link_gbps.value;

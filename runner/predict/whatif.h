@@ -13,6 +13,10 @@
 
 #include "runner/predict/predictions.h"
 
+namespace ringbench {
+class YamlReader;
+}
+
 namespace ringbench::predict {
 
 // The most nodes a what-if predicts for (nodes and check_nodes).
@@ -22,6 +26,10 @@ struct Sourced {
   double value = 0;
   std::string source;
 };
+
+// parent[k] as {value, source}: the value within [min, max], the source starting with published:,
+// derived:, measured: or assumed: and saying what; an Error naming the key otherwise.
+Sourced read_sourced(const YamlReader& parent, const std::string& k, double min, double max);
 
 struct WhatIfTransport {
   std::string name;
