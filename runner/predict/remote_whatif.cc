@@ -204,8 +204,8 @@ std::string md_remote_what_if(const RemoteWhatIf& w, const report::Run& run) {
         answers.push_back(row);
       }
       md += "To keep " + fixed(100 * w.keep, 0) + "%:\n\n" +
-            report::md_table({"transport", "link rate needed at 5 us", "at 50 us", "latency allowed at 10 Gbit/s",
-                              "at 100 Gbit/s"},
+            report::md_table({"transport", "link rate needed (link latency 5 us)", "(50 us)",
+                              "one-way link latency allowed (10 Gbit/s link)", "(100 Gbit/s)"},
                              "lrrrr", answers) + "\n";
       for (const auto& tr : w.transports)
         md += "Kept over " + tr.name + ":\n\n" + grid_table(w, s, t, tr) + "\n";

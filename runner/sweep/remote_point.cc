@@ -114,4 +114,10 @@ LaunchOutcome run_remote_point(const RemoteSweep& s, const SweepPoint& p, uint64
   return o;
 }
 
+std::pair<std::string, std::string> remote_process(const SweepPoint& p, size_t k, const std::string& log_base) {
+  if (p.setup == "local_device") return {"the local device run", log_base + ".local.log"};
+  if (k == 0) return {"the device server", log_base + ".server.log"};
+  return {"client " + std::to_string(k - 1), log_base + ".client" + std::to_string(k - 1) + ".log"};
+}
+
 }  // namespace ringbench

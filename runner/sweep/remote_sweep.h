@@ -14,6 +14,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ringbench {
@@ -57,6 +58,10 @@ std::string remote_unavailable(const SweepPoint& p);
 LaunchOutcome run_remote_point(const RemoteSweep& s, const SweepPoint& p, uint64_t seed, Executor& exec,
                                const std::string& json_path, const std::string& log_base, double timeout_s,
                                const std::atomic<bool>* stop, std::vector<std::string>* command);
+
+// Who process k of a remote point is ("the device server", "client 1", "the local device run")
+// and its log, for a failure's message.
+std::pair<std::string, std::string> remote_process(const SweepPoint& p, size_t k, const std::string& log_base);
 
 // The clients' `train --json` documents as one: the first client's meta, the total img/s summed
 // over the clients, each client's summary under "clients".

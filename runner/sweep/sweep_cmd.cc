@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "base/errors.h"
 #include "base/input_file.h"
@@ -165,18 +166,23 @@ std::string migration_text(const json& doc) {
 // Why a point failed, in one line: the timeout, the JSON's error, or the ranks' logs. Under
 // mpirun a migrate point's standby comes after its ranks, at `standby` (-1: none).
 std::string failure(const LaunchOutcome& o, const json& doc, const std::string& log_base, double timeout_s,
-                    int standby) {
+                    int standby, const SweepPoint& p) {
   if (o.timed_out)
     return "timed out after " + num(timeout_s) + " s and was killed (logs: " + log_base + ".*.log)";
   if (doc.contains("error")) return doc["error"].get<std::string>();
   for (size_t r = 0; r < o.exit_codes.size(); ++r) {
     if (o.exit_codes[r] == 0) continue;
     std::string who = "rank " + std::to_string(r), log = log_base + ".rank" + std::to_string(r) + ".log";
-    if (int(r) == standby)
+    if (p.kind == PointKind::remote)
+      std::tie(who, log) = remote_process(p, r, log_base);
+    else if (int(r) == standby)
       who = "the migration's standby", log = log_base + ".standby.log";
     else if (!fs::exists(log))
       log = log_base + ".mpirun.log";
-    return who + " exited with code " + std::to_string(o.exit_codes[r]) + ": " + error_lines(log);
+    const std::string said = error_lines(log);
+    return who + " exited with code " + std::to_string(o.exit_codes[r]) + ": " +
+           (said.find_first_not_of(" \n") == std::string::npos ? "it wrote nothing (" + log + "); 127: it did not start"
+                                                               : said);
   }
   return "no results were written";
 }
@@ -373,7 +379,7 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
       v.summary = "ok";
   } else {
     rec.update({{"status", "failed"}, {"error", failure(o, doc.is_object() ? doc : json::object(), log_base, timeout_s,
-                                          p.kind == PointKind::migrate ? p.nodes : -1)}});
+                                          p.kind == PointKind::migrate ? p.nodes : -1, p)}});
     v.summary = "FAILED: " + rec["error"].get<std::string>();
     v.failed = true;
   }
