@@ -179,6 +179,12 @@ TEST(RemoteReport, TheSectionNormalisesToTheLocalDeviceAndGivesTheModel) {
       "Below 50% of local: tcp, 1 Gbit/s, 500 us.",
   })) << md;
   expect_same_bytes(remote_jsonl());
+  if (!have_gnuplot()) return;  // the plot: kept share against the link rate, a line per latency
+  TempDir with_plots;
+  write_report(make_run(with_plots, remote_jsonl()));
+  EXPECT_NE(read_file(with_plots.path() + "/report.md").find("(plots/remote-mobilenet_v1-b8-s64.svg)"), std::string::npos);
+  EXPECT_TRUE(has_all(read_file(with_plots.path() + "/plots/remote-mobilenet_v1-b8-s64.dat"),
+                      {"# measured, 50 us\n10 75 ", "# predicted (loopback + link), 500 us\n1 24.9"}));
 }
 
 TEST(RemoteModel, TheTransferTermsAreBytesOverRateAndRoundTripsTimesLatency) {

@@ -8,6 +8,7 @@
 
 #include "runner/predict/remote_model.h"
 #include "runner/report/format.h"
+#include "runner/report/plots.h"
 #include "runner/report/sections.h"
 #include "runner/sweep/json_fields.h"
 
@@ -153,6 +154,50 @@ std::map<std::tuple<std::string, int, int>, std::vector<const Point*>> by_model(
   return groups;
 }
 
+// Kept share of local against the link rate, a line per one-way latency (tcp links with a rate):
+// measured (median over repeats, its range as the error bar) and predicted from the loopback base.
+std::string remote_plot(const std::vector<const Point*>& group, const Point* local, const Point* loopback,
+                        const std::string& name, Plotter& plotter) {
+  if (!plotter.enabled() || !local || local->total.empty()) return "";
+  std::map<double, Series> measured, predicted;
+  for (const Point* p : group) {
+    if (p->setup != "link" || p->link_gbps <= 0 || p->total.empty() || p->transport != "tcp") continue;
+    const std::vector<double> kept = paired(p->total, local->total, 0.01);
+    const auto [lo, hi] = std::minmax_element(kept.begin(), kept.end());
+    Series& m = measured[p->latency_us];
+    m.title = "measured, " + num_text(p->latency_us) + " us";
+    m.rows.push_back({p->link_gbps, median(kept), (*hi - *lo) / 2});
+    if (const auto pred = predicted_img_s(*p, loopback, local)) {
+      Series& q = predicted[p->latency_us];
+      q.title = "predicted (loopback + link), " + num_text(p->latency_us) + " us";
+      q.rows.push_back({p->link_gbps, 100 * *pred / median(values(local->total)), 0});
+    }
+  }
+  if (measured.empty()) return "";
+  Plot plot{name, "remote training: % of local img/s against the device link's rate",
+            "device link (Gbit/s)", "% of local img/s", "", "", ""};
+  std::vector<Series> m, q;
+  for (auto& [lat, series] : measured) std::sort(series.rows.begin(), series.rows.end()), m.push_back(series);
+  for (auto& [lat, series] : predicted) std::sort(series.rows.begin(), series.rows.end()), q.push_back(series);
+  add_series(plot, m, "yerrorlines pt 7");
+  // The predicted blocks follow the measured ones in the same data file.
+  for (size_t i = 0; i < q.size(); ++i) {
+    plot.dat += "# " + q[i].title + "\n";
+    for (const auto& r : q[i].rows) plot.dat += num6(r[0]) + " " + num6(r[1]) + " " + num6(r[2]) + "\n";
+    plot.dat += "\n\n";
+    plot.plot += ", \\\n     " + gp_quote(name + ".dat") + " index " + std::to_string(m.size() + i) +
+                 " using 1:2 with points pt 6 title " + gp_quote(q[i].title);
+  }
+  plot.plot += ", \\\n     90 with lines dt 2 lc rgb 'gray40' title '90%', \\\n     50 with lines dt 3 lc rgb 'gray60' title '50%'";
+  double lo = 1e9, hi = 0;
+  for (const auto& series : m)
+    for (const auto& r : series.rows) lo = std::min(lo, r[0]), hi = std::max(hi, r[0]);
+  plot.setup = "set key inside top left Left reverse noenhanced font ',9'\nset logscale x\nset xrange [" + num6(lo / 1.5) + ":" +
+               num6(hi * 1.5) + "]\nset yrange [0:*]\n";
+  plotter.render(plot);
+  return image("training img/s through the remote device against the link rate", name);
+}
+
 const char* kIntro =
     "VMware's Bitfusion benchmark (issue 41): one training job through `ringbench device-server` in the "
     "setups of their study, each against the same training on the device itself (\"local device\": "
@@ -167,7 +212,7 @@ const char* kIntro =
 
 }  // namespace
 
-std::string md_remote(const Run& run) {
+std::string md_remote(const Run& run, Plotter& plotter) {
   const std::vector<const Point*> pts = points_of(run, PointKind::remote);
   if (pts.empty()) return "";
   std::string md = "## Remote GPU\n\n" + std::string(kIntro) + device_line(pts);
@@ -185,6 +230,10 @@ std::string md_remote(const Run& run) {
                     "predicted: loopback + link", "MB up / down per step", "round trips per step"},
                    "llrrrrrrr", rows);
     md += "\n" + below_text(group, local, 0.9) + below_text(group, local, 0.5) + "\n";
+    const std::string plot = remote_plot(group, local, loopback, "remote-" + file_safe(model + "-b" + std::to_string(batch) +
+                                                                                     (size ? "-s" + std::to_string(size) : "")),
+                                         plotter);
+    md += plot;
   }
   return md;
 }

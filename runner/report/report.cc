@@ -22,7 +22,7 @@ void write_report(const std::string& run_dir, const ReportOptions& opts) {
   Plotter plotter(run_dir, opts.plots);
   const std::string md = md_header(run, plotter) + md_definitions(opts, run) +
                          md_train(run, plotter) + md_tuning(run) + md_time(run, plotter) + md_stragglers(run, opts) +
-                         md_vgpu(run, plotter) + md_infer(run, plotter) + md_migrate(run, plotter) + md_remote(run) +
+                         md_vgpu(run, plotter) + md_infer(run, plotter) + md_migrate(run, plotter) + md_remote(run, plotter) +
                          md_collectives(run, plotter) +
                          predict::md_model_check(check) + predict::md_predictions(run, check.fits, plotter) + md_paths(run) +
                          md_failures(run);

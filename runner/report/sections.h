@@ -44,8 +44,9 @@ std::string md_infer_vgpu(const Run& run, Plotter& plotter);
 std::string md_migrate(const Run& run, Plotter& plotter);
 
 // Remote GPU (remote points, md_remote.cc): VMware's setups normalised to the local device, the
-// traffic per step and predict's remote model; "" for other runs.
-std::string md_remote(const Run& run);
+// traffic per step, predict's remote model and a plot of the kept share against the link rate;
+// "" for other runs.
+std::string md_remote(const Run& run, Plotter& plotter);
 
 std::string md_collectives(const Run& run, Plotter& plotter);
 
