@@ -195,6 +195,27 @@ TEST(Report, CpusBusyColumnOnlyWhenTheRunsMeasuredIt) {
   EXPECT_NE(md.find("| 1.00 |"), std::string::npos) << md;
 }
 
+// Real data (issue 42): "Where the time goes" gains the input stall and the pipeline's CPUs
+// when some point trained on real data, "-" for the synthetic ones.
+TEST(Report, InputStallColumnsOnlyWhenARunHadAnInputPipeline) {
+  Sweep s = standard_sweep();
+  TempDir plain, real;
+  write_report(make_run(plain, s.jsonl()), no_plots());
+  EXPECT_EQ(read_file(plain.path() + "/report.md").find("input stall"), std::string::npos);
+  for (auto& r : s.records)
+    if (r.contains("train") && r["nodes"] == 2)
+      r["train"]["input"] = {{"stall_s_per_step", {{"mean_over_ranks", r["repeat"] == 1 ? 0.0125 : 0.0375}, {"max_over_ranks", 0.05}}},
+                             {"pipeline_cpus_per_rank", 0.75}};
+  write_report(make_run(real, s.jsonl()), no_plots());
+  const std::string md = read_file(real.path() + "/report.md");
+  EXPECT_NE(md.find("| hidden % | input stall s | input CPUs |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.0292 | 0.75 |"), std::string::npos) << md;  // the mean over the point's 3 repeats
+  EXPECT_NE(md.find("| - | - |"), std::string::npos) << md;          // a point on synthetic data
+  s.records.front()["train"]["input"] = {{"pipeline_cpus_per_rank", -1}};
+  TempDir bad;
+  EXPECT_THROW(write_report(make_run(bad, s.jsonl()), no_plots()), Error);
+}
+
 // A precision axis (issue 39): bf16 points are a configuration of their own, with their own
 // table, N=1 baseline and efficiency; summary.csv gains a precision column only then.
 TEST(Report, PrecisionIsAConfigurationOfItsOwn) {

@@ -270,6 +270,40 @@ TEST(SweepConfig, TuningKnobsAreAxesOfTrainPoints) {
   expect_error(local_config("train: {models: [lenet], fusion_mb: [[4]]}\n"), {"train.fusion_mb[0]: must be a value"});
 }
 
+// Real data as an axis (issue 42): `data: [synthetic, jpeg]` makes a point of each, the jpeg
+// ones (and only they) get train.data_dir, data_threads is an axis of its own, and jpeg without
+// a data_dir is an error naming the key.
+TEST(SweepConfig, DataAndItsThreadsAreAxesOfTrainPoints) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [2]\nrepeats: 1\ncluster: {type: local}\ntrain: {models: [{model: mobilenet_v1, batch: 8, "
+      "image_size: 128}], data: [synthetic, jpeg], data_threads: [2, 4], data_dir: /srv/imagenet-like}\n",
+      "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id);
+    const auto args = point_args(c, p, "p.json", "log");
+    const auto flag = [&](const std::string& f) {
+      const auto it = std::find(args.begin(), args.end(), f);
+      return it == args.end() ? std::string("absent") : *(it + 1);
+    };
+    const bool jpeg = p.axis("data") == "jpeg";
+    EXPECT_EQ(flag("--data"), jpeg ? "jpeg" : "absent") << p.id;
+    EXPECT_EQ(flag("--data-dir"), jpeg ? "/srv/imagenet-like" : "absent") << p.id;
+    EXPECT_EQ(flag("--data-threads"), p.axis("data_threads") == "2" ? "absent" : "4") << p.id;
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"train/mobilenet_v1/b8/s128/n2/tcp/none",
+                                           "train/mobilenet_v1/b8/s128/dthreads4/n2/tcp/none",
+                                           "train/mobilenet_v1/b8/s128/data-jpeg/n2/tcp/none",
+                                           "train/mobilenet_v1/b8/s128/data-jpeg/dthreads4/n2/tcp/none"}));
+  const nlohmann::json again = to_json(parse_sweep_config(to_yaml(c), "again.yaml"))["train"];
+  EXPECT_EQ(again["data"], (nlohmann::json{"synthetic", "jpeg"}));
+  EXPECT_EQ(again["data_dir"], "/srv/imagenet-like");
+  expect_error(local_config("train: {models: [lenet], data: [synthetic, jpeg]}\n"), {"train.data: jpeg needs train.data_dir"});
+  expect_error(local_config("train: {models: [lenet], data: imagenet}\n"), {"train.data", "'imagenet' is not one of"});
+  expect_error(local_config("train: {models: [lenet], data_threads: 0}\n"), {"train.data_threads: must be a whole number from 1 to 256"});
+  expect_error(local_config("train: {models: [lenet], data: jpeg, data_dir: ''}\n"), {"train.data_dir: must not be empty"});
+}
+
 // `settings:` (ringbench tune's candidates): exactly these combinations, in order, an axis a
 // setting leaves out at its list's first value; written back to config.yaml and read again.
 TEST(SweepConfig, SettingsAreExactlyTheCombinationsRun) {

@@ -2,6 +2,7 @@
 // its trainer's options and its part in a migration.
 #include "runner/cli/train_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,6 +21,7 @@
 #include "runner/job/slurm.h"
 #include "runner/job/world.h"
 #include "runner/remote/remote_network.h"
+#include "runner/sweep/point.h"
 #include "runner/sweep/yaml_reader.h"
 
 namespace ringbench {
@@ -54,7 +56,7 @@ void validate_train_args(const TrainArgs& a) {
   if (a.conv_algo != "measure" && a.conv_algo != "heuristic")
     throw Error("--conv-algo " + a.conv_algo + " is not known: use measure or heuristic");
   validate_backend_options();
-  if (a.data != "synthetic" && a.data != "fashion-mnist" && a.data != "jpeg")
+  if (std::find(kDataNames.begin(), kDataNames.end(), a.data) == kDataNames.end())
     throw Error("--data " + a.data + " is not known: use synthetic, fashion-mnist or jpeg");
   if (a.data == "jpeg" && a.data_dir.empty())
     throw Error("--data jpeg needs --data-dir (an image set: `ringbench data make imagenet-like DIR`, or a folder "

@@ -110,8 +110,12 @@ std::string md_train(const Run& run, Plotter& plotter) {
 std::string md_time(const Run& run, Plotter& plotter) {
   const auto multi = multi_config_models(run);
   const auto points = points_of(run, PointKind::train);
-  // Runs from before train measured CPU time have none: the column only when some point has it.
-  const bool cpus = std::any_of(points.begin(), points.end(), [](const Point* p) { return p->cpus_busy.has_value(); });
+  auto any = [&](auto field) {
+    return std::any_of(points.begin(), points.end(), [&](const Point* p) { return (p->*field).has_value(); });
+  };
+  // Runs from before train measured CPU time have none, synthetic data has no input pipeline:
+  // those columns only when some point has them.
+  const bool cpus = any(&Point::cpus_busy), input = any(&Point::input_stall_s);
   std::vector<std::vector<std::string>> rows;
   for (const Point* p : points) {
     if (!p->step_s || !p->compute_s || !p->exposed_s || !p->optimizer_s) continue;
@@ -119,22 +123,31 @@ std::string md_time(const Run& run, Plotter& plotter) {
                     fixed(*p->compute_s, 4), fixed(*p->exposed_s, 4), fixed(*p->optimizer_s, 4),
                     p->allreduce_s ? fixed(*p->allreduce_s, 4) : "-",
                     p->hidden ? percent(*p->hidden) : "-"});
+    if (input) {
+      rows.back().push_back(p->input_stall_s ? fixed(*p->input_stall_s, 4) : "-");
+      rows.back().push_back(p->input_cpus ? fixed(*p->input_cpus, 2) : "-");
+    }
     if (cpus) rows.back().push_back(p->cpus_busy ? fixed(*p->cpus_busy, 2) : "-");
   }
   if (rows.empty()) return "";
   std::vector<std::string> head = {"point", "step s", "compute s", "exposed comm s", "optimizer s", "allreduce s",
                                    "hidden %"};
+  if (input) head.insert(head.end(), {"input stall s", "input CPUs"});
   if (cpus) head.push_back("CPUs busy");
   std::string md =
       "## Where the time goes\n\nSeconds per step, mean over ranks and repeats: step = compute "
       "(input, forward, backward) + exposed comm (waiting for the allreduce after backward) + "
       "optimizer. The allreduce runs during backward: only its exposed part adds to the "
       "step." +
+      std::string(input ? " Input stall: the part of compute a rank waited for its input pipeline (decoding "
+                          "and augmenting real images on its CPUs, --data jpeg); input CPUs: the CPUs the "
+                          "pipeline's threads kept busy (part of CPUs busy)."
+                        : "") +
       std::string(cpus ? " CPUs busy: a rank's process CPU time over its wall time (its compute threads, "
                          "its communication thread, and any waiting they do by spinning), mean over ranks "
                          "and repeats: the CPU a transport costs, and the share a busy machine left."
                        : "") +
-      "\n\n" + md_table(head, cpus ? "lrrrrrrr" : "lrrrrrr", rows);
+      "\n\n" + md_table(head, std::string("lrrrrrr") + (input ? "rr" : "") + (cpus ? "r" : ""), rows);
   if (plotter.enabled() && time_breakdown_plot(run, plotter))
     md += image("time per step: compute, exposed comm, optimizer", "time-breakdown");
   return md;

@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 bool is_measured_key(const std::string& k) {
   static const char* const kSuffixes[] = {"_s", "_ns", "_us", "_ms", "_mib", "_bytes", "_qps", "_gbps"};
   static const std::set<std::string> kNames = {"qps", "mean", "median", "ci95", "min", "max", "bytes", "busbw",
-                                               "algbw", "mean_over_ranks", "cpus_busy_per_rank", "cpus_busy"};
+                                               "algbw", "mean_over_ranks", "cpus_busy_per_rank", "cpus_busy",
+                                               "pipeline_cpus_per_rank", "pipeline_cpus"};
   for (const char* suffix : kSuffixes) {
     const size_t n = std::strlen(suffix);
     if (k.size() > n && k.compare(k.size() - n, n, suffix) == 0) return true;

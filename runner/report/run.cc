@@ -57,6 +57,8 @@ void train_stats(Point& p, double margin) {
   p.optimizer_s = mean_over(ok, "/train/summary/optimizer_s/mean_over_ranks");
   p.hidden = mean_over(ok, "/train/summary/hidden_fraction");
   p.cpus_busy = mean_over(ok, "/train/summary/cpus_busy_per_rank");
+  p.input_stall_s = mean_over(ok, "/train/input/stall_s_per_step/mean_over_ranks");
+  p.input_cpus = mean_over(ok, "/train/input/pipeline_cpus_per_rank");
 }
 
 void share_stats(Point& p) {

@@ -52,6 +52,9 @@ struct Point : PointCoords {
   std::vector<double> per_rank;
   std::optional<double> step_s, compute_s, exposed_s, allreduce_s, optimizer_s, hidden;
   std::optional<double> cpus_busy;  // CPUs a rank kept busy (train runs since it was measured)
+  // Real data (--data jpeg): seconds per step a rank waited for its input pipeline, and the
+  // CPUs the pipeline's threads kept busy (part of cpus_busy).
+  std::optional<double> input_stall_s, input_cpus;
   std::optional<MeanCi> efficiency, ratio_vs_tcp;
   std::string efficiency_na;  // why there is no efficiency
   std::vector<Straggler> stragglers;

@@ -17,6 +17,7 @@ namespace {
 
 std::vector<std::string> precision_values() { return models::precision_names(); }
 std::vector<std::string> compression_values() { return kCompressionNames; }
+std::vector<std::string> data_values() { return kDataNames; }
 
 std::string decimal(double v) {
   std::ostringstream o;
@@ -53,6 +54,12 @@ std::vector<Axis> declare_axes() {
       {.kind = PointKind::train, .key = "sockets_per_peer", .flag = "--sockets-per-peer", .type = AxisType::number,
        .default_value = std::to_string(train.sockets_per_peer), .id_prefix = "sockets", .label = "sockets ", .min = 1,
        .max = 64, .integer = true, .communication = true},
+      // What the ranks train on; jpeg and fashion-mnist read train.data_dir.
+      {.kind = PointKind::train, .key = "data", .flag = "--data", .default_value = train.data, .id_prefix = "data-",
+       .label = "data ", .names = data_values},
+      {.kind = PointKind::train, .key = "data_threads", .flag = "--data-threads", .type = AxisType::number,
+       .default_value = std::to_string(train.data_threads), .id_prefix = "dthreads", .label = "data threads ",
+       .min = 1, .max = 256, .integer = true},
   };
 }
 

@@ -68,6 +68,14 @@ std::vector<std::vector<std::string>> AxisLists::one_default_each() {
   return v;
 }
 
+bool uses_value(const AxisLists& lists, size_t axis, const std::string& value) {
+  if (!lists.settings.empty())
+    return std::any_of(lists.settings.begin(), lists.settings.end(),
+                       [&](const std::vector<std::string>& s) { return s[axis] == value; });
+  const auto& v = lists.values[axis];
+  return std::find(v.begin(), v.end(), value) != v.end();
+}
+
 std::vector<std::string> axis_keys(PointKind kind) {
   std::vector<std::string> keys;
   for (size_t i : axes_of(kind)) keys.push_back(sweep_axes()[i].key);

@@ -26,6 +26,9 @@ struct AxisLists {
   static std::vector<std::vector<std::string>> one_default_each();
 };
 
+// Whether some point of the lists (or of their settings) takes `value` on the axis at `axis`.
+bool uses_value(const AxisLists& lists, size_t axis, const std::string& value);
+
 // The config keys of `kind`'s axes (for YamlReader::only).
 std::vector<std::string> axis_keys(PointKind kind);
 // The same and "settings" (none when the kind has no axes).

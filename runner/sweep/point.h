@@ -27,6 +27,8 @@ bool is_safe_name(const std::string& s);
 
 // train --compression's values: the gradients' type on the wire (auto: the training precision's).
 inline const std::vector<std::string> kCompressionNames{"auto", "none", "fp16", "bf16"};
+// train --data's values: what the ranks train on.
+inline const std::vector<std::string> kDataNames{"synthetic", "fashion-mnist", "jpeg"};
 
 enum class PointKind { train, collectives, share, infer, migrate, remote };
 const char* kind_name(PointKind k);  // "train", "collectives", "share", "infer", "migrate", "remote"

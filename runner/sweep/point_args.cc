@@ -27,6 +27,7 @@ std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
   if (p.kind != PointKind::train)
     for (size_t i : axes_of(PointKind::train)) values[i] = t.axes.values[i].front();
   for (auto& x : axes_args(PointKind::train, values)) a.push_back(x);
+  if (!t.data_dir.empty() && values[axis_index("data")] != "synthetic") a.insert(a.end(), {"--data-dir", t.data_dir});
   if (!t.overlap) a.push_back("--no-overlap");
   if (c.allow_profile_mismatch) a.push_back("--allow-profile-mismatch");
   return a;

@@ -61,7 +61,7 @@ void check_tuned(const YamlReader& r, const TrainSweep& t) {
 
 TrainSweep parse_train(const YamlReader& r) {
   TrainSweep t;
-  std::vector<std::string> keys{"models", "warmup", "steps", "overlap", "backend", "tuned", "tune_top_k",
+  std::vector<std::string> keys{"models", "warmup", "steps", "overlap", "backend", "data_dir", "tuned", "tune_top_k",
                                 "tune_repeats", "tune_steps"};
   for (const auto& k : axis_keys_and_settings(PointKind::train)) keys.push_back(k);
   r.only(keys);
@@ -83,6 +83,8 @@ TrainSweep parse_train(const YamlReader& r) {
   r.get_int("steps", t.steps, 1, kMaxSteps);
   r.get("overlap", t.overlap, "true or false");
   r.get_choice("backend", t.backend, {"auto", "onednn", "reference", "cudnn"});
+  r.get("data_dir", t.data_dir, "a directory: the JPEG image set or the Fashion-MNIST files");
+  if (r.has("data_dir") && t.data_dir.empty()) r.fail(r.key("data_dir"), "must not be empty");
   t.axes = read_axis_lists(r, PointKind::train);
   r.get("tuned", t.tuned, "true or false");
   for (const char* k : {"tune_top_k", "tune_repeats", "tune_steps"})
@@ -91,6 +93,9 @@ TrainSweep parse_train(const YamlReader& r) {
   r.get_int("tune_repeats", t.tune_repeats, 1, 100);
   r.get_int("tune_steps", t.tune_steps, 1, 1000);
   if (t.tuned) check_tuned(r, t);
+  if (t.data_dir.empty() && uses_value(t.axes, axis_index("data"), "jpeg"))
+    r.fail(r.key("data"), "jpeg needs train.data_dir: the image set (`ringbench data make imagenet-like DIR`) or a "
+                          "folder with one subfolder of JPEGs per class");
   return t;
 }
 
@@ -252,6 +257,7 @@ nlohmann::json to_json(const SweepConfig& c) {
     if (c.train.tuned)
       j["train"].update({{"tuned", true}, {"tune_top_k", c.train.tune_top_k}, {"tune_repeats", c.train.tune_repeats},
                          {"tune_steps", c.train.tune_steps}});
+    if (!c.train.data_dir.empty()) j["train"]["data_dir"] = c.train.data_dir;
     write_axis_lists(c.train.axes, PointKind::train, j["train"]);
   }
   if (c.has_collectives) {

@@ -33,6 +33,7 @@ struct TrainSweep {
   int warmup = 5, steps = 20;
   bool overlap = true;
   std::string backend = "auto";
+  std::string data_dir;  // --data-dir of the points whose data is jpeg or fashion-mnist ("": train's default)
   AxisLists axes;  // precision, compression, fusion_mb, ...: each a value or a list (runner/sweep/axes.cc)
   // Each point of our ring at N >= 2 runs `train --autotune`: the axes declared `tuned` are
   // chosen per point (and so not listed), and the measured steps run on the choice.
