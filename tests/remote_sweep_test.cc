@@ -104,6 +104,13 @@ TEST(RemoteSweep, ATinySweepOfEverySetupRunsEndToEnd) {
     EXPECT_GT(rec["remote"]["per_step"]["received_bytes"].get<double>(), 1.6e6 * 4) << id;
   }
   EXPECT_EQ(by_point["remote/lenet/b4/partial/k2"]["remote"]["clients"].size(), 2u);
+  // A failure names the process and its log (the ranks' logs are not a remote point's).
+  SweepPoint k2;
+  k2.kind = PointKind::remote;
+  k2.setup = "partial";
+  using Named = std::pair<std::string, std::string>;
+  EXPECT_EQ(remote_process(k2, 0, "L"), (Named{"the device server", "L.server.log"}));
+  EXPECT_EQ(remote_process(k2, 2, "L"), (Named{"client 1", "L.client1.log"}));
   EXPECT_EQ(by_point["remote/lenet/b4/tcp/1gbit/200us"]["remote"]["link"]["latency_us"], 200);
   const std::string md = report_testing::section(report_testing::read_file(dir + "/report.md"), "## Remote GPU");
   EXPECT_TRUE(ringbench::testing::has_all(md, {"### lenet b4", "**EMULATED**", "local partials: 2 clients",

@@ -119,9 +119,10 @@ std::string device_line(const std::vector<const Point*>& pts) {
     for (const Record* r : p->ok())
       if (const json* d = find_at(r->j, "/remote/device"); d && d->is_object()) {
         const bool emulated = bool_or(*d, "emulated", true);
-        return "The device server's device: " + str_or(*d, "device", "?") + " (" + str_or(*d, "backend", "?") +
-               ", " + std::to_string(int_or(*d, "threads", 0)) + " thread(s))" + (emulated ? ", **EMULATED**" : "") +
-               "; time shared " + str_or(*d, "policy", "?") + " among the clients.\n\n";
+        return "The device server's device: " + one_line(str_or(*d, "device", "?")) + " (" +
+               one_line(str_or(*d, "backend", "?")) + ", " + std::to_string(int_or(*d, "threads", 0)) + " thread(s))" +
+               (emulated ? ", **EMULATED**" : "") + "; time shared " + one_line(str_or(*d, "policy", "?")) +
+               " among the clients.\n\n";
       }
   return "";
 }
