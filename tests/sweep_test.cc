@@ -117,6 +117,31 @@ TEST_F(SweepTest, ShmPointsRunAndAreComparedWithTcp) {
   EXPECT_NE(report.find("### shm vs tcp"), std::string::npos) << report;
 }
 
+// Real data as an axis (issue 42): a jpeg point reads train.data_dir through its input pipeline,
+// its record keeps the pipeline's means, and the report's "Where the time goes" shows them.
+TEST_F(SweepTest, RealDataPointsCarryTheirInputPipelineIntoTheReport) {
+  const std::string set = temp_path("sweep_set");
+  auto made = run_command(kBin + " data make imagenet-like " + set + " --images 16 --classes 10 --shard-images 4");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string cfg = write_config(
+      "name: real\nnodes: [2]\ntransports: [tcp]\nrepeats: 1\ncluster: {type: local}\ntrain:\n"
+      "  models: [{model: mobilenet_v1, batch: 4, image_size: 32}]\n  warmup: 1\n  steps: 2\n"
+      "  data: jpeg\n  data_dir: " + set + "\n");
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 1u);
+  EXPECT_EQ(raw[0]["point"], "train/mobilenet_v1/b4/s32/data-jpeg/n2/tcp/none");
+  ASSERT_EQ(raw[0]["status"], "ok") << raw[0].dump();
+  const json& in = raw[0]["train"]["input"];
+  EXPECT_TRUE(in["stall_s_per_step"]["mean_over_ranks"].is_number()) << raw[0].dump();
+  EXPECT_GT(in["pipeline_cpus_per_rank"].get<double>(), 0) << raw[0].dump();
+  EXPECT_EQ(in["config"]["threads"], 2);
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_NE(report.find("| input stall s | input CPUs |"), std::string::npos) << report;
+  fs::remove_all(set);
+}
+
 // Profiles: a model over the framebuffer is recorded as "does not fit" (with the numbers) and
 // the sweep goes on; sharing points run k VMs through `ringbench vgpu share`; the k-VM point of
 // a profile that hosts fewer is skipped with the reason; the report has the vGPU section.

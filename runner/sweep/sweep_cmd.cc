@@ -135,6 +135,12 @@ json result_subset(const SweepPoint& p, const json& doc) {
                           {"buckets", meta["buckets"].value("list", json::array()).size()},
                           {"hosts", hosts_subset(meta)}, {"vgpu", vgpu_subset(meta)}}}};
     if (meta.contains("autotune")) out["meta"]["autotune"] = meta["autotune"];  // tuned: true's search
+    if (doc.contains("input") && doc["input"].is_object()) {  // real data: the pipeline's means (not its per-step lists)
+      out["input"] = json::object();
+      for (const char* k : {"config", "stall_s_per_step", "images_per_s_per_rank", "pipeline_cpus_per_rank", "skipped",
+                            "bad_records", "allow_damaged_data"})
+        if (doc["input"].contains(k)) out["input"][k] = doc["input"][k];
+    }
     if (p.kind == PointKind::migrate) out["migration"] = doc.value("migration", json(nullptr));  // rank 0's
     return out;
   }
