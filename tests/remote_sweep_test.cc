@@ -58,6 +58,14 @@ TEST(RemoteSweepConfig, MistakesNameTheirKey) {
   expect_error(local_config(model + "  links: [{gbps: -1}]\n"), {"remote.links[0].gbps"});
   expect_error(local_config(model + "  links: [{gbps: 1}, {gbps: 1}]\n"), {"remote.links[1]", "twice"});
   expect_error(local_config(model + "  policy: fastest\n"), {"remote.policy", "fastest"});
+  expect_error(local_config(model + "  models: [lenet]\n"), {"remote.model", "both given"});
+  expect_error(local_config("remote:\n  models: [lenet, {model: lenet, batch: 8}]\n"), {"remote.models[1]", "twice"});
+  // models: every setup of each, in the order listed.
+  const auto two = ids(parse_sweep_config(local_config("remote:\n  models: [lenet, {model: mobilenet_v1, batch: 4}]\n"
+                                                       "  clients: [2]\n"), "test.yaml"));
+  EXPECT_EQ(two, (std::vector<std::string>{"remote/lenet/b8/local_device", "remote/lenet/b8/loopback",
+                                           "remote/lenet/b8/partial/k2", "remote/mobilenet_v1/b4/local_device",
+                                           "remote/mobilenet_v1/b4/loopback", "remote/mobilenet_v1/b4/partial/k2"}));
   expect_error("name: t\ncluster: {type: emulated, link: 1gbit}\n" + model + "  links: [{gbps: 10}]\n",
                {"remote.links[0].gbps", "above cluster.link"});
   expect_error("name: t\ncluster: {type: local, latency_us: 50}\ntrain:\n  models: [lenet]\n",

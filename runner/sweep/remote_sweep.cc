@@ -66,10 +66,26 @@ double tc_rate_gbps(const std::string& rate) {
 
 RemoteSweep parse_remote(const YamlReader& r, double latency_us, double cluster_gbps) {
   RemoteSweep s;
-  r.only({"model", "warmup", "steps", "threads", "clients", "transports", "links", "policy"});
-  if (!r.has("model"))
-    r.fail(r.key("model"), "missing; the model trained in every setup, e.g. {model: lenet, batch: 8}");
-  read_train_model(r, r.at("model"), r.key("model"), s.model, s.batch, s.image_size);
+  r.only({"model", "models", "warmup", "steps", "threads", "clients", "transports", "links", "policy"});
+  if (r.has("model") == r.has("models"))
+    r.fail(r.key("model"), std::string(r.has("model") ? "and models both given: give one" : "missing") +
+                               "; the model trained in every setup, e.g. {model: lenet, batch: 8}, or a list under models");
+  if (r.has("model")) {
+    RemoteModel m;
+    read_train_model(r, r.at("model"), r.key("model"), m.model, m.batch, m.image_size);
+    s.models.push_back(m);
+  } else {
+    const YAML::Node list = r.at("models");
+    if (!list.IsSequence() || list.size() == 0) r.fail(r.key("models"), "must be a non-empty list of {model, batch, image_size}");
+    for (size_t i = 0; i < list.size(); ++i) {
+      RemoteModel m;
+      const std::string where = r.key("models") + "[" + std::to_string(i) + "]";
+      read_train_model(r, list[i], where, m.model, m.batch, m.image_size);
+      for (const auto& o : s.models)
+        if (o.model == m.model && o.batch == m.batch && o.image_size == m.image_size) r.fail(where, "is listed twice");
+      s.models.push_back(m);
+    }
+  }
   r.get_int("warmup", s.warmup, 0, kMaxSteps);
   r.get_int("steps", s.steps, 1, kMaxSteps);
   r.get_int("threads", s.threads, 0, 4096);
@@ -91,39 +107,42 @@ RemoteSweep parse_remote(const YamlReader& r, double latency_us, double cluster_
 json to_json(const RemoteSweep& s) {
   json links = json::array();
   for (const auto& l : s.links) links.push_back({{"gbps", l.gbps}, {"latency_us", l.latency_us}});
-  return {{"model", {{"model", s.model}, {"batch", s.batch}, {"image_size", s.image_size}}},
-          {"warmup", s.warmup}, {"steps", s.steps}, {"threads", s.threads}, {"clients", s.clients},
+  json models = json::array();
+  for (const auto& m : s.models) models.push_back({{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}});
+  return {{"models", models}, {"warmup", s.warmup}, {"steps", s.steps}, {"threads", s.threads}, {"clients", s.clients},
           {"transports", s.transports}, {"links", links}, {"policy", s.policy}};
 }
 
 void for_each_remote_point(const RemoteSweep& s, int repeat, const std::function<void(const SweepPoint&)>& visit) {
-  const std::string base = "remote/" + s.model + "/b" + std::to_string(s.batch) + size_suffix(s.image_size) + "/";
-  const auto point = [&](const std::string& setup, int clients, const std::string& transport, int nodes) {
-    SweepPoint p = model_point(PointKind::remote, s.model, s.batch, s.image_size, nodes, transport, "none", repeat);
-    p.setup = setup;
-    p.clients = clients;
-    return p;
-  };
-  SweepPoint local = point("local_device", 0, "none", 1);
-  local.id = base + "local_device";
-  visit(local);
-  SweepPoint loop = point("loopback", 1, "tcp", 1);
-  loop.id = base + "loopback";
-  visit(loop);
-  for (int k : s.clients) {
-    SweepPoint p = point("partial", k, "tcp", 1);
-    p.id = base + "partial/k" + std::to_string(k);
-    visit(p);
-  }
-  for (const auto& t : s.transports)
-    for (const auto& l : s.links) {
-      SweepPoint p = point("link", 1, t, 2);
-      p.link_gbps = l.gbps;
-      p.latency_us = l.latency_us;
-      p.id = base + t + "/" + (l.gbps > 0 ? num(l.gbps) + "gbit" : std::string("unshaped")) + "/" +
-             num(l.latency_us) + "us";
+  for (const auto& m : s.models) {
+    const std::string base = "remote/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) + "/";
+    const auto point = [&](const std::string& setup, int clients, const std::string& transport, int nodes) {
+      SweepPoint p = model_point(PointKind::remote, m.model, m.batch, m.image_size, nodes, transport, "none", repeat);
+      p.setup = setup;
+      p.clients = clients;
+      return p;
+    };
+    SweepPoint local = point("local_device", 0, "none", 1);
+    local.id = base + "local_device";
+    visit(local);
+    SweepPoint loop = point("loopback", 1, "tcp", 1);
+    loop.id = base + "loopback";
+    visit(loop);
+    for (int k : s.clients) {
+      SweepPoint p = point("partial", k, "tcp", 1);
+      p.id = base + "partial/k" + std::to_string(k);
       visit(p);
     }
+    for (const auto& t : s.transports)
+      for (const auto& l : s.links) {
+        SweepPoint p = point("link", 1, t, 2);
+        p.link_gbps = l.gbps;
+        p.latency_us = l.latency_us;
+        p.id = base + t + "/" + (l.gbps > 0 ? num(l.gbps) + "gbit" : std::string("unshaped")) + "/" +
+               num(l.latency_us) + "us";
+        visit(p);
+      }
+  }
 }
 
 std::string remote_unavailable(const SweepPoint& p) {

@@ -29,10 +29,14 @@ struct RemoteLink {
   double latency_us = -1;   // -1: cluster.latency_us
 };
 
-struct RemoteSweep {
+struct RemoteModel {
   std::string model;
   int batch = 8;
   int image_size = 0;
+};
+
+struct RemoteSweep {
+  std::vector<RemoteModel> models;  // `model` (one) or `models`; each runs every setup
   int warmup = 2, steps = 10;
   int threads = 0;                     // the device's threads (0: the cluster's CPUs per node)
   std::vector<int> clients{2, 4};      // local partials: k clients sharing the server
@@ -46,7 +50,7 @@ struct RemoteSweep {
 RemoteSweep parse_remote(const YamlReader& r, double latency_us, double cluster_gbps);
 nlohmann::json to_json(const RemoteSweep& s);
 
-// The section's points of one repeat: local_device, loopback, the partials, then the links.
+// The section's points of one repeat, per model: local_device, loopback, the partials, the links.
 void for_each_remote_point(const RemoteSweep& s, int repeat, const std::function<void(const SweepPoint&)>& visit);
 
 // Why this build cannot run point p ("" when it can).
