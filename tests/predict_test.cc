@@ -18,6 +18,8 @@
 #include "runner/predict/model_check.h"
 #include "runner/predict/predictions.h"
 #include "runner/predict/step_sim.h"
+#include "runner/predict/remote_whatif.h"
+#include "runner/sweep/yaml_reader.h"
 #include "runner/predict/whatif.h"
 #include "runner/report/run.h"
 
@@ -357,10 +359,17 @@ TEST(WhatIf, ShippedFilesLoad) {
   for (const auto& f : std::filesystem::directory_iterator(RINGBENCH_SOURCE_DIR "/configs")) {
     if (f.path().filename().string().rfind("whatif-", 0) != 0) continue;
     SCOPED_TRACE(f.path().string());
-    const WhatIf w = load_what_if(f.path().string());
+    const std::string text = read_config_file(f.path().string(), "the what-if file");
+    ++n;
+    if (is_remote_what_if(text)) {  // a remote GPU's (remote_whatif.h)
+      const RemoteWhatIf r = parse_remote_what_if(text, f.path().string());
+      EXPECT_FALSE(r.servers.empty());
+      EXPECT_FALSE(r.transports.empty());
+      continue;
+    }
+    const WhatIf w = parse_what_if(text, f.path().string());
     EXPECT_GE(w.transports.size(), 2u);
     EXPECT_FALSE(w.models.empty());
-    ++n;
   }
   EXPECT_GE(n, 1);
 }
