@@ -19,7 +19,7 @@
 #include "runner/predict/predictions.h"
 #include "runner/predict/step_sim.h"
 #include "runner/predict/remote_whatif.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 #include "runner/predict/whatif.h"
 #include "runner/report/run.h"
 

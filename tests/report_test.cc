@@ -265,7 +265,7 @@ TEST(Report, CompressedPointsShareTheirN1Baseline) {
   EXPECT_EQ(csv.at("train/lenet/b32/wire-fp16/n2/tcp/none", "efficiency_mean"), csv.at(kN2Tcp, "efficiency_mean"));
 }
 
-// Axes declared only in runner/sweep/axes.cc (issue 40): fusion_mb points are a configuration of
+// Axes declared only in runner/record/axes.cc (issue 40): fusion_mb points are a configuration of
 // their own, sorted by size (4 before 16), sharing the N=1 baseline (a communication axis), with a
 // fusion_mb column; a hostile value in a record is refused naming the field.
 TEST(Report, FusionIsAConfigurationSortedBySize) {

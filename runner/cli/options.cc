@@ -5,7 +5,7 @@
 
 #include "models/network.h"
 #include "runner/backends/backend.h"
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 namespace ringbench {
 

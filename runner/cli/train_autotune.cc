@@ -8,7 +8,7 @@
 #include "base/errors.h"
 #include "base/output_file.h"
 #include "runner/job/world.h"
-#include "runner/sweep/axes.h"
+#include "runner/record/axes.h"
 #include "runner/tune/autotune.h"
 
 namespace ringbench {

@@ -21,8 +21,8 @@
 #include "runner/job/slurm.h"
 #include "runner/job/world.h"
 #include "runner/remote/remote_network.h"
-#include "runner/sweep/point.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/point.h"
+#include "runner/record/yaml_reader.h"
 
 namespace ringbench {
 namespace {

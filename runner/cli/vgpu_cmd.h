@@ -13,6 +13,7 @@
 
 #include "base/device_memory.h"
 #include "models/device_gate.h"
+#include "runner/record/train_args.h"
 
 namespace ringbench {
 
@@ -22,13 +23,6 @@ class SliceScheduler;
 
 // Exit status of a `ringbench train` whose model and batch do not fit the profile's framebuffer.
 inline constexpr int kDoesNotFitExit = 3;
-
-struct VgpuTrainArgs {
-  std::string profile = "none";  // a catalog profile, "passthrough", "bare-metal" or "none"
-  bool allow_mismatch = false;
-  std::string catalog;           // "": the built-in catalog
-  std::string scheduler;         // socket of a `ringbench vgpu share` scheduler: time-slice this job
-};
 
 // What a training process does with its profile, before it allocates anything.
 struct VgpuSetup {

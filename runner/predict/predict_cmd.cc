@@ -9,7 +9,7 @@
 #include "runner/predict/md_predictions.h"
 #include "runner/predict/remote_whatif.h"
 #include "runner/predict/whatif.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 #include "runner/report/run.h"
 
 namespace ringbench {

@@ -6,7 +6,7 @@
 #include "base/errors.h"
 #include "runner/report/format.h"
 #include "runner/report/run.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 
 namespace ringbench::predict {
 namespace {

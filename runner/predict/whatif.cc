@@ -2,8 +2,8 @@
 
 #include "base/errors.h"
 #include "runner/report/format.h"
-#include "runner/sweep/point.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/point.h"
+#include "runner/record/yaml_reader.h"
 
 namespace ringbench::predict {
 

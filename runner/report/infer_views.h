@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runner/report/records.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 

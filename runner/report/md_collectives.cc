@@ -2,7 +2,7 @@
 #include "runner/report/sections.h"
 
 #include "runner/report/format.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

@@ -11,7 +11,7 @@
 #include "runner/report/infer_views.h"
 #include "runner/report/md_groups.h"
 #include "runner/report/sections.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

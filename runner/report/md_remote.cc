@@ -10,7 +10,7 @@
 #include "runner/report/format.h"
 #include "runner/report/plots.h"
 #include "runner/report/sections.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

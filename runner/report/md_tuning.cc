@@ -8,7 +8,7 @@
 #include "base/errors.h"
 #include "runner/report/format.h"
 #include "runner/report/sections.h"
-#include "runner/sweep/axes.h"
+#include "runner/record/axes.h"
 
 namespace ringbench::report {
 namespace {

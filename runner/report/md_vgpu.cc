@@ -8,7 +8,7 @@
 
 #include "runner/report/format.h"
 #include "runner/report/md_groups.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

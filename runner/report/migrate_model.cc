@@ -9,7 +9,7 @@
 
 #include "base/bytes.h"
 #include "runner/report/format.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

@@ -9,8 +9,7 @@
 
 #include "base/errors.h"
 #include "base/input_file.h"
-#include "runner/sweep/json_fields.h"
-#include "runner/sweep/sweep_config.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

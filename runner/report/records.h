@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 namespace ringbench::report {
 

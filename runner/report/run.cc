@@ -5,7 +5,7 @@
 
 #include "runner/backends/backend.h"
 #include "runner/report/format.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "runner/report/format.h"
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 namespace ringbench::report {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/sweep/axes.h"
+#include "runner/record/axes.h"
 
 namespace ringbench {
 

@@ -6,9 +6,9 @@
 #include "models/zoo.h"
 #include "runner/sweep/model_entry.h"
 #include "runner/sweep/sweep_config.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 #include "vgpu/catalog.h"
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 namespace ringbench {
 namespace {

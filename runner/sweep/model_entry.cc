@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "models/zoo.h"
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 namespace ringbench {
 

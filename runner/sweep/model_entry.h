@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 
 namespace ringbench {
 

@@ -8,7 +8,7 @@
 #include "base/errors.h"
 #include "runner/sweep/model_entry.h"
 #include "runner/sweep/sweep_config.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 #include "vgpu/scheduler.h"
 
 namespace ringbench {

@@ -16,7 +16,7 @@
 #include "models/zoo.h"
 #include "runner/backends/backend.h"
 #include "runner/sweep/model_entry.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 #include "base/bytes.h"
 #include "vgpu/catalog.h"
 #include "vgpu/scheduler.h"

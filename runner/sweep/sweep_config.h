@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "runner/backends/backend.h"
+#include "runner/record/point.h"
 #include "runner/sweep/axis_lists.h"
 #include "runner/sweep/infer_sweep.h"
 #include "runner/sweep/migrate_sweep.h"
-#include "runner/sweep/point.h"
 #include "runner/sweep/remote_sweep.h"
 #include "runner/sweep/vgpu_keys.h"
 
@@ -34,7 +34,7 @@ struct TrainSweep {
   bool overlap = true;
   std::string backend = "auto";
   std::string data_dir;  // --data-dir of the points whose data is jpeg or fashion-mnist ("": train's default)
-  AxisLists axes;  // precision, compression, fusion_mb, ...: each a value or a list (runner/sweep/axes.cc)
+  AxisLists axes;  // precision, compression, fusion_mb, ...: each a value or a list (runner/record/axes.cc)
   // Each point of our ring at N >= 2 runs `train --autotune`: the axes declared `tuned` are
   // chosen per point (and so not listed), and the measured steps run on the choice.
   bool tuned = false;
@@ -47,7 +47,7 @@ struct CollectivesSweep {
   int iters = 20, warmup_iters = 5;
   std::string dtype = "float";
   bool check = true;
-  AxisLists axes;  // the collectives' own axes, if any are declared (runner/sweep/axes.cc)
+  AxisLists axes;  // the collectives' own axes, if any are declared (runner/record/axes.cc)
 };
 
 struct ClusterConfig {
@@ -79,9 +79,8 @@ struct SweepConfig {
   CollectivesSweep collectives;
 };
 
-// The most points a sweep may have (repeats included), and the most nodes a local or emulated
-// cluster on one machine may have (the emulated cluster's /24 holds 253 nodes and its switch).
-constexpr size_t kMaxPoints = 10000;
+// The most nodes a local or emulated cluster on one machine may have (the emulated cluster's /24
+// holds 253 nodes and its switch). The most points a sweep may have is kMaxPoints (point.h).
 constexpr int kMaxLocalNodes = 253;
 
 // The nodes a local or emulated cluster needs: the largest node count, a migration's ranks

@@ -2,10 +2,10 @@
 
 #include <set>
 
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/yaml_reader.h"
 #include "vgpu/catalog.h"
 #include "vgpu/scheduler.h"
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 namespace ringbench {
 

@@ -7,7 +7,7 @@
 #include "base/errors.h"
 #include "base/output_file.h"
 #include "runner/predict/step_sim.h"
-#include "runner/sweep/axes.h"
+#include "runner/record/axes.h"
 
 namespace ringbench::tune {
 namespace {

@@ -11,7 +11,7 @@
 #include "runner/predict/cost_fit.h"
 #include "runner/predict/step_sim.h"
 #include "runner/sweep/axis_lists.h"
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 namespace ringbench::tune {
 

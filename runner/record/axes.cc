@@ -1,4 +1,4 @@
-#include "runner/sweep/axes.h"
+#include "runner/record/axes.h"
 
 #include <cmath>
 #include <iomanip>
@@ -8,9 +8,9 @@
 #include "base/bytes.h"
 #include "base/errors.h"
 #include "models/network.h"
-#include "runner/cli/train_cmd.h"
-#include "runner/sweep/point.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/train_args.h"
+#include "runner/record/point.h"
+#include "runner/record/yaml_reader.h"
 
 namespace ringbench {
 namespace {

@@ -4,11 +4,12 @@
 // axes.cc, not a field here: its value sits in `axes`.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "runner/sweep/axes.h"
+#include "runner/record/axes.h"
 
 namespace ringbench {
 
@@ -20,6 +21,7 @@ constexpr int kMaxVms = 64;            // VMs time-sliced on one device
 constexpr size_t kMaxNameChars = 64;   // sweep, profile and framebuffer names
 constexpr int kMaxSteps = 1000000;     // training steps (and warmup steps) of a point
 constexpr double kMaxTimeoutS = 7 * 86400.0;  // a point's timeout or duration: a week
+constexpr size_t kMaxPoints = 10000;   // points of a sweep, repeats included (and so a record's repeat)
 
 // A name that can start a directory name and go anywhere in a report or a plot script:
 // [A-Za-z0-9][A-Za-z0-9._-]*, at most kMaxNameChars.

@@ -1,4 +1,4 @@
-#include "runner/sweep/point.h"
+#include "runner/record/point.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,8 +9,8 @@
 #include "base/name_table.h"
 #include "models/zoo.h"
 #include "runner/backends/backend.h"
-#include "runner/sweep/json_fields.h"
-#include "runner/sweep/yaml_reader.h"
+#include "runner/record/json_fields.h"
+#include "runner/record/yaml_reader.h"
 #include "vgpu/scheduler.h"
 
 namespace ringbench {

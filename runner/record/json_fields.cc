@@ -1,4 +1,4 @@
-#include "runner/sweep/json_fields.h"
+#include "runner/record/json_fields.h"
 
 #include "base/errors.h"
 
