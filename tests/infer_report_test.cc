@@ -4,7 +4,7 @@
 // and with k VMs serving at once: the QPS at the p99 bound per profile and policy.
 #include "tests/report_fixture.h"
 
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::report_testing {
 namespace {

@@ -21,7 +21,7 @@
 #include "runner/predict/remote_whatif.h"
 #include "runner/record/yaml_reader.h"
 #include "runner/predict/whatif.h"
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::predict {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "runner/predict/remote_model.h"
 #include "runner/predict/remote_whatif.h"
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 #include "runner/sweep/sweep_config.h"
 #include "tests/report_fixture.h"
 #include "tests/sweep_config_errors.h"

@@ -7,7 +7,7 @@
 #include <functional>
 #include <utility>
 
-#include "runner/report/plots.h"
+#include "runner/analysis/plots.h"
 #include "tests/report_fixture.h"
 
 namespace ringbench::report_testing {

@@ -10,7 +10,7 @@
 #include "base/device_memory.h"
 #include "base/errors.h"
 #include "runner/job/world.h"
-#include "runner/report/stats.h"
+#include "runner/analysis/stats.h"
 
 namespace ringbench {
 

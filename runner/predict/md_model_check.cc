@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench::predict {
 

@@ -1,6 +1,6 @@
 #include "runner/predict/md_predictions.h"
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench::predict {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "runner/predict/predictions.h"
-#include "runner/report/plots.h"
+#include "runner/analysis/plots.h"
 
 namespace ringbench::predict {
 

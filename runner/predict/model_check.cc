@@ -7,7 +7,7 @@
 
 #include "base/errors.h"
 #include "runner/predict/step_sim.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench::predict {
 namespace {

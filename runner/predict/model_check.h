@@ -10,7 +10,7 @@
 
 #include "runner/predict/cost_fit.h"
 #include "runner/predict/step_sim.h"
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::predict {
 

@@ -9,8 +9,8 @@
 #include "runner/predict/md_predictions.h"
 #include "runner/predict/remote_whatif.h"
 #include "runner/predict/whatif.h"
+#include "runner/analysis/run.h"
 #include "runner/record/yaml_reader.h"
-#include "runner/report/run.h"
 
 namespace ringbench {
 

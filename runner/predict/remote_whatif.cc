@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "base/errors.h"
-#include "runner/report/format.h"
-#include "runner/report/run.h"
+#include "runner/analysis/format.h"
+#include "runner/analysis/run.h"
 #include "runner/record/yaml_reader.h"
 
 namespace ringbench::predict {

@@ -1,7 +1,7 @@
 #include "runner/predict/whatif.h"
 
 #include "base/errors.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/record/point.h"
 #include "runner/record/yaml_reader.h"
 

@@ -3,7 +3,7 @@
 
 #include "base/errors.h"
 #include "runner/predict/whatif.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench::predict {
 

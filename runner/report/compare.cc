@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <map>
 
-#include "runner/report/format.h"
-#include "runner/report/run.h"
+#include "runner/analysis/format.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::report {
 namespace {

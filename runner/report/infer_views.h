@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/report/records.h"
+#include "runner/analysis/records.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {

@@ -1,7 +1,7 @@
 // report.md's collectives, transport paths and failed points.
 #include "runner/report/sections.h"
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::report {
 

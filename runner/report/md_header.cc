@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <map>
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {

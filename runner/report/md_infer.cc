@@ -7,7 +7,7 @@
 
 #include "models/layer_profile.h"
 #include "models/zoo.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/report/infer_views.h"
 #include "runner/report/md_groups.h"
 #include "runner/report/sections.h"

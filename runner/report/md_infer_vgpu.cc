@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "runner/infer/server_json.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/report/infer_views.h"
 #include "runner/report/md_groups.h"
 #include "runner/report/sections.h"

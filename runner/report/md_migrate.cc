@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/report/migrate_model.h"
 #include "runner/report/sections.h"
 #include "runner/record/json_fields.h"

@@ -7,8 +7,8 @@
 #include <tuple>
 
 #include "runner/predict/remote_model.h"
-#include "runner/report/format.h"
-#include "runner/report/plots.h"
+#include "runner/analysis/format.h"
+#include "runner/analysis/plots.h"
 #include "runner/report/sections.h"
 #include "runner/record/json_fields.h"
 

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "runner/backends/backend.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/report/md_groups.h"
 
 namespace ringbench::report {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/errors.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/report/sections.h"
 #include "runner/record/axes.h"
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/report/md_groups.h"
 #include "runner/record/json_fields.h"
 

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "base/bytes.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {

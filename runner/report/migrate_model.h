@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::report {
 

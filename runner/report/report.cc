@@ -1,13 +1,14 @@
 // `ringbench report RUN_DIR`: summary.csv, report.md and the gnuplot SVGs from raw.jsonl alone.
-// The pieces, one file each: records (raw.jsonl), run (points and statistics), format, plots,
-// summary_csv, md_header, md_train, md_vgpu, md_collectives; `ringbench compare` is compare.cc.
+// The pieces, one file each: under runner/analysis/, records (raw.jsonl), run (points and
+// statistics), format and plots; here summary_csv, md_header, md_train, md_vgpu, md_collectives;
+// predict/'s model check and predictions; `ringbench compare` is compare.cc.
 #include "runner/report/report.h"
 
 #include "base/output_file.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/md_predictions.h"
-#include "runner/report/plots.h"
-#include "runner/report/run.h"
+#include "runner/analysis/plots.h"
+#include "runner/analysis/run.h"
 #include "runner/report/sections.h"
 
 // write_report is ringbench's (report.h); what it uses is the report's.

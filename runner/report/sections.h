@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "runner/report/plots.h"
+#include "runner/analysis/plots.h"
 #include "runner/report/report.h"
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::report {
 

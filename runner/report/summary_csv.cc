@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {

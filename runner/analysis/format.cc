@@ -1,5 +1,5 @@
 // Medians, fixed decimals, sizes, "x ± ci" and markdown tables.
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "runner/report/records.h"
-#include "runner/report/stats.h"
+#include "runner/analysis/records.h"
+#include "runner/analysis/stats.h"
 
 namespace ringbench::report {
 

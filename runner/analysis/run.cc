@@ -1,10 +1,10 @@
 // The points of a run, their statistics over repeats and across points, their order and names.
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 #include <limits>
 
 #include "runner/backends/backend.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {

@@ -1,5 +1,5 @@
 // Reading raw.jsonl: each line checked and turned into a Record.
-#include "runner/report/records.h"
+#include "runner/analysis/records.h"
 
 #include <filesystem>
 #include <cstring>

@@ -1,5 +1,5 @@
 // raw.jsonl's records, read and checked: one Record per (point, repeat) line (the format is in
-// report.h).
+// runner/report/report.h).
 #pragma once
 
 #include <cstddef>

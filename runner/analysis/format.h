@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/report/stats.h"
+#include "runner/analysis/stats.h"
 
 namespace ringbench::report {
 

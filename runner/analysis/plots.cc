@@ -1,6 +1,6 @@
 // The report's plots: throughput and scaling efficiency per model, busbw, the time breakdown
 // and the sharing plots, each a gnuplot script and its data beside the SVG.
-#include "runner/report/plots.h"
+#include "runner/analysis/plots.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,7 +14,7 @@
 #include "base/errors.h"
 #include "base/output_file.h"
 #include "base/subprocess.h"
-#include "runner/report/format.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench::report {
 namespace {

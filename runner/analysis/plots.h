@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::report {
 
