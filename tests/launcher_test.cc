@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -80,6 +82,29 @@ TEST(Launcher, AHelperStillRunningTheGraceAfterTheEssentialOnesEndedIsKilled) {
   ASSERT_EQ(running_at_kill.size(), 2u);
   EXPECT_EQ(running_at_kill[0], 0);  // reaped
   EXPECT_GT(running_at_kill[1], 0);
+}
+
+TEST(Launcher, StartProcessSetsTheEnvironmentTheLogAndTheGroup) {
+  const std::string log = ::testing::TempDir() + "launcher_test.log";
+  RankLaunch own;
+  own.argv = {"/bin/sh", "-c", "echo to the log; exit $RB_LAUNCHER_TEST"};
+  own.env = {"RB_LAUNCHER_TEST=7"};
+  own.log_path = log;
+  const pid_t a = start_process(own);
+  EXPECT_EQ(getpgid(a), a);  // a group of its own
+  RankLaunch ours;
+  ours.argv = {"sh", "-c", "exec sleep 30"};
+  ours.exe = "/bin/sh";
+  ours.own_group = false;
+  const pid_t b = start_process(ours);
+  EXPECT_EQ(getpgid(b), getpgrp());  // stays in ours
+  kill(b, SIGKILL);
+  const Reaped r = reap_processes({a, b}, ReapRule{.grace = 10s});
+  EXPECT_EQ(r.exit_codes, (std::vector<int>{7, 128 + SIGKILL}));
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "to the log\n");
 }
 
 }  // namespace

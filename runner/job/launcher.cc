@@ -22,21 +22,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // After fork, before exec: only async-signal-safe calls. Everything was prepared by the parent.
-[[noreturn]] void exec_child(char* const* argv, char* const* envp, int log_fd, int netns_fd,
-                             const cpu_set_t* cpus) {
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed sweep takes its ranks along
-  dup2(log_fd, STDOUT_FILENO);
-  dup2(log_fd, STDERR_FILENO);
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+[[noreturn]] void exec_child(const char* exe, char* const* argv, char* const* envp, int log_fd, int netns_fd,
+                             const cpu_set_t* cpus, bool own_group, pid_t parent) {
+  if (own_group) setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed sweep or launch takes its ranks along
+  if (getppid() != parent) _exit(127);  // it died before prctl()
+  if (log_fd >= 0) {
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  }
   if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) {
     static const char msg[] = "ringbench: setns into the node's network namespace failed\n";
     (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
     _exit(126);
   }
   if (cpus) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
-  execve(argv[0], argv, envp);
+  execve(exe, argv, envp);
   static const char msg[] = "ringbench: exec of the rank failed\n";
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
   _exit(127);
@@ -82,6 +85,32 @@ std::string self_exe() {
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) throw Error(std::string("cannot resolve this executable (readlink /proc/self/exe): ") + std::strerror(errno));
   return std::string(buf, size_t(n));
+}
+
+pid_t start_process(const RankLaunch& rl) {
+  const std::vector<std::string> env_strings = rank_environment(rl);
+  std::vector<char*> argv = exec_array(rl.argv), envp = exec_array(env_strings);
+  const std::string& exe = rl.exe.empty() ? rl.argv.at(0) : rl.exe;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : rl.cpus) CPU_SET(c, &set);
+  int log_fd = -1;
+  if (!rl.log_path.empty()) {
+    // A results directory may be shared: a link planted as a log is never followed (O_NOFOLLOW)
+    // and an old log is replaced, never truncated in place.
+    unlink(rl.log_path.c_str());
+    log_fd = open(rl.log_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Error("cannot create the log file " + rl.log_path + ": " + std::strerror(errno));
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0)
+    exec_child(exe.c_str(), argv.data(), envp.data(), log_fd, rl.netns_fd, rl.cpus.empty() ? nullptr : &set,
+               rl.own_group, parent);
+  if (log_fd >= 0) close(log_fd);
+  if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
+  if (rl.own_group) setpgid(pid, pid);  // also here, so signal_group() works before the child gets to it
+  return pid;
 }
 
 Reaped reap_processes(std::vector<pid_t> pids, const ReapRule& rule,
@@ -156,28 +185,13 @@ LaunchOutcome run_ranks(const std::vector<RankLaunch>& ranks, std::chrono::milli
   };
 
   for (size_t r = 0; r < ranks.size(); ++r) {
-    const RankLaunch& rl = ranks[r];
-    const std::vector<std::string> env_strings = rank_environment(rl);
-    std::vector<char*> argv = exec_array(rl.argv), envp = exec_array(env_strings);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : rl.cpus) CPU_SET(c, &set);
-    // A results directory may be shared: a link planted as a log is never followed (O_NOFOLLOW)
-    // and an old log is replaced, never truncated in place.
-    unlink(rl.log_path.c_str());
-    const int log_fd = open(rl.log_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
+    pid_t pid = 0;
+    try {
+      pid = start_process(ranks[r]);
+    } catch (...) {
       kill_all(SIGKILL);
-      throw Error("cannot create the log file " + rl.log_path + ": " + std::strerror(errno));
+      throw;
     }
-    const pid_t pid = fork();
-    if (pid == 0) exec_child(argv.data(), envp.data(), log_fd, rl.netns_fd, rl.cpus.empty() ? nullptr : &set);
-    close(log_fd);
-    if (pid < 0) {
-      kill_all(SIGKILL);
-      throw Error(std::string("fork failed: ") + std::strerror(errno));
-    }
-    setpgid(pid, pid);  // also here, so signal_group() works before the child gets to it
     pids[r] = pid;
     groups.push_back(pid);
   }

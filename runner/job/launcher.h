@@ -47,13 +47,21 @@ Reaped reap_processes(std::vector<pid_t> pids, const ReapRule& rule,
                       const std::function<void(size_t, int)>& on_exit = {});
 
 struct RankLaunch {
-  std::vector<std::string> argv;  // argv[0] is the executable's path
+  std::vector<std::string> argv;  // argv[0] is the executable's path, unless `exe` says another
+  std::string exe;                // what to exec ("": argv[0])
   std::vector<std::string> env;   // "NAME=value", added to this process's environment
   std::vector<std::string> unset; // prefixes: inherited variables whose names start so are dropped
-  std::string log_path;           // stdout and stderr go here
+  std::string log_path;           // stdout and stderr go here, stdin is /dev/null ("": all inherited)
   int netns_fd = -1;              // setns(CLONE_NEWNET) into it before exec
   std::vector<int> cpus;          // sched_setaffinity before exec (empty: no pinning)
+  // Leads a process group of its own (a launcher such as mpirun then dies with its whole tree);
+  // else it stays in ours, so that Ctrl-C and `kill -- -PGID` reach it too.
+  bool own_group = true;
 };
+
+// Forks and execs one process as `rl` says. It dies with this process, however this one ends
+// (SIGKILL included). Throws Error when its log cannot be created or fork fails.
+pid_t start_process(const RankLaunch& rl);
 
 struct LaunchOutcome {
   std::vector<int> exit_codes;  // per rank; 128+signal when killed; -1 when it never started

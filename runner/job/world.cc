@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,10 +195,8 @@ namespace {
 
 // What every local rank is started with: its command line and the job's rendezvous.
 struct LocalJob {
-  std::vector<char*> argv;  // null-terminated, into the caller's args
-  std::vector<char*> standby_argv;  // argv with --migrate-standby (a standby's)
+  std::vector<std::string> args, standby_args;  // the ranks' command line; a standby's (--migrate-standby)
   std::string store, job, secret_var;
-  int listen_fd = -1;
 };
 
 void kill_ranks(const std::vector<pid_t>& pids) {
@@ -207,24 +204,17 @@ void kill_ranks(const std::vector<pid_t>& pids) {
     if (p > 0) kill(p, SIGKILL);
 }
 
-// Forks and execs rank r of the job (never returns in the child).
-pid_t fork_rank(const LocalJob& j, int r, int ranks, pid_t launcher, bool standby = false) {
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  // The ranks die with their launcher, however it ends (SIGKILL included); they stay in its
-  // process group, so Ctrl-C and `kill -- -PGID` reach them too.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != launcher) _exit(127);  // it died before prctl()
-  ::close(j.listen_fd);
-  setenv("RINGBENCH_RANK", std::to_string(r).c_str(), 1);
-  setenv("RINGBENCH_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
-  setenv("RINGBENCH_STORE", j.store.c_str(), 1);
-  setenv("RINGBENCH_JOB_ID", j.job.c_str(), 1);
-  setenv("RINGBENCH_LAUNCHER", "local", 1);
-  putenv(const_cast<char*>(j.secret_var.c_str()));  // prepared before fork: no allocation here
-  execv("/proc/self/exe", (standby ? j.standby_argv : j.argv).data());
-  std::perror("ringbench: exec /proc/self/exe");
-  _exit(127);
+// Starts rank r of the job: this executable again, with the rank's environment. It dies with its
+// launcher, however that ends (SIGKILL included); it stays in the launcher's process group, so
+// Ctrl-C and `kill -- -PGID` reach it too.
+pid_t start_rank(const LocalJob& j, int r, int ranks, bool standby = false) {
+  RankLaunch rl;
+  rl.exe = "/proc/self/exe";
+  rl.argv = standby ? j.standby_args : j.args;
+  rl.env = {"RINGBENCH_RANK=" + std::to_string(r), "RINGBENCH_WORLD_SIZE=" + std::to_string(ranks),
+            "RINGBENCH_STORE=" + j.store, "RINGBENCH_JOB_ID=" + j.job, "RINGBENCH_LAUNCHER=local", j.secret_var};
+  rl.own_group = false;
+  return start_process(rl);
 }
 
 // What a process of the launch is called in the launcher's messages.
@@ -283,33 +273,29 @@ int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::m
                 " CPUs); use mpirun across hosts for more");
   LocalJob j;
   int port = 0;
-  j.listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // before fork: no threads yet
+  const int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // close-on-exec: the ranks do not hold it
   j.store = "127.0.0.1:" + std::to_string(port);
   j.job = random_job_id();
   const std::string secret = auth::new_secret();
   j.secret_var = secret_env(secret);
-  for (auto& a : args) j.argv.push_back(const_cast<char*>(a.c_str()));
-  j.standby_argv = j.argv;
-  j.argv.push_back(nullptr);
-  static char standby_flag[] = "--migrate-standby";
-  j.standby_argv.push_back(standby_flag);
-  j.standby_argv.push_back(nullptr);
+  j.args = args;
+  j.standby_args = args;
+  j.standby_args.push_back("--migrate-standby");
   std::vector<pid_t> pids;
-  const pid_t launcher = getpid();
   // The ranks, then the standby (rank standby_rank's second process) when there is one.
   const int processes = ranks + (standby_rank >= 0 && standby_rank < ranks);
   for (int i = 0; i < processes; ++i) {
     const bool standby = i == ranks;
-    const pid_t pid = fork_rank(j, standby ? standby_rank : i, ranks, launcher, standby);
-    if (pid < 0) {
+    try {
+      pids.push_back(start_rank(j, standby ? standby_rank : i, ranks, standby));
+    } catch (...) {
       kill_ranks(pids);
-      check_errno(false, "fork");
+      throw;
     }
-    pids.push_back(pid);
   }
   std::unique_ptr<TcpStoreServer> server;
   try {
-    server = std::make_unique<TcpStoreServer>(j.listen_fd, secret);
+    server = std::make_unique<TcpStoreServer>(listen_fd, secret);
   } catch (...) {
     kill_ranks(pids);
     throw;
