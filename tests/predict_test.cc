@@ -14,6 +14,7 @@
 #include "base/errors.h"
 #include "runner/predict/cost_fit.h"
 #include "runner/predict/extrapolate.h"
+#include "runner/predict/hierarchical.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/model_check.h"
 #include "runner/predict/predictions.h"
@@ -372,6 +373,28 @@ TEST(WhatIf, ShippedFilesLoad) {
     EXPECT_FALSE(w.models.empty());
   }
   EXPECT_GE(n, 1);
+}
+
+}  // namespace
+}  // namespace ringbench::predict
+
+namespace ringbench::predict {
+namespace {
+
+// The hierarchical allreduce's model at 4 nodes x 2 ranks: bandwidth-bound, the flat 8-rank ring
+// sends 14/8 of the buffer over each node link and the rings across the nodes 6/4 of it, so the
+// gain tends to 1.75 / 1.5; latency-bound, 14 alpha against 6.
+TEST(PredictHierarchical, TheGainIsTheRatioOfTheLinkTerms) {
+  CostFit link;
+  link.algo = "ring";
+  link.alpha_s = 0;
+  link.beta_s = 1e-8;
+  const double b = 256.0 * (1 << 20);
+  EXPECT_NEAR(link.seconds(8, b) / hierarchical_seconds(link, 4, b), 1.75 / 1.5, 1e-12);
+  link.alpha_s = 1e-3;
+  link.beta_s = 0;
+  EXPECT_NEAR(link.seconds(8, b) / hierarchical_seconds(link, 4, b), 14.0 / 6.0, 1e-12);
+  EXPECT_EQ(hierarchical_seconds(link, 1, b), 0.0);  // one node: nothing crosses a link
 }
 
 }  // namespace

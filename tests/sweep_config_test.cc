@@ -360,3 +360,46 @@ collectives: {}
 
 }  // namespace
 }  // namespace ringbench
+
+namespace ringbench {
+namespace {
+
+// cluster.ranks_per_node and the collectives' `hierarchical` axis (issue 44): points run N x R
+// ranks with --ranks-per-node R, the hierarchical ones alternate with the flat ones inside every
+// repeat, with --hierarchical alone on their command line; a transport it cannot run over is
+// skipped saying why; other sections refuse several ranks per node; config.yaml reads back.
+TEST(SweepConfig, RanksPerNodeAndTheHierarchicalAxis) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [4]\ntransports: [tcp, shm]\nrepeats: 2\ncluster: {type: local, ranks_per_node: 2}\n"
+      "collectives: {hierarchical: [false, true]}\n", "t.yaml");
+  EXPECT_EQ(c.cluster.ranks_per_node, 2);
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id + (p.skip.empty() ? "" : " skipped"));
+    EXPECT_EQ(point_ranks(c, p), 8);
+    const auto args = point_args(c, p, "p.json", "log");
+    const auto rpn = std::find(args.begin(), args.end(), "--ranks-per-node");
+    ASSERT_NE(rpn, args.end()) << p.id;
+    EXPECT_EQ(*(rpn + 1), "2");
+    const bool hier = std::find(args.begin(), args.end(), "--hierarchical") != args.end();
+    EXPECT_EQ(hier, p.axis("hierarchical") == "true") << p.id;
+    if (hier) {
+      EXPECT_EQ(std::find(args.begin(), args.end(), "true"), args.end()) << "a flag takes no value";
+    }
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "collectives/n4/tcp/none", "collectives/n4/shm/none", "collectives/hier/n4/tcp/none",
+                     "collectives/hier/n4/shm/none skipped", "collectives/n4/tcp/none", "collectives/n4/shm/none",
+                     "collectives/hier/n4/tcp/none", "collectives/hier/n4/shm/none skipped"}));
+  const SweepConfig again = parse_sweep_config(to_yaml(c), "config.yaml");
+  EXPECT_EQ(to_yaml(again), to_yaml(c));
+  expect_error(local_config("collectives: {hierarchical: [maybe]}\n"),
+               {"collectives.hierarchical", "'maybe' is not true or false"});
+  expect_error("name: t\ncluster: {type: local, ranks_per_node: 0}\ncollectives: {}\n",
+               {"cluster.ranks_per_node"});
+  expect_error("name: t\ncluster: {type: local, ranks_per_node: 2}\ninfer: {models: [lenet]}\n",
+               {"cluster.ranks_per_node", "train and collectives points only"});
+}
+
+}  // namespace
+}  // namespace ringbench

@@ -285,7 +285,7 @@ std::string axes_label(const Point& p, const std::string& separator, bool flags)
   for (size_t i : axes_of(p.kind)) {
     const Axis& a = sweep_axes()[i];
     if (p.axes[i] == a.default_value) continue;
-    s += separator + (a.label.empty() ? "" : flags ? a.flag + " " : a.label) + p.axes[i];
+    s += separator + (a.label.empty() ? p.axes[i] : axis_value_label(a, p.axes[i], flags));
   }
   return s;
 }
@@ -321,6 +321,12 @@ std::set<std::string> multi_config_models(const Run& run) {
   for (const auto& [model, c] : configs)
     if (c.size() > 1) out.insert(model);
   return out;
+}
+
+int ranks_per_node(const Run& run) {
+  const json& c = run.cluster;
+  if (!c.is_object() || !c.contains("ranks_per_node") || !c["ranks_per_node"].is_number_integer()) return 1;
+  return std::max(1, c["ranks_per_node"].get<int>());
 }
 
 std::vector<const Point*> points_of(const Run& run, PointKind kind) {

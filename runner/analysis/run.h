@@ -158,6 +158,11 @@ std::set<std::string> multi_config_models(const Run& run);
 
 std::vector<const Point*> points_of(const Run& run, PointKind kind);
 
+// The cluster's ranks per node (cluster.ranks_per_node; 1 where the records do not say).
+int ranks_per_node(const Run& run);
+// A point's ranks: its nodes times the ranks per node.
+inline int ranks_of(const Run& run, const Point& p) { return p.nodes * ranks_per_node(run); }
+
 bool has_share(const Run& run);
 
 // A run with a vGPU profile other than none or with share points. Only such a run gets the

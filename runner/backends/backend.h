@@ -52,6 +52,7 @@ struct BackendSetup {
   std::chrono::milliseconds timeout;   // peer-silence limit; a single wait may take twice this
   NetArgs net;
   std::string key_prefix;              // the command's store namespace: "allreduce", "train"
+  bool node_level = false;             // connects the hierarchical allreduce's level within a node
 };
 
 // The ranks of one job, connected by one backend. Its plans and gradient reducers refer to it:

@@ -129,6 +129,7 @@ std::unique_ptr<Communicator> make_hierarchical(const BackendSetup& s, const std
   within.rank = local;
   within.size = per_node;
   within.key_prefix = s.key_prefix + "/hier/node" + std::to_string(node);
+  within.node_level = true;
   across.rank = node;
   across.size = s.size / per_node;
   across.key_prefix = s.key_prefix + "/hier/local" + std::to_string(local);

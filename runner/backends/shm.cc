@@ -19,7 +19,7 @@ namespace ringbench {
 namespace {
 
 struct ShmArgs {
-  std::string single_copy = "0";  // messages of at least this size in one copy; "0": never
+  std::string single_copy = "auto";  // messages of at least this size in one copy; "0": never; auto: see below
   std::string reduce = "forward";  // where the ring reduces: "forward", "ring" or "copy"
 };
 ShmArgs args;  // bound to the command line of whichever command runs
@@ -27,7 +27,9 @@ ShmArgs args;  // bound to the command line of whichever command runs
 void add_options(CLI::App& cmd) {
   cmd.add_option("--shm-single-copy", args.single_copy, "shm: messages of at least this size go in one copy "
                  "(the receiver reads the sender's buffer with process_vm_readv where the kernel allows it); "
-                 "0: always through the rings")->capture_default_str();
+                 "0: always through the rings; auto: 0 for the flat ring, 64K for --hierarchical's level within "
+                 "the node (whose ranks wait on each other message by message: one copy and one handoff per "
+                 "message, not one per ring's worth)")->capture_default_str();
   cmd.add_option("--shm-reduce", args.reduce, "shm: forward (reduce or copy each message straight out of the "
                  "shared ring into the next rank's ring as it arrives), ring (reduce it out of the shared ring "
                  "into this rank's buffer, then send it from there) or copy (copy it into a slot first, then "
@@ -35,8 +37,15 @@ void add_options(CLI::App& cmd) {
       ->capture_default_str()->check(CLI::IsMember({"forward", "ring", "copy"}));
 }
 
+// --shm-single-copy as a byte count: auto is 0 (never), but 64K for the hierarchical allreduce's
+// level within a node.
+size_t single_copy_bytes(bool node_level) {
+  if (args.single_copy == "auto") return node_level ? size_t{64} << 10 : 0;
+  return parse_bytes(args.single_copy);
+}
+
 void validate_options() {
-  const size_t b = parse_bytes(args.single_copy);
+  const size_t b = single_copy_bytes(false);
   if (b != 0 && b < 4096) throw Error("--shm-single-copy must be 0 (off) or at least 4K");
 }
 
@@ -65,14 +74,14 @@ std::unique_ptr<Transport> connect_shm(const BackendSetup& s) {
   o.spin = s.net.spin;
   o.job_id = s.world.job_id;
   o.key_prefix = s.key_prefix + "/shm";
-  o.single_copy_bytes = parse_bytes(args.single_copy);
+  o.single_copy_bytes = single_copy_bytes(s.node_level);
   o.reduce_in_ring = args.reduce != "copy";
   o.forward = args.reduce == "forward";
   return make_shm_transport(s.store, s.rank, s.size, o);
 }
 
 std::vector<OptionAsRun> options_as_run() {
-  return {{"--shm-single-copy", "shm_single_copy_bytes", parse_bytes(args.single_copy)},
+  return {{"--shm-single-copy", "shm_single_copy_bytes", single_copy_bytes(false)},
           {"--shm-reduce", "shm_reduce", args.reduce}};
 }
 

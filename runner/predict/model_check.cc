@@ -24,8 +24,8 @@ std::map<SampleKey, std::vector<CostSample>> cost_samples(const report::Run& run
   for (const Point* p : report::points_of(run, PointKind::collectives))
     for (const auto& [bytes, s] : p->sizes)
       if (s.algos.size() == 1 && has_cost_model(*s.algos.begin()) && !s.time_us.empty() && p->nodes > 1)
-        out[{p->transport, p->nodes, *s.algos.begin()}].push_back(
-            {p->nodes, double(bytes), report::median(s.time_us) * 1e-6});
+        out[{p->transport, report::ranks_of(run, *p), *s.algos.begin()}].push_back(
+            {report::ranks_of(run, *p), double(bytes), report::median(s.time_us) * 1e-6});
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/output_file.h"
+#include "runner/predict/hierarchical.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/md_predictions.h"
 #include "runner/predict/remote_whatif.h"
@@ -68,6 +69,23 @@ json check_json(const ModelCheck& mc) {
           {"max_abs_error", mc.rows.empty() ? json(nullptr) : json(mc.max_abs_error())}};
 }
 
+json hierarchical_json(const std::vector<HierPrediction>& predictions) {
+  json out = json::array();
+  for (const auto& hp : predictions) {
+    json rows = json::array();
+    for (const auto& r : hp.rows)
+      rows.push_back({{"bytes", r.bytes}, {"flat_predicted_s", r.flat_predicted_s},
+                      {"hier_predicted_s", r.hier_predicted_s}, {"predicted_ratio", r.predicted_ratio()},
+                      {"flat_busbw_gbps", r.flat_busbw},
+                      {"hier_busbw_gbps", r.hier_busbw > 0 ? json(r.hier_busbw) : json(nullptr)},
+                      {"measured_ratio", r.hier_busbw > 0 ? json(r.measured_ratio()) : json(nullptr)}});
+    out.push_back({{"transport", hp.transport}, {"nodes", hp.nodes}, {"ranks_per_node", hp.per_node},
+                   {"alpha_s", hp.flat.alpha_s}, {"beta_s_per_byte", hp.flat.beta_s}, {"r2", hp.flat.r2},
+                   {"rows", rows}});
+  }
+  return out;
+}
+
 // "emulated, link 1gbit, 1 CPU per node".
 std::string cluster_text(const json& c) {
   if (!c.is_object()) return "unknown";
@@ -75,6 +93,8 @@ std::string cluster_text(const json& c) {
   if (c.contains("link") && c["link"].is_string()) s += ", link " + c["link"].get<std::string>();
   if (c.contains("cpus_per_node") && c["cpus_per_node"].is_number_integer())
     s += ", " + std::to_string(c["cpus_per_node"].get<int>()) + " CPU(s) per node";
+  if (c.contains("ranks_per_node") && c["ranks_per_node"].is_number_integer())
+    s += ", " + std::to_string(c["ranks_per_node"].get<int>()) + " ranks per node";
   return s;
 }
 
@@ -110,6 +130,10 @@ int run_predict(const PredictArgs& a) {
   std::printf("## Model check: predicted vs measured step time\n\n%s",
               mc.rows.empty() ? "No train point could be checked.\n\n" : md_check_rows(mc).c_str());
   for (const auto& u : mc.unchecked) std::printf("- not checked: %s\n", u.c_str());
+  const auto hierarchical = predict_hierarchical(run);
+  if (!hierarchical.empty())
+    std::printf("\n## Hierarchical allreduce: predicted and measured gain over the flat ring\n\n%s",
+                md_hierarchical(hierarchical).c_str());
   const auto predictions = predict_run(run, mc.fits, powers_of_two_nodes(a.max_nodes));
   std::printf("\n## Predictions: scaling efficiency from each model's one-rank timeline (ring, hd = halving-doubling, "
               "not implemented in ringbench; measured where the run has it)\n\n");
@@ -118,6 +142,7 @@ int run_predict(const PredictArgs& a) {
   if (!a.json_path.empty()) {
     json doc = check_json(mc);
     doc["predictions"] = predictions_json(predictions);
+    doc["hierarchical"] = hierarchical_json(hierarchical);
     write_file_atomic(a.json_path, doc.dump(1) + "\n");
     std::printf("wrote %s\n", a.json_path.c_str());
   }

@@ -60,6 +60,8 @@ std::vector<Axis> declare_axes() {
       {.kind = PointKind::train, .key = "data_threads", .flag = "--data-threads", .type = AxisType::number,
        .default_value = std::to_string(train.data_threads), .id_prefix = "dthreads", .label = "data threads ",
        .min = 1, .max = 256, .integer = true},
+      {.kind = PointKind::collectives, .key = "hierarchical", .flag = "--hierarchical", .type = AxisType::flag,
+       .default_value = "false", .id_prefix = "hier", .label = "hierarchical", .communication = true},
   };
 }
 
@@ -94,6 +96,11 @@ std::vector<std::string> axis_defaults() {
 }
 
 std::optional<std::string> axis_canonical(const Axis& a, const std::string& v, std::string& why) {
+  if (a.type == AxisType::flag) {
+    if (v == "true" || v == "false") return v;
+    why = quote_excerpt(v) + " is not true or false";
+    return std::nullopt;
+  }
   if (a.type == AxisType::name) {
     const auto names = a.names();
     if (std::find(names.begin(), names.end(), v) != names.end()) return v;
@@ -120,12 +127,17 @@ std::optional<std::string> axis_canonical(const Axis& a, const std::string& v, s
 }
 
 nlohmann::json axis_json(const Axis& a, const std::string& value) {
+  if (a.type == AxisType::flag) return value == "true";
   if (a.type != AxisType::number) return value;
   if (a.integer) return static_cast<long long>(std::stod(value));
   return std::stod(value);
 }
 
 std::string axis_from_json(const Axis& a, const nlohmann::json& v, const std::string& where) {
+  if (a.type == AxisType::flag) {
+    if (!v.is_boolean()) throw Error(where + ": \"" + a.key + "\": must be true or false");
+    return v.get<bool>() ? "true" : "false";
+  }
   const bool number = a.type == AxisType::number;
   if (number ? !v.is_number() : !v.is_string())
     throw Error(where + ": \"" + a.key + "\": must be a " + (number ? "number" : "string"));
@@ -136,7 +148,12 @@ std::string axis_from_json(const Axis& a, const nlohmann::json& v, const std::st
 }
 
 std::pair<double, std::string> axis_sort_key(const Axis& a, const std::string& value) {
-  return {a.type == AxisType::name ? 0.0 : axis_number(a, value), value};
+  return {a.type == AxisType::name || a.type == AxisType::flag ? 0.0 : axis_number(a, value), value};
+}
+
+std::string axis_value_label(const Axis& a, const std::string& value, bool as_flag) {
+  if (a.type == AxisType::flag) return value == "true" ? (as_flag ? a.flag : a.label) : "not " + a.label;
+  return (as_flag ? a.flag + " " : a.label) + value;
 }
 
 }  // namespace ringbench

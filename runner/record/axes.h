@@ -18,6 +18,7 @@ enum class AxisType {
   name,    // one of names()
   number,  // a decimal in [min, max] (an integer one when `integer`)
   bytes,   // a byte count ("256K", "4M") in [min, max] bytes
+  flag,    // true or false (default false): the command's option given alone when true
 };
 
 struct Axis {
@@ -55,6 +56,9 @@ std::optional<std::string> axis_canonical(const Axis& a, const std::string& v, s
 // naming `where` and the field).
 nlohmann::json axis_json(const Axis& a, const std::string& value);
 std::string axis_from_json(const Axis& a, const nlohmann::json& v, const std::string& where);
+// How a point's value reads in the report ("wire fp16"; a flag: its label alone) or, with
+// `as_flag`, on a command line ("--compression fp16"; a flag: "--hierarchical").
+std::string axis_value_label(const Axis& a, const std::string& value, bool as_flag);
 // A key that sorts values in their natural order (numbers and byte counts by size).
 std::pair<double, std::string> axis_sort_key(const Axis& a, const std::string& value);
 

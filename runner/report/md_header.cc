@@ -18,6 +18,8 @@ std::string cluster_line(const json& c) {
     const int cpus = c["cpus_per_node"].get<int>();
     s += ", " + std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs") + " per node";
   }
+  if (c.contains("ranks_per_node") && c["ranks_per_node"].is_number_integer())
+    s += ", " + std::to_string(c["ranks_per_node"].get<int>()) + " ranks per node (a point on N nodes runs N x that)";
   const std::string note = str_or(c, "note", "");
   return s + (note.empty() ? "" : " (" + note + ")") + ".\n";
 }

@@ -21,7 +21,7 @@
 //   transport    a backend's name (runner/backends/) | "none" (N = 1 and share: no communication)
 //   profile      vGPU profile name ("T4-4C", "passthrough", ...) or "none"
 //   cluster      {"type": "emulated"|"local"|"mpirun", "link": "1gbit"|null,
-//                 "cpus_per_node": int|null, "note": string}
+//                 "cpus_per_node": int|null, "ranks_per_node": int (absent: 1), "note": string}
 //   status       "ok" | "failed" | "skipped" | "does_not_fit" (train or share: the model and
 //                batch need more device memory than the profile's framebuffer; a result, not a
 //                failure: a point whose repeats all did not fit has status does_not_fit)

@@ -100,7 +100,7 @@ void write_axis_lists(const AxisLists& lists, PointKind kind, nlohmann::json& se
   for (size_t i : axes_of(kind)) {
     const Axis& a = sweep_axes()[i];
     const auto& v = lists.values[i];
-    if (a.type != AxisType::name && v.size() == 1) {
+    if (a.type != AxisType::name && a.type != AxisType::flag && v.size() == 1) {
       section[a.key] = axis_json(a, v.front());
       continue;
     }
@@ -145,14 +145,20 @@ std::optional<std::vector<std::string>> at_one_rank(const AxisLists& lists, Poin
 std::string axes_id(PointKind kind, const std::vector<std::string>& values) {
   std::string id;
   for (size_t i : axes_of(kind))
-    if (values[i] != sweep_axes()[i].default_value) id += "/" + sweep_axes()[i].id_prefix + values[i];
+    if (values[i] != sweep_axes()[i].default_value)
+      id += "/" + sweep_axes()[i].id_prefix + (sweep_axes()[i].type == AxisType::flag ? "" : values[i]);
   return id;
 }
 
 std::vector<std::string> axes_args(PointKind kind, const std::vector<std::string>& values) {
   std::vector<std::string> args;
-  for (size_t i : axes_of(kind))
-    if (values[i] != sweep_axes()[i].default_value) args.insert(args.end(), {sweep_axes()[i].flag, values[i]});
+  for (size_t i : axes_of(kind)) {
+    if (values[i] == sweep_axes()[i].default_value) continue;
+    if (sweep_axes()[i].type == AxisType::flag)
+      args.push_back(sweep_axes()[i].flag);  // a flag's only value off its default: true
+    else
+      args.insert(args.end(), {sweep_axes()[i].flag, values[i]});
+  }
   return args;
 }
 

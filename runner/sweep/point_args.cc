@@ -76,6 +76,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
       a.insert(a.end(), {"--autotune", "--autotune-top-k", std::to_string(c.train.tune_top_k), "--autotune-repeats",
                          std::to_string(c.train.tune_repeats), "--autotune-steps", std::to_string(c.train.tune_steps),
                          "--autotune-log", log_base + ".autotune.csv"});
+    if (c.cluster.ranks_per_node > 1) a.insert(a.end(), {"--ranks-per-node", std::to_string(c.cluster.ranks_per_node)});
     a.insert(a.end(), {"--json", json_path});
     return a;
   }
@@ -107,6 +108,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
                                 "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
                                 "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
   for (auto& x : axes_args(PointKind::collectives, p.axes)) a.push_back(x);
+  if (c.cluster.ranks_per_node > 1) a.insert(a.end(), {"--ranks-per-node", std::to_string(c.cluster.ranks_per_node)});
   const Backend* b = find_backend(p.transport);
   if (b && !b->ring) a.insert(a.end(), {"--impl", b->name});
   if (b && b->ring && b->name != kBaselineBackend) a.insert(a.end(), {"--transport", b->name});

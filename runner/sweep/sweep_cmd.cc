@@ -477,9 +477,12 @@ int drive(Run& run, Executor& exec, const std::vector<std::string>& argv, const 
 // Starts the sweep as an mpirun job on the config's hosts.
 int exec_mpirun(const SweepConfig& c, const std::vector<std::string>& argv) {
   std::string hosts;
-  for (const auto& h : c.cluster.hosts) hosts += (hosts.empty() ? "" : ",") + h;
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(c.cluster.hosts.size()), "-H", hosts,
-                                   "--map-by", "node"};
+  // ranks_per_node R: R slots a host, filled host by host, so that a node's ranks are consecutive.
+  const int per = c.cluster.ranks_per_node;
+  for (const auto& h : c.cluster.hosts)
+    hosts += (hosts.empty() ? "" : ",") + h + (per > 1 ? ":" + std::to_string(per) : std::string());
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(c.cluster.hosts.size() * size_t(per)), "-H", hosts,
+                                   "--map-by", per > 1 ? "slot" : "node"};
   if (geteuid() == 0) args.push_back("--allow-run-as-root");
   args.push_back(self_exe());
   args.insert(args.end(), argv.begin() + 1, argv.end());

@@ -1,5 +1,7 @@
 #include "runner/sweep/sweep_config.h"
 
+#include "runner/backends/hierarchical.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -123,7 +125,7 @@ CollectivesSweep parse_collectives(const YamlReader& r) {
 
 ClusterConfig parse_cluster(const YamlReader& r) {
   ClusterConfig c;
-  r.only({"type", "link", "cpus_per_node", "hosts", "latency_us"});
+  r.only({"type", "link", "cpus_per_node", "hosts", "latency_us", "ranks_per_node"});
   if (!r.has("type")) r.fail(r.key("type"), "missing; one of: " + join_names(kClusterTypes));
   r.get_choice("type", c.type, kClusterTypes);
   if (r.has("link")) {
@@ -134,6 +136,7 @@ ClusterConfig parse_cluster(const YamlReader& r) {
   }
   r.get_int("cpus_per_node", c.cpus_per_node, 0, 4096);
   r.get_double("latency_us", c.latency_us, 0, kMaxLatencyUs);
+  r.get_int("ranks_per_node", c.ranks_per_node, 1, kMaxRanksPerNode);
   if (r.has("hosts")) {
     if (c.type != "mpirun") r.fail(r.key("hosts"), "only a cluster of type mpirun has hosts");
     c.hosts = r.list<std::string>("hosts", "host names");
@@ -208,6 +211,9 @@ SweepConfig parse_root(const YAML::Node& root, const std::string& origin) {
     if (!has_time_sliced(c.profiles, catalog))
       r.fail("sharing", "needs a time-sliced vGPU profile under profiles (e.g. T4-4C; see `ringbench vgpu profiles`)");
   }
+  if (c.cluster.ranks_per_node > 1 && (c.has_infer || c.has_migrate || c.has_remote || c.has_sharing))
+    r.fail("cluster.ranks_per_node", "several ranks per node apply to train and collectives points only; run the "
+           "infer, migrate, remote and sharing sections in a sweep of their own");
   if (!c.has_train && !c.has_collectives && !c.has_infer && !c.has_migrate && !c.has_remote)
     r.fail("train", "the sweep measures nothing: add a train, collectives, infer, migrate or remote section");
   const int most_nodes = *std::max_element(c.nodes.begin(), c.nodes.end());
@@ -248,6 +254,7 @@ nlohmann::json to_json(const SweepConfig& c) {
   if (c.cluster.type == "emulated") j["cluster"]["link"] = c.cluster.link;
   if (!c.cluster.hosts.empty()) j["cluster"]["hosts"] = c.cluster.hosts;
   if (c.cluster.latency_us > 0) j["cluster"]["latency_us"] = c.cluster.latency_us;
+  if (c.cluster.ranks_per_node > 1) j["cluster"]["ranks_per_node"] = c.cluster.ranks_per_node;
   if (c.has_train) {
     nlohmann::json models = nlohmann::json::array();
     for (const auto& m : c.train.models)
@@ -344,6 +351,9 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
               p.profile = "none";
               p.repeat = rep;
               p.id = "collectives" + axes_id(PointKind::collectives, values) + "/n" + std::to_string(n) + "/" + t + "/none";
+              const Backend* b = find_backend(t);
+              if (b && values[axis_index("hierarchical")] == "true")
+                p.skip = hierarchical_unfit(n * c.cluster.ranks_per_node, c.cluster.ranks_per_node, *b);
               visit(p);
             }
           });
@@ -366,6 +376,8 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
     }
   }
 }
+
+int point_ranks(const SweepConfig& c, const SweepPoint& p) { return p.nodes * c.cluster.ranks_per_node; }
 
 int cluster_nodes(const SweepConfig& c) {
   int most = *std::max_element(c.nodes.begin(), c.nodes.end());

@@ -56,6 +56,9 @@ struct ClusterConfig {
   int cpus_per_node = 0;        // local/emulated: 0 = this machine's cores ÷ the largest node count
   std::vector<std::string> hosts;  // mpirun: ringbench runs mpirun -H hosts itself when given
   double latency_us = 0;  // one-way latency added to the remote device link (remote: links without their own)
+  // Ranks on each node, consecutive ranks node by node: a point on N nodes runs N x this ranks,
+  // passed --ranks-per-node (shm connects a node's ranks for --hierarchical).
+  int ranks_per_node = 1;
 };
 
 struct SweepConfig {
@@ -82,10 +85,14 @@ struct SweepConfig {
 // The most nodes a local or emulated cluster on one machine may have (the emulated cluster's /24
 // holds 253 nodes and its switch). The most points a sweep may have is kMaxPoints (point.h).
 constexpr int kMaxLocalNodes = 253;
+constexpr int kMaxRanksPerNode = 64;
 
 // The nodes a local or emulated cluster needs: the largest node count, a migration's ranks
 // and the node its rank moves to, and the two nodes of a remote link.
 int cluster_nodes(const SweepConfig& c);
+struct SweepPoint;
+// The ranks of a point: its nodes times cluster.ranks_per_node.
+int point_ranks(const SweepConfig& c, const SweepPoint& p);
 
 // Parses and validates; throws Error("<file>: <key>: <what is wrong>; <what is allowed>").
 // Repeated keys and repeated list entries are errors too.

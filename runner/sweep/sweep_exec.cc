@@ -92,7 +92,7 @@ class LocalExecutor : public Executor {
 
   LocalExecutor(const SweepConfig& c, EmulatedCluster* cluster, std::string note)
       : cluster_(cluster), note_(std::move(note)), cpu_ids_(usable_cpus()), cores_(int(cpu_ids_.size())),
-        migrate_node_(c.has_migrate ? c.migrate.target_node() : -1) {
+        migrate_node_(c.has_migrate ? c.migrate.target_node() : -1), per_node_(c.cluster.ranks_per_node) {
     const int max_nodes = cluster_nodes(c);
     cpus_per_node_ = c.cluster.cpus_per_node > 0 ? c.cluster.cpus_per_node : std::max(1, cores_ / max_nodes);
     if (cpus_per_node_ > cores_)
@@ -115,8 +115,8 @@ class LocalExecutor : public Executor {
              std::to_string(cluster_->nodes()) + " nodes";
     std::string why = backend_unavailable(p.transport);
     // Every rank of a local or emulated point runs on this machine, each on a GPU of its own.
-    if (const Backend* b = find_backend(p.transport); why.empty() && b && b->gpu_buffers && p.nodes > gpu_count())
-      why = b->name + ": " + std::to_string(p.nodes) + " ranks on this machine need a GPU each (" + b->title +
+    if (const Backend* b = find_backend(p.transport); why.empty() && b && b->gpu_buffers && p.nodes * per_node_ > gpu_count())
+      why = b->name + ": " + std::to_string(p.nodes * per_node_) + " ranks on this machine need a GPU each (" + b->title +
             " runs one rank per GPU); it has " + std::to_string(gpu_count());
     if (const Backend* b = find_backend(p.transport); why.empty() && b && b->one_host && cluster_)
       why = b->name + ": the emulated cluster's nodes are hosts of their own, and shared memory between them "
@@ -151,19 +151,21 @@ class LocalExecutor : public Executor {
     TcpStoreServer server(fd, secret);
     const std::string store = host + ":" + std::to_string(port), id = random_id();
     std::vector<RankLaunch> ranks;
-    for (int k = 0; k < job.point->nodes; ++k) {
+    const int n = job.point->nodes * per_node_;  // cluster.ranks_per_node: consecutive ranks on each node
+    for (int k = 0; k < n; ++k) {
+      const int node = k / per_node_;
       RankLaunch r;
       r.argv = {self_exe()};
       r.argv.insert(r.argv.end(), job.args.begin(), job.args.end());
-        r.env = rank_env(k, job.point->nodes, store, id, cluster_ ? "emulated" : "local", secret);
+      r.env = rank_env(k, n, store, id, cluster_ ? "emulated" : "local", secret);
       r.env.push_back("OMP_WAIT_POLICY=passive");
       const Backend* b = find_backend(job.point->transport);
       if (cluster_ && b && b->node_env)  // each emulated node a host of its own to the backend
-        for (auto& e : b->node_env("ringbench-" + id + "-node" + std::to_string(k), cluster_->node_iface()))
+        for (auto& e : b->node_env("ringbench-" + id + "-node" + std::to_string(node), cluster_->node_iface()))
           r.env.push_back(e);
       r.log_path = job.log_base + ".rank" + std::to_string(k) + ".log";
-      r.netns_fd = cluster_ ? cluster_->node_ns_fd(k) : -1;
-      r.cpus = node_cpus(k);
+      r.netns_fd = cluster_ ? cluster_->node_ns_fd(node) : -1;
+      r.cpus = node_cpus(node);
       ranks.push_back(std::move(r));
     }
     return run_ranks(ranks, job.timeout, kGrace, stop);
@@ -190,9 +192,11 @@ class LocalExecutor : public Executor {
   int cpus_per_node() const override { return cpus_per_node_; }
 
   json cluster_record() const override {
-    return {{"type", cluster_ ? "emulated" : "local"},
-            {"link", cluster_ ? json(cluster_->spec().link) : json(nullptr)},
-            {"cpus_per_node", cpus_per_node_}, {"note", note_}};
+    json r = {{"type", cluster_ ? "emulated" : "local"},
+              {"link", cluster_ ? json(cluster_->spec().link) : json(nullptr)},
+              {"cpus_per_node", cpus_per_node_}, {"note", note_}};
+    if (per_node_ > 1) r["ranks_per_node"] = per_node_;
+    return r;
   }
 
   json describe() const override {
@@ -221,9 +225,9 @@ class LocalExecutor : public Executor {
   // The MPI_Allreduce baseline: Open MPI over TCP (never shared memory, which would not be the
   // network the other transports cross), launched by mpirun as one process tree.
   LaunchOutcome run_mpirun(const PointJob& job, const std::atomic<bool>* stop) {
-    const int n = job.point->nodes;
+    const int n = job.point->nodes, per = per_node_;
     RankLaunch r;
-    r.argv = mpirun_baseline_argv(n);
+    r.argv = mpirun_baseline_argv(n * per);
     r.argv.push_back("--oversubscribe");
     // Ranks sharing cores must yield while they poll, as our ring's ranks sleep after --spin-us.
     if (shared_cores_) r.argv.insert(r.argv.end(), {"--mca", "mpi_yield_when_idle", "1"});
@@ -234,12 +238,13 @@ class LocalExecutor : public Executor {
       for (int k = 0; k < n; ++k) {  // appended piece by piece: GCC 12's -Wrestrict misfires on "," + std::string
         if (k) hosts += ',';
         hosts += 'n' + std::to_string(k);
+        if (per > 1) hosts += ':' + std::to_string(per);
       }
       const std::string subnet = cluster_->spec().subnet + ".0/24";
       for (const auto& kv : {std::pair{"btl_tcp_if_include", subnet}, {"oob_tcp_if_include", subnet},
                              {"plm_rsh_agent", agent_script()}})
         r.argv.insert(r.argv.end(), {"--mca", kv.first, kv.second});
-      r.argv.insert(r.argv.end(), {"-H", hosts, "--map-by", "node"});
+      r.argv.insert(r.argv.end(), {"-H", hosts, "--map-by", per > 1 ? "slot" : "node"});
       r.netns_fd = cluster_->switch_ns_fd();
     } else {
       r.argv.insert(r.argv.end(), {"--mca", "btl_tcp_if_include", "lo"});
@@ -286,7 +291,7 @@ class LocalExecutor : public Executor {
   EmulatedCluster* cluster_;
   std::string note_;
   std::vector<int> cpu_ids_;
-  int cores_, migrate_node_, cpus_per_node_ = 1;
+  int cores_, migrate_node_, per_node_, cpus_per_node_ = 1;
   bool shared_cores_ = false;
   std::string agent_dir_;
 };
@@ -341,8 +346,9 @@ class MpiWorkerExecutor : public Executor {
   std::vector<std::string> rank_args(PointKind kind) const override { return mpirun_rank_args(kind); }
 
   std::string unavailable(const SweepPoint& p) const override {
-    if (p.nodes > w_.size)
-      return "needs " + std::to_string(p.nodes) + " nodes; mpirun started " + std::to_string(w_.size) + " rank(s)";
+    if (point_ranks(c_, p) > w_.size)
+      return "needs " + std::to_string(point_ranks(c_, p)) + " ranks (" + std::to_string(p.nodes) + " nodes x " +
+             std::to_string(c_.cluster.ranks_per_node) + "); mpirun started " + std::to_string(w_.size) + " rank(s)";
     if (standby_node(c_, p) >= w_.size)
       return "moves a rank to node " + std::to_string(standby_node(c_, p)) + "; mpirun started " +
              std::to_string(w_.size) + " rank(s)";
@@ -357,7 +363,7 @@ class MpiWorkerExecutor : public Executor {
 
   LaunchOutcome run(const PointJob& job, const std::atomic<bool>* stop) override {
     if (needs_mpirun(*job.point)) return run_nested_mpirun(job, stop);
-    const int n = job.point->nodes;
+    const int n = point_ranks(c_, *job.point);
     // On the address the sweep ranks reach rank 0 by, for ranks that know the sweep's secret.
     TcpStoreServer server(w_.default_addr, 0, w_.secret);
     const std::string store = w_.default_addr + ":" + std::to_string(server.port()), id = random_id();
@@ -391,7 +397,10 @@ class MpiWorkerExecutor : public Executor {
 
   json cluster_record() const override {
     const std::string placement =
-        "a point on N nodes runs on sweep ranks 0..N-1" +
+        (c_.cluster.ranks_per_node > 1
+             ? "a point on N nodes runs on sweep ranks 0..N x " + std::to_string(c_.cluster.ranks_per_node) +
+                   " - 1, " + std::to_string(c_.cluster.ranks_per_node) + " consecutive ranks a host"
+             : std::string("a point on N nodes runs on sweep ranks 0..N-1")) +
         (c_.has_migrate ? "; a migrating rank's standby target on sweep rank " + std::to_string(c_.migrate.target_node())
                         : std::string());
     if (on_tcg_guests())
@@ -417,15 +426,15 @@ class MpiWorkerExecutor : public Executor {
   // and 5). A sub-communicator of the outer job would have no timeout: one hung point would hang
   // the sweep; a separate mpirun is a process tree that the point's deadline kills.
   LaunchOutcome run_nested_mpirun(const PointJob& job, const std::atomic<bool>* stop) {
-    const int n = job.point->nodes;
-    std::string hosts;
+    const int n = point_ranks(c_, *job.point);
+    std::string hosts;  // a host listed once per rank: as many slots, filled in order by slot
     for (int r = 0; r < n; ++r) {
       if (r) hosts += ',';
       hosts += sweep_host(r);
     }
     RankLaunch l;
     l.argv = mpirun_baseline_argv(n);
-    l.argv.insert(l.argv.end(), {"-H", hosts, "--map-by", "node"});
+    l.argv.insert(l.argv.end(), {"-H", hosts, "--map-by", c_.cluster.ranks_per_node > 1 ? "slot" : "node"});
     // Over the network our ring uses: the interface of the sweep's own address.
     const std::string iface = net::iface_of_ipv4(w_.default_addr);
     if (!iface.empty())
@@ -517,12 +526,12 @@ void serve_points(World& w, const SweepConfig& c, const std::atomic<bool>* stop)
     if (pc.done) break;
     const SweepPoint& p = points[pc.index];
     const bool standby = w.rank == standby_node(c, p);
-    if (w.rank >= p.nodes && !standby) continue;
+    if (w.rank >= point_ranks(c, p) && !standby) continue;
     // The same command line rank 0 built; only rank 0 writes the JSON.
     std::vector<std::string> args = point_args(c, p, dir + "/point.json", dir + "/point");
     for (auto& x : mpirun_rank_args(p.kind)) args.push_back(x);
     const json res = standby ? run_standby(c, p, args, pc.store, pc.job, w.secret, log_path, timeout, stop)
-                             : run_my_rank(args, w.rank, p.nodes, pc.store, pc.job, w.secret, log_path, timeout, stop);
+                             : run_my_rank(args, w.rank, point_ranks(c, p), pc.store, pc.job, w.secret, log_path, timeout, stop);
     w.store->set(res_key(i, w.rank), res.dump());
   }
   unlink(log_path.c_str());
