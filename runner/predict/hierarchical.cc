@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <map>
 
-#include "runner/report/format.h"
-#include "runner/sweep/axes.h"
-#include "runner/sweep/point.h"
+#include "runner/analysis/format.h"
+#include "runner/record/axes.h"
+#include "runner/record/point.h"
 
 namespace ringbench::predict {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runner/predict/cost_fit.h"
-#include "runner/report/run.h"
+#include "runner/analysis/run.h"
 
 namespace ringbench::predict {
 
