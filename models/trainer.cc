@@ -13,6 +13,7 @@
 #include "base/errors.h"
 #include "collectives/reduce.h"
 #include "models/loss.h"
+#include "models/wire_staged_reducer.h"
 
 namespace ringbench::models {
 
@@ -29,50 +30,13 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-class RingReducer : public GradientReducer {
- public:
-  RingReducer(Transport& t, float* grads, size_t count, const AllreduceOptions& o)
-      : ar_(t, grads, grads, count, DType::f32, ReduceOp::avg, o), name_(t.caps().name) {}
-  void allreduce_avg(size_t offset, size_t count) override { ar_.run(count, offset); }
-  std::string describe() const override { return "ring (ours) over " + name_; }
-
- private:
-  Allreduce ar_;
-  std::string name_;
-};
-
-class CompressedRingReducer : public GradientReducer {
- public:
-  CompressedRingReducer(Transport& t, float* grads, size_t count, const AllreduceOptions& o, DType wire)
-      : grads_(grads),
-        wire_(wire),
-        stage_(count),
-        ar_(t, stage_.data(), stage_.data(), count, wire, ReduceOp::avg, o),
-        name_(t.caps().name) {}
-  void allreduce_avg(size_t offset, size_t count) override {
-    narrow_floats(wire_, stage_.data() + offset, grads_ + offset, count);
-    ar_.run(count, offset);
-    widen_to_floats(wire_, grads_ + offset, stage_.data() + offset, count);
-  }
-  std::string describe() const override {
-    return "ring (ours) over " + name_ + ", gradients as " + dtype_name(wire_) + " on the wire";
-  }
-  DType wire_dtype() const override { return wire_; }
-
- private:
-  float* grads_;
-  DType wire_;
-  std::vector<uint16_t> stage_;
-  Allreduce ar_;
-  std::string name_;
-};
-
 }  // namespace
 
 std::unique_ptr<GradientReducer> make_ring_reducer(Transport& t, float* grads, size_t count,
                                                    const AllreduceOptions& o, DType wire) {
-  if (wire == DType::f32) return std::make_unique<RingReducer>(t, grads, count, o);
-  return std::make_unique<CompressedRingReducer>(t, grads, count, o, wire);
+  return std::make_unique<WireStagedReducer<Allreduce>>(
+      grads, count, wire, "ring (ours) over " + t.caps().name,
+      [&](void* buf) { return Allreduce(t, buf, buf, count, wire, ReduceOp::avg, o); });
 }
 
 // The communication thread: allreduces buckets in the order they were enqueued (the same on

@@ -5,6 +5,7 @@
 #include "base/errors.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/reduce.h"
+#include "models/wire_staged_reducer.h"
 
 namespace ringbench {
 namespace {
@@ -20,39 +21,6 @@ class HierPlan : public AllreducePlan {
 
  private:
   HierarchicalAllreduce out_of_place_, in_place_;
-};
-
-// Gradients averaged in two levels; with a compressed wire, cast into a staging buffer of that
-// type first and back after, as the flat ring's reducer does.
-class HierReducer : public models::GradientReducer {
- public:
-  HierReducer(Transport& intra, Transport& inter, float* grads, size_t count, const AllreduceOptions& o, DType wire,
-              std::string levels)
-      : grads_(grads), wire_(wire), stage_(wire == DType::f32 ? 0 : count),
-        ar_(intra, inter, wire == DType::f32 ? static_cast<void*>(grads) : stage_.data(),
-            wire == DType::f32 ? static_cast<void*>(grads) : stage_.data(), count, wire, ReduceOp::avg, o),
-        levels_(std::move(levels)) {}
-  void allreduce_avg(size_t offset, size_t count) override {
-    if (wire_ == DType::f32) {
-      ar_.run(count, offset);
-      return;
-    }
-    narrow_floats(wire_, stage_.data() + offset, grads_ + offset, count);
-    ar_.run(count, offset);
-    widen_to_floats(wire_, grads_ + offset, stage_.data() + offset, count);
-  }
-  std::string describe() const override {
-    return "hierarchical ring (ours): " + levels_ +
-           (wire_ == DType::f32 ? "" : std::string(", gradients as ") + dtype_name(wire_) + " on the wire");
-  }
-  DType wire_dtype() const override { return wire_; }
-
- private:
-  float* grads_;
-  DType wire_;
-  std::vector<uint16_t> stage_;
-  HierarchicalAllreduce ar_;
-  std::string levels_;
 };
 
 class HierCommunicator : public Communicator {
@@ -87,7 +55,10 @@ class HierCommunicator : public Communicator {
     AllreduceOptions ao;
     ao.ring.timeout = wait_limit_;
     if (segment_bytes_) ao.ring.segment_bytes = segment_bytes_;
-    return std::make_unique<HierReducer>(*intra_, *inter_, grads, count, ao, wire, levels());
+    return std::make_unique<models::WireStagedReducer<HierarchicalAllreduce>>(
+        grads, count, wire, "hierarchical ring (ours): " + levels(), [&](void* buf) {
+          return HierarchicalAllreduce(*intra_, *inter_, buf, buf, count, wire, ReduceOp::avg, ao);
+        });
   }
   void set_gradient_segment(size_t bytes) override { segment_bytes_ = bytes; }
 
