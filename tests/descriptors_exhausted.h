@@ -4,10 +4,16 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -53,6 +59,25 @@ inline double process_cpu_seconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Connects to 127.0.0.1:port while this process is out of descriptors (the socket is made
+// before), so that the server's accept() fails with EMFILE and the connection waits in its
+// backlog, keeping the listening socket readable. Returns that socket (the caller closes it) and
+// the CPU seconds this process used over `wait`, while the calling thread slept: a server that
+// spins on its readable socket takes about all of it.
+inline std::pair<int, double> cpu_while_a_connection_waits_unaccepted(int port, std::chrono::milliseconds wait) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
+  DescriptorsExhausted full;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(wait);
+  return {fd, process_cpu_seconds() - before};
 }
 
 }  // namespace ringbench::testing

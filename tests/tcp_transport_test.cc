@@ -111,50 +111,52 @@ TEST(TcpTransport, SilentStrayDoesNotDelaySetup) {
   close0.join();
 }
 
+// Rank 0 of two, already accepting (rank 1's address is set beforehand, so it does not wait in
+// the store for it) before rank 1 exists; finish() starts rank 1 and checks both got connected.
+struct RankZeroAcceptingAlone {
+  InProcStore store;
+  std::unique_ptr<Transport> t0, t1;
+  std::thread rank0;
+  int port = 0;
+  RankZeroAcceptingAlone() {
+    store.set("tcp/addr/1", "127.0.0.1:1");  // rank 1 overwrites it
+    rank0 = std::thread([this] { t0 = make_tcp_transport(store, 0, 2, opts(1, 20000ms)); });
+    port = parse_host_port(store.get("tcp/addr/0", 5000ms)).second;
+  }
+  std::chrono::steady_clock::duration finish() {
+    const auto start = std::chrono::steady_clock::now();
+    std::thread rank1([this] { t1 = make_tcp_transport(store, 1, 2, opts(1, 20000ms)); });
+    rank1.join();
+    rank0.join();
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(t0 && t1);
+    std::thread close0([this] { t0.reset(); });
+    t1.reset();
+    close0.join();
+    return took;
+  }
+};
+
 // Out of descriptors, a rank cannot accept its waiting peer, whose connection keeps the listening
 // socket readable: it backs off instead of spinning on it (a spin takes a whole CPU, ~1 s of CPU
 // time in this 1 s), and accepts the peer once descriptors are free again.
 TEST(TcpTransport, OutOfDescriptorsSetupBacksOffAndRecovers) {
-  InProcStore store;
-  std::unique_ptr<Transport> t0, t1;
-  store.set("tcp/addr/1", "127.0.0.1:1");  // so that rank 0 accepts before rank 1 is there (rank 1 overwrites it)
-  std::thread rank0([&] { t0 = make_tcp_transport(store, 0, 2, opts(1, 20000ms)); });
-  auto [host, port] = parse_host_port(store.get("tcp/addr/0", 5000ms));
-  const int early = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // made while there are descriptors
-  ASSERT_GE(early, 0);
-  {
-    testing::DescriptorsExhausted full;
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, host.c_str(), &sa.sin_addr);
-    ASSERT_EQ(::connect(early, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);  // rank 0's accept4 fails: EMFILE
-    const double cpu_before = testing::process_cpu_seconds();
-    std::this_thread::sleep_for(1000ms);  // this thread sleeps: the CPU time is rank 0's
-    EXPECT_LT(testing::process_cpu_seconds() - cpu_before, 0.5) << "rank 0 spun while out of descriptors";
-  }
+  RankZeroAcceptingAlone ranks;
+  auto [early, cpu] = testing::cpu_while_a_connection_waits_unaccepted(ranks.port, 1000ms);
+  EXPECT_LT(cpu, 0.5) << "rank 0 spun while out of descriptors";
   ::close(early);  // a stray to rank 0: rejected once accepted
-  std::thread rank1([&] { t1 = make_tcp_transport(store, 1, 2, opts(1, 20000ms)); });
-  rank1.join();
-  rank0.join();
-  EXPECT_TRUE(t0 && t1);
-  std::thread close0([&] { t0.reset(); });
-  t1.reset();
-  close0.join();
+  ranks.finish();
 }
 
 // A crowd of silent strays larger than the cap on waiting handshakes: the oldest give way to the
 // newest at once (they see the connection closed long before their 5 s grace), so the crowd
 // holds at most the cap's descriptors, and the real peer still gets in.
 TEST(TcpTransport, ACrowdOfSilentStraysIsCappedAndDoesNotKeepThePeerOut) {
-  InProcStore store;
-  std::unique_ptr<Transport> t0, t1;
-  store.set("tcp/addr/1", "127.0.0.1:1");  // so that rank 0 accepts before rank 1 is there (rank 1 overwrites it)
-  std::thread rank0([&] { t0 = make_tcp_transport(store, 0, 2, opts(1, 20000ms)); });
-  auto [host, port] = parse_host_port(store.get("tcp/addr/0", 5000ms));
+  RankZeroAcceptingAlone ranks;
   const size_t crowd = tcp_detail::kMaxPendingHandshakes + 16;
   std::vector<int> strays;
-  for (size_t i = 0; i < crowd; ++i) strays.push_back(net::connect_tcp(host, port, std::chrono::steady_clock::now() + 2s));
+  for (size_t i = 0; i < crowd; ++i)
+    strays.push_back(net::connect_tcp("127.0.0.1", ranks.port, std::chrono::steady_clock::now() + 2s));
   // Each stray gets rank 0's 40-byte challenge; the dropped ones then see the end of the stream.
   std::vector<bool> ended(crowd, false);
   int closed = 0;
@@ -171,16 +173,8 @@ TEST(TcpTransport, ACrowdOfSilentStraysIsCappedAndDoesNotKeepThePeerOut) {
   }
   EXPECT_TRUE(ended[0]) << "the oldest stray was not the one dropped";
   EXPECT_EQ(closed, 16) << "strays beyond the cap were not dropped at once";
-  const auto t_start = std::chrono::steady_clock::now();
-  std::thread rank1([&] { t1 = make_tcp_transport(store, 1, 2, opts(1, 20000ms)); });
-  rank1.join();
-  rank0.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - t_start, 3s);
-  EXPECT_TRUE(t0 && t1);
+  EXPECT_LT(ranks.finish(), 3s);
   for (int fd : strays) ::close(fd);
-  std::thread close0([&] { t0.reset(); });
-  t1.reset();
-  close0.join();
 }
 
 }  // namespace
