@@ -42,6 +42,21 @@ class CollectivePlan {
 };
 using AllreducePlan = CollectivePlan;
 
+// A plan of a host algorithm made once per buffer pair: make(in, out) gives the Algo (anything
+// with run(count, offset)) for out of place, make(out, out) the one for in place.
+template <class Algo>
+class InAndOutOfPlacePlan : public CollectivePlan {
+ public:
+  template <class Make>
+  InAndOutOfPlacePlan(const void* in, void* out, Make make) : out_of_place_(make(in, out)), in_place_(make(out, out)) {}
+  const char* run(size_t count, bool inplace, size_t offset) override {
+    return (inplace ? in_place_ : out_of_place_).run(count, offset);
+  }
+
+ private:
+  Algo out_of_place_, in_place_;
+};
+
 // What a plan is made for: two host buffers of `max_count` elements each.
 struct PlanArgs {
   const void* in;

@@ -10,19 +10,6 @@
 namespace ringbench {
 namespace {
 
-class HierPlan : public AllreducePlan {
- public:
-  HierPlan(Transport& intra, Transport& inter, const PlanArgs& a)
-      : out_of_place_(intra, inter, a.in, a.out, a.max_count, a.dtype, a.op, a.options),
-        in_place_(intra, inter, a.out, a.out, a.max_count, a.dtype, a.op, a.options) {}
-  const char* run(size_t count, bool inplace, size_t offset) override {
-    return (inplace ? in_place_ : out_of_place_).run(count, offset);
-  }
-
- private:
-  HierarchicalAllreduce out_of_place_, in_place_;
-};
-
 class HierCommunicator : public Communicator {
  public:
   HierCommunicator(std::unique_ptr<Transport> intra, std::unique_ptr<Transport> inter, std::chrono::milliseconds wait,
@@ -46,7 +33,9 @@ class HierCommunicator : public Communicator {
   }
   std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
                                            const AllreduceOptions& o) override {
-    return std::make_unique<HierPlan>(*intra_, *inter_, PlanArgs{in, out, max_count, dtype, op, o});
+    return std::make_unique<InAndOutOfPlacePlan<HierarchicalAllreduce>>(in, out, [&](const void* from, void* to) {
+      return HierarchicalAllreduce(*intra_, *inter_, from, to, max_count, dtype, op, o);
+    });
   }
   std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs&) override {
     throw Error("--hierarchical: " + c.name + " has no hierarchical algorithm; only allreduce has");

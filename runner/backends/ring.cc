@@ -6,19 +6,6 @@
 namespace ringbench {
 namespace {
 
-class RingPlan : public AllreducePlan {
- public:
-  RingPlan(Transport& t, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
-           const AllreduceOptions& opts)
-      : out_of_place_(t, in, out, max_count, dtype, op, opts), in_place_(t, out, out, max_count, dtype, op, opts) {}
-  const char* run(size_t count, bool inplace, size_t offset) override {
-    return (inplace ? in_place_ : out_of_place_).run(count, offset);
-  }
-
- private:
-  Allreduce out_of_place_, in_place_;
-};
-
 class RingCommunicator : public Communicator {
  public:
   RingCommunicator(std::unique_ptr<Transport> t, std::chrono::milliseconds wait_limit, size_t segment_bytes)
@@ -26,7 +13,9 @@ class RingCommunicator : public Communicator {
   std::map<std::string, std::string> path_info() const override { return transport_->path_info(); }
   std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
                                            const AllreduceOptions& ring) override {
-    return std::make_unique<RingPlan>(*transport_, in, out, max_count, dtype, op, ring);
+    return std::make_unique<InAndOutOfPlacePlan<Allreduce>>(in, out, [&](const void* from, void* to) {
+      return Allreduce(*transport_, from, to, max_count, dtype, op, ring);
+    });
   }
   std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs& a) override {
     if (!c.ring) throw Error(c.name + " has no algorithm of ours over a transport");
