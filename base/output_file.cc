@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -66,42 +67,75 @@ void check_output_path(const std::string& path, const std::string& what) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
+  AtomicFileWriter out(path);
+  out.write(text);
+  out.commit();
+}
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
   bool exists = false;
-  const std::string target = resolve_target(path, "cannot write", &exists);
-  std::string tmpl = target + ".tmp.XXXXXX";
+  target_ = resolve_target(path, "cannot write", &exists);
+  std::string tmpl = target_ + ".tmp.XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) throw Error("cannot write " + path + ": creating a temporary file in " + dir_of(target) + ": " + os_error(errno));
-  const std::string tmp(name.data());
-  auto fail = [&](const std::string& step, int err) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": " + step + ": " + os_error(err));
-  };
+  fd_ = ::mkstemp(name.data());
+  if (fd_ < 0)
+    throw Error("cannot write " + path + ": creating a temporary file in " + dir_of(target_) + ": " + os_error(errno));
+  tmp_ = name.data();
   // mkstemp makes 0600; results are as readable as any file this process creates.
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) fail("fchmod", errno);
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t k = ::write(fd, text.data() + done, text.size() - done);
+  if (::fchmod(fd_, 0666 & ~mask) != 0) fail("fchmod", errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& step, int err) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  tmp_.clear();
+  throw Error("cannot write " + path_ + ": " + step + ": " + os_error(err));
+}
+
+void AtomicFileWriter::write_at(uint64_t offset, std::string_view bytes) {
+  if (fd_ < 0) throw Error("cannot write " + path_ + ": the file was already committed or failed");
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t k = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, off_t(offset + done));
     if (k < 0) {
       if (errno == EINTR) continue;
-      fail("writing " + tmp, errno);
+      fail("writing " + tmp_, errno);
     }
     done += static_cast<size_t>(k);
   }
-  if (::fsync(fd) != 0) fail("fsync " + tmp, errno);
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": closing " + tmp + ": " + os_error(err));
+  size_ = std::max<uint64_t>(size_, offset + bytes.size());
+}
+
+void AtomicFileWriter::write(std::string_view bytes) { write_at(size_, bytes); }
+
+void AtomicFileWriter::read_back(const std::function<void(std::string_view)>& chunk) {
+  std::vector<char> buf(size_t(1) << 20);
+  for (uint64_t at = 0; at < size_;) {
+    const ssize_t k = ::pread(fd_, buf.data(), std::min<uint64_t>(buf.size(), size_ - at), off_t(at));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) fail("reading back " + tmp_, errno);
+    if (k == 0) fail("reading back " + tmp_ + " (it ended early)", EIO);
+    chunk(std::string_view(buf.data(), size_t(k)));
+    at += uint64_t(k);
   }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": renaming " + tmp + ": " + os_error(err));
-  }
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw Error("cannot write " + path_ + ": the file was already committed or failed");
+  if (::fsync(fd_) != 0) fail("fsync " + tmp_, errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("closing " + tmp_, errno);
+  if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail("renaming " + tmp_, errno);
+  tmp_.clear();
 }
 
 }  // namespace ringbench

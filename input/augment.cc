@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "input/decode_budget.h"
 
 namespace ringbench::input {
 namespace {
@@ -92,8 +95,11 @@ void Augmenter::run(std::string_view jpeg, const std::string& name, Rng& rng, in
   const JpegSize full = jpeg_.size(jpeg, name);
   const Crop c = random_crop(full.width, full.height, rng);
   const Scale s = decode_scale(c, size);
+  DecodeReservation hold(decode_budget(), decode_memory_bytes(full, s));
   jpeg_.decode(jpeg, s.num, s.denom, scratch_, name);
   crop_resize_normalise(scratch_, full, c, size, chw);
+  // A large image's pixels go back with the reservation; a usual one's buffer is kept for the next.
+  if (scratch_.pixels.capacity() > kKeptScratchBytes) scratch_.pixels = std::vector<uint8_t>();
 }
 
 }  // namespace ringbench::input

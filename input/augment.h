@@ -32,7 +32,12 @@ Scale decode_scale(const Crop& c, int size);
 // normalised ((v / 255 - mean) / std per channel) into `chw` (3 x size x size floats).
 void crop_resize_normalise(const RgbImage& decoded, JpegSize full, const Crop& c, int size, float* chw);
 
-// The whole transform with one decoder and scratch image (one per thread).
+// The scratch image a thread keeps between images, at most (a 1000x700 RGB image); a larger one
+// is freed after use, so the memory of a large image is held only under its DecodeReservation.
+constexpr size_t kKeptScratchBytes = size_t(2) << 20;
+
+// The whole transform with one decoder and scratch image (one per thread). Each decode holds a
+// reservation of the process's decode memory (decode_budget.h) while it runs.
 class Augmenter {
  public:
   // Decodes `jpeg` (named `name` in errors), crops with `rng`, writes `chw`. Throws Error for a

@@ -54,36 +54,44 @@ MakeSummary make_imagenet_like(const std::string& dir, const MakeOptions& o,
   Manifest m;
   m.classes = o.classes;
   MakeSummary sum;
-  std::vector<int> widths, heights;
-  std::vector<uint64_t> sizes;
+  std::vector<uint32_t> widths, heights, sizes;  // for the medians: 12 bytes an image
   for (uint64_t first = 0; first < o.images; first += o.shard_images) {
     const uint64_t count = std::min<uint64_t>(o.shard_images, o.images - first);
+    const std::string name = shard_name(m.shards.size());
+    // Streamed to disk, not held whole (a shard may hold a million images): the index's size
+    // is fixed by the count, so its place is reserved first and filled in after the records.
+    AtomicFileWriter out(dir + "/" + name);
+    out.write(std::string(kShardHeaderBytes + count * kShardEntryBytes, '\0'));
     std::vector<ShardRecord> records(count);
-    std::string body;
     for (uint64_t i = 0; i < count; ++i) {
       const uint64_t index = first + i;
       const uint32_t label = uint32_t(splitmix64(o.seed * 0x100000001b3ull + index) % o.classes);
       const ImageShape shape = draw_image_shape(o.seed, index);
       const std::string bytes = jpeg.encode(synth_image(o.seed, index, label, shape), o.quality);
       records[i] = {0, uint32_t(bytes.size()), label, record_crc32(bytes)};
-      body += bytes;
-      widths.push_back(shape.width);
-      heights.push_back(shape.height);
-      sizes.push_back(bytes.size());
+      out.write(bytes);
+      widths.push_back(uint32_t(shape.width));
+      heights.push_back(uint32_t(shape.height));
+      sizes.push_back(uint32_t(bytes.size()));
     }
-    const std::string file = encode_shard_index(records) + body;
-    const std::string name = shard_name(m.shards.size());
-    write_file_atomic(dir + "/" + name, file);
-    m.shards.push_back({name, uint32_t(count), file.size(), sha256_hex(file)});
-    sum.bytes += file.size();
+    const std::string index = encode_shard_index(records);
+    if (index.size() != kShardHeaderBytes + count * kShardEntryBytes)
+      throw Error(name + ": the shard's index is not the size reserved for it");
+    out.write_at(0, index);
+    Sha256 hash;
+    out.read_back([&](std::string_view chunk) { hash.update(chunk); });
+    const uint64_t file_bytes = out.size();
+    out.commit();
+    m.shards.push_back({name, uint32_t(count), file_bytes, hash.hex()});
+    sum.bytes += file_bytes;
     if (progress) progress(first + count);
   }
   write_file_atomic(dir + "/" + kManifestName, format_manifest(m));
   sum.images = o.images;
   sum.shards = m.shards.size();
-  sum.median_width = median(widths);
-  sum.median_height = median(heights);
-  sum.median_bytes = median(sizes);
+  sum.median_width = int(median(std::move(widths)));
+  sum.median_height = int(median(std::move(heights)));
+  sum.median_bytes = median(std::move(sizes));
   return sum;
 }
 

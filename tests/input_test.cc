@@ -6,13 +6,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "base/errors.h"
+#include "base/output_file.h"
 #include "input/augment.h"
+#include "input/decode_budget.h"
 #include "input/image_set.h"
 #include "input/make_set.h"
 #include "input/manifest.h"
@@ -160,6 +164,69 @@ TEST(MakeSet, IsDeterministicAndVerifies) {
   EXPECT_NE(problems[0].find("shard-00001.rbs: its SHA-256"), std::string::npos) << problems[0];
   // Into a directory that is not empty: refused.
   EXPECT_THROW(small_set(a.path / "set", 2, 4), Error);
+}
+
+// data make streams each shard through one of these (review D4: it held a whole shard, up to a
+// million images, in memory): pieces appended and a reserved header filled in afterwards read
+// back whole; nothing is at the path before commit, and an uncommitted writer leaves no file.
+TEST(MakeSet, AShardIsStreamedToATemporaryFileAndAppearsWholeOnCommit) {
+  TempDir t;
+  const fs::path path = t.path / "shard.rbs";
+  {
+    AtomicFileWriter out(path.string());
+    out.write(std::string(4, '\0'));
+    out.write("body");
+    out.write(std::string(3 << 20, 'x'));  // more than read_back's chunk
+    out.write_at(0, "HEAD");
+    EXPECT_FALSE(fs::exists(path));
+    std::string back;
+    out.read_back([&](std::string_view c) { back += c; });
+    EXPECT_EQ(back.substr(0, 8), "HEADbody");
+    EXPECT_EQ(back.size(), out.size());
+    EXPECT_EQ(out.size(), 8u + (3u << 20));
+    out.commit();
+  }
+  EXPECT_EQ(slurp(path).substr(0, 8), "HEADbody");
+  { AtomicFileWriter dropped((t.path / "dropped").string()); dropped.write("partial"); }
+  EXPECT_EQ(std::distance(fs::directory_iterator(t.path), fs::directory_iterator{}), 1);  // the shard alone
+}
+
+// Review D5: decodes reserve their memory from one budget, so that many threads meeting huge
+// (valid) JPEGs at once wait their turn instead of each taking ~576 MB.
+TEST(DecodeBudget, ReservationsPastTheBudgetWaitTheirTurnAndOneAloneAlwaysFits) {
+  DecodeBudget budget(100, std::chrono::seconds(30));
+  budget.acquire(60);
+  std::atomic<bool> second{false};
+  std::thread t([&] {
+    budget.acquire(60);
+    second = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(second);  // 120 > 100: it waits
+  budget.release(60);
+  t.join();
+  EXPECT_TRUE(second);
+  EXPECT_EQ(budget.peak(), 60u);
+  budget.release(60);
+  budget.acquire(1000);  // larger than the budget, but alone: it goes
+  EXPECT_EQ(budget.in_use(), 1000u);
+  budget.release(1000);
+  DecodeBudget tight(100, std::chrono::milliseconds(50));
+  tight.acquire(80);
+  EXPECT_THROW(tight.acquire(30), ResourceError);  // never damage: the pipeline stops, naming why
+  // What a decode reserves: the largest image the decoder takes needs about 576 MB, whole.
+  EXPECT_EQ(decode_memory_bytes({8192, 8192}, {1, 1}), uint64_t(8192) * 8192 * 9);
+  EXPECT_LT(decode_memory_bytes({8192, 8192}, {1, 8}), uint64_t(8192) * 8192 * 7);
+  EXPECT_LE(decode_memory_bytes({8192, 8192}, {1, 1}), kDecodeMemoryBytes);  // one always fits
+}
+
+TEST(DecodeBudget, EveryDecodeOfAPipelineHoldsAReservationAndGivesItBack) {
+  TempDir t;
+  small_set(t.path / "set", 24, 8);
+  ASSERT_EQ(decode_budget().peak(), 0u);  // ctest runs each test in a process of its own
+  batch_hashes(t.path / "set", 3, 4);
+  EXPECT_GT(decode_budget().peak(), 0u);
+  EXPECT_EQ(decode_budget().in_use(), 0u);
 }
 
 // The crop resized 1:1 is the crop itself, mirrored when flipped; resized 2:1 it is the mean of
