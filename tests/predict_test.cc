@@ -152,15 +152,15 @@ class TempRun {
     std::ofstream(dir_ + "/raw.jsonl", std::ios::app) << rec.dump() << "\n";
   }
   void collectives(double alpha, double beta, const std::string& transport = "tcp",
-                   const std::string& algo = "ring") {
+                   const std::string& algo = "ring", const std::string& op = "allreduce") {
     json rows = json::array();
     for (uint64_t bytes = 65536; bytes <= 16 << 20; bytes *= 4)
       rows.push_back({{"bytes", bytes}, {"count", bytes / 4}, {"dtype", "float"}, {"inplace", false},
                       {"algo", algo}, {"time_us", 1e6 * (2 * alpha + double(bytes) * beta)}, {"algbw_gbps", 1},
                       {"busbw_gbps", 1}, {"p50_us", 1}, {"p99_us", 1}, {"wrong", 0}});
-    add({{"point", "collectives/n2/" + transport + "/none"}, {"kind", "collectives"}, {"nodes", 2},
-         {"transport", transport},
-         {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}}}}}});
+    add({{"point", "collectives/" + (op == "allreduce" ? "" : op + "/") + "n2/" + transport + "/none"},
+         {"kind", "collectives"}, {"nodes", 2}, {"transport", transport}, {"collective", op},
+         {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}, {"collective", op}}}}}});
   }
   void train(int nodes, double step, bool timeline = true) {
     auto over_ranks = [](double v) { return json{{"mean_over_ranks", v}, {"max_over_ranks", v}}; };
@@ -215,6 +215,19 @@ TEST(ModelCheck, ReplaysATrainPointWithTheRunsOwnFit) {
   EXPECT_EQ(tcp.link.name, "tcp");
   EXPECT_NEAR(tcp.curve[1].ring_efficiency, 0.012 / r.predicted_s, 1e-9);
   EXPECT_NEAR(tcp.measured_efficiency.at(2), (64 / 0.015 / 2) / (32 / 0.012), 1e-9);
+}
+
+// The alpha-beta fit reads the allreduce points alone: an allgather over the same ring (its own
+// algorithm "ring" too) moves half the data, and mixed in it would bend the fit.
+TEST(ModelCheck, FitsTheAllreducePointsOnly) {
+  TempRun run;
+  run.collectives(50e-6, 2e-9);
+  run.collectives(10e-6, 0.5e-9, "tcp", "ring", "allgather");
+  const report::Run loaded = report::load_run(run.dir(), 0.1);
+  const ModelCheck mc = check_model(loaded);
+  ASSERT_EQ(mc.fits.size(), 1u);
+  EXPECT_NEAR(mc.fits[0].fit.alpha_s / 50e-6, 1, 1e-6);
+  EXPECT_NEAR(mc.fits[0].fit.beta_s / 2e-9, 1, 1e-6);
 }
 
 TEST(ModelCheck, SaysWhyAPointCannotBeChecked) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/errors.h"
+#include "runner/backends/hierarchical.h"
 #include "runner/sweep/point_args.h"
 #include "runner/sweep/sweep_config.h"
 #include "tests/sweep_config_errors.h"
@@ -399,6 +400,47 @@ TEST(SweepConfig, RanksPerNodeAndTheHierarchicalAxis) {
                {"cluster.ranks_per_node"});
   expect_error("name: t\ncluster: {type: local, ranks_per_node: 2}\ninfer: {models: [lenet]}\n",
                {"cluster.ranks_per_node", "train and collectives points only"});
+}
+
+// The collectives' `ops` axis (issue 44): each op is a point whose command is the op itself, ids
+// name every op but allreduce (whose points keep the ids they had), an op a backend lacks or
+// one with no hierarchical algorithm is skipped saying why, config.yaml reads back, and a wrong
+// op name is an error naming the value and the known ones.
+TEST(SweepConfig, OpsIsAnAxisOfCollectivesPoints) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [2]\ntransports: [tcp, nccl]\nrepeats: 1\ncluster: {type: local}\n"
+      "collectives: {ops: [allreduce, alltoall], hierarchical: [false, true]}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id + (p.skip.empty() ? "" : " skipped: " + p.skip));
+    const auto args = point_args(c, p, "p.json", "log");
+    ASSERT_FALSE(args.empty());
+    EXPECT_EQ(args.front(), p.axis("collective")) << p.id;
+    EXPECT_EQ(std::count(args.begin(), args.end(), "alltoall"), p.axis("collective") == "alltoall" ? 1 : 0);
+  }
+  const std::string no_nccl = "--impl nccl runs allreduce only for now: alltoall over NCCL is not built yet";
+  const std::string no_hier = "--hierarchical: alltoall has no hierarchical algorithm; only allreduce has";
+  EXPECT_EQ(ids, (std::vector<std::string>{"collectives/n2/tcp/none", "collectives/n2/nccl/none",
+                                           "collectives/hier/n2/tcp/none",
+                                           "collectives/hier/n2/nccl/none skipped: " +
+                                               hierarchical_unfit(2, 1, *find_backend("nccl")),
+                                           "collectives/alltoall/n2/tcp/none",
+                                           "collectives/alltoall/n2/nccl/none skipped: " + no_nccl,
+                                           "collectives/alltoall/hier/n2/tcp/none skipped: " + no_hier,
+                                           "collectives/alltoall/hier/n2/nccl/none skipped: " + no_nccl}));
+  EXPECT_NE(to_yaml(c).find("ops:"), std::string::npos) << to_yaml(c);
+  const SweepConfig again = parse_sweep_config(to_yaml(c), "config.yaml");
+  EXPECT_EQ(to_yaml(again), to_yaml(c));
+  // Without the key, one allreduce point per (N, transport), with the id it always had.
+  const SweepConfig plain = parse_sweep_config("name: t\nnodes: [2]\nrepeats: 1\ncluster: {type: local}\ncollectives: {}\n", "t.yaml");
+  ASSERT_EQ(expand_points(plain).size(), 1u);
+  EXPECT_EQ(expand_points(plain)[0].id, "collectives/n2/tcp/none");
+  EXPECT_EQ(point_args(plain, expand_points(plain)[0], "p.json", "log").front(), "allreduce");
+  expect_error(local_config("collectives: {ops: [allreduce, allgathr]}\n"),
+               {"collectives.ops", "'allgathr' is not one of: allreduce, allgather, reducescatter, broadcast, alltoall"});
+  expect_error(local_config("collectives: {ops: [broadcast, broadcast]}\n"), {"collectives.ops", "listed twice"});
+  expect_error(local_config("collectives: {ops: []}\n"), {"collectives.ops", "non-empty list"});
+  expect_error(local_config("collectives: {op: [allgather]}\n"), {"collectives", "op"});
 }
 
 }  // namespace

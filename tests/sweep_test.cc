@@ -117,6 +117,46 @@ TEST_F(SweepTest, ShmPointsRunAndAreComparedWithTcp) {
   EXPECT_NE(report.find("### shm vs tcp"), std::string::npos) << report;
 }
 
+// The collectives' `ops` axis end to end (issue 44): two ops at N=2 on loopback, each point
+// running its own command, its rows in raw.jsonl with the op, and a table and busbw plot per op.
+TEST_F(SweepTest, EachCollectiveOfOpsGetsItsRowsAndReportSection) {
+  const std::string cfg = write_config("name: ops\nnodes: [2]\ntransports: [tcp]\nrepeats: 1\n"
+                                       "cluster: {type: local}\n"
+                                       "collectives: {min_bytes: 4K, max_bytes: 16K, iters: 2, warmup_iters: 1, "
+                                       "ops: [allreduce, reducescatter]}\n");
+  auto r = run_command(kBin + " sweep " + cfg + " --out " + dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto raw = read_raw(dir_);
+  ASSERT_EQ(raw.size(), 2u);
+  const std::vector<std::string> ops = {"allreduce", "reducescatter"};
+  for (int i : {0, 1}) {
+    ASSERT_EQ(raw[i]["status"], "ok") << raw[i].dump();
+    EXPECT_EQ(raw[i]["collective"], ops[i]);
+    EXPECT_EQ(raw[i]["collectives"]["meta"]["collective"], ops[i]) << "the point ran another command";
+    EXPECT_EQ(raw[i]["collectives"]["rows"].size(), 4u);  // 4K, 16K, out-of-place and in-place
+    for (const auto& row : raw[i]["collectives"]["rows"]) {
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+      // busbw = algbw x 2(N-1)/N for allreduce, (N-1)/N for reduce-scatter (nccl-tests).
+      EXPECT_NEAR(row["busbw_gbps"].get<double>() / row["algbw_gbps"].get<double>(), i == 0 ? 1.0 : 0.5, 1e-9);
+    }
+  }
+  EXPECT_EQ(raw[0]["point"], "collectives/n2/tcp/none");
+  EXPECT_EQ(raw[1]["point"], "collectives/reducescatter/n2/tcp/none");
+  const std::string report = read_text(dir_ + "/report.md");
+  EXPECT_NE(report.find("## Collectives (allreduce)"), std::string::npos) << report;
+  const auto rs = report.find("## Collectives (reducescatter)");
+  ASSERT_NE(rs, std::string::npos) << report;
+  EXPECT_NE(report.find("### N=2, tcp (collectives/reducescatter/n2/tcp/none)", rs), std::string::npos) << report;
+  EXPECT_NE(report.find("busbw = algbw × 0.500 at N=2", rs), std::string::npos) << report;
+  if (report.find("Plots skipped") == std::string::npos) {
+    EXPECT_TRUE(fs::exists(dir_ + "/plots/busbw.dat"));
+    EXPECT_TRUE(fs::exists(dir_ + "/plots/busbw-reducescatter.dat"));
+    EXPECT_NE(report.find("(plots/busbw-reducescatter.svg)"), std::string::npos) << report;
+  }
+  EXPECT_NE(read_text(dir_ + "/summary.csv").find(",collective\n"), std::string::npos);
+  EXPECT_TRUE(testing::report_regenerates(kBin, dir_));
+}
+
 // Real data as an axis (issue 42): a jpeg point reads train.data_dir through its input pipeline,
 // its record keeps the pipeline's means, and the report's "Where the time goes" shows them.
 TEST_F(SweepTest, RealDataPointsCarryTheirInputPipelineIntoTheReport) {

@@ -272,9 +272,10 @@ std::vector<std::string> model_plots(const Run& run, const std::vector<const Poi
   return drawn;
 }
 
-bool busbw_plot(const Run& run, Plotter& plotter) {
+bool busbw_plot(const Run& run, Plotter& plotter, const std::string& op, const std::string& name) {
   std::vector<Series> series;
   for (const Point* p : points_of(run, PointKind::collectives)) {
+    if (p->axis("collective") != op) continue;
     Series s{p->transport + " N=" + std::to_string(p->nodes) +
                  (p->profile != "none" ? " " + p->profile : ""), {}};
     for (const auto& [bytes, st] : p->sizes)
@@ -283,7 +284,7 @@ bool busbw_plot(const Run& run, Plotter& plotter) {
     if (!s.rows.empty()) series.push_back(s);
   }
   if (series.empty()) return false;
-  Plot p{"busbw", "allreduce busbw vs message size (out-of-place, median over repeats, 95% CI)",
+  Plot p{name, op + " busbw vs message size (out-of-place, median over repeats, 95% CI)",
          "message size (bytes)", "busbw (GB/s)",
          "set logscale x 2\nset format x '%.0b%BB'\nset yrange [0:*]\n", "", ""};
   add_series(p, series, "yerrorlines");

@@ -58,8 +58,9 @@ Pair throughput_value(const Point& p);
 std::vector<std::string> model_plots(const Run& run, const std::vector<const Point*>& pts,
                                      Plotter& plotter);
 
-// busbw vs message size of every collectives point; false when there is nothing to plot.
-bool busbw_plot(const Run& run, Plotter& plotter);
+// busbw vs message size of every collectives point of collective `op`, as plots/<name>.svg;
+// false when there is nothing to plot.
+bool busbw_plot(const Run& run, Plotter& plotter, const std::string& op, const std::string& name);
 
 // Compute, exposed comm and optimizer per step of every train point; false when there is
 // nothing to plot.

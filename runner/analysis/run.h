@@ -100,6 +100,12 @@ struct Point : PointCoords {
   }
 };
 
+// A collectives point that timed allreduce (the `ops` axis's default): what the alpha-beta fits
+// and the hierarchical model read; the other collectives move other amounts and are not mixed in.
+inline bool is_allreduce_point(const Point& p) {
+  return p.kind == PointKind::collectives && p.axis("collective") == "allreduce";
+}
+
 // Backends in their registered order; none and anything else after, alphabetically.
 int transport_rank(const std::string& t);
 

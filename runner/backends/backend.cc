@@ -90,6 +90,8 @@ nlohmann::json options_json(const std::vector<OptionAsRun>& options) {
   return j;
 }
 
+std::string backend_lacks(const Backend& b, const Collective& c) { return b.lacks ? b.lacks(c) : ""; }
+
 std::string backend_unavailable(const std::string& name) {
   if (name == "none") return "";
   const Backend* b = find_backend(name);

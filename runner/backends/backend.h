@@ -111,6 +111,9 @@ struct Backend {
   std::string help;         // one phrase for --help
   // "" when this build and host can run it, else why not (for a point: skipped, with this).
   std::function<std::string()> unavailable;
+  // "" when it runs collective `c`, else why not (a sweep point of c over it: skipped, with
+  // this; Communicator::plan throws it). Null: it runs every registered collective.
+  std::function<std::string(const Collective& c)> lacks;
   BackendOptions options;  // its own options, or none
   std::function<std::unique_ptr<Communicator>(const BackendSetup&)> make;
   // Our ring's backends: connects the transport alone, for a level of the hierarchical allreduce.
@@ -146,5 +149,7 @@ void validate_backend_options();
 // Why a point's transport cannot run here, "<name>: <why>" ("" when it can; "none" is one rank
 // and needs no backend).
 std::string backend_unavailable(const std::string& name);
+// Why backend `b` cannot run collective `c` ("" when it can): its `lacks`.
+std::string backend_lacks(const Backend& b, const Collective& c);
 
 }  // namespace ringbench

@@ -18,6 +18,11 @@
 namespace ringbench {
 namespace {
 
+// The other collectives' NCCL calls (ncclAllGather, ...) are not wired up yet.
+std::string lacks(const Collective& c) {
+  return c.native ? "" : "--impl nccl runs allreduce only for now: " + c.name + " over NCCL is not built yet";
+}
+
 #if RINGBENCH_HAVE_NCCL
 // `ringbench allreduce` hands host buffers: the plan mirrors them on the device, and times the
 // device buffers only.
@@ -66,9 +71,7 @@ class NcclCommunicator : public Communicator {
                                            const AllreduceOptions&) override {
     return std::make_unique<NcclPlan>(comm_, in, out, max_count, dtype, op);
   }
-  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs&) override {
-    throw Error("--impl nccl runs allreduce only for now: " + c.name + " over NCCL is not built yet");
-  }
+  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs&) override { throw Error(lacks(c)); }
   std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     if (wire != DType::f32)
       throw Error(std::string("gradients as ") + dtype_name(wire) + " on the wire: not built for nccl yet; "
@@ -90,6 +93,7 @@ Backend nccl() {
   b.over = "NCCL (GPU buffers)";
   b.help = "ncclAllReduce on GPU buffers, one GPU per rank";
   b.unavailable = nccl_unavailable_reason;  // not built, or no GPU here
+  b.lacks = lacks;
   // To NCCL every rank of an emulated cluster is on one host (same hostname and boot id), so it
   // would move data through shared memory or GPU peer copies, bypassing the shaped link.
   b.node_env = [](const std::string& host_id, const std::string& iface) {

@@ -36,7 +36,8 @@ std::vector<HierPrediction> predict_hierarchical(const report::Run& run) {
   if (per_node < 2) return out;
   std::map<std::pair<std::string, int>, const report::Point*> flat, hier;
   for (const report::Point* p : report::points_of(run, PointKind::collectives))
-    if (p->nodes > 1) (is_hierarchical(*p) ? hier : flat)[{p->transport, p->nodes}] = p;
+    if (p->nodes > 1 && report::is_allreduce_point(*p))
+      (is_hierarchical(*p) ? hier : flat)[{p->transport, p->nodes}] = p;
   for (const auto& [key, p] : flat) {
     std::vector<CostSample> samples;
     for (const auto& [bytes, s] : p->sizes)

@@ -16,16 +16,19 @@ using report::json;
 using report::Point;
 using report::Record;
 
-// Each (transport, N, algorithm)'s samples: one per size, the median over repeats. The baselines
-// (MPI_Allreduce, NCCL) choose their own algorithms: no model of ours fits them.
+// Each (transport, N, algorithm)'s allreduce samples: one per size, the median over repeats. The
+// baselines (MPI_Allreduce, NCCL) choose their own algorithms: no model of ours fits them; nor
+// are the other collectives' points (allgather's ring moves half an allreduce's data) mixed in.
 using SampleKey = std::tuple<std::string, int, std::string>;
 std::map<SampleKey, std::vector<CostSample>> cost_samples(const report::Run& run) {
   std::map<SampleKey, std::vector<CostSample>> out;
-  for (const Point* p : report::points_of(run, PointKind::collectives))
+  for (const Point* p : report::points_of(run, PointKind::collectives)) {
+    if (!report::is_allreduce_point(*p)) continue;
     for (const auto& [bytes, s] : p->sizes)
       if (s.algos.size() == 1 && has_cost_model(*s.algos.begin()) && !s.time_us.empty() && p->nodes > 1)
         out[{p->transport, report::ranks_of(run, *p), *s.algos.begin()}].push_back(
             {report::ranks_of(run, *p), double(bytes), report::median(s.time_us) * 1e-6});
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "base/bytes.h"
 #include "base/errors.h"
 #include "models/network.h"
+#include "runner/backends/collective.h"
 #include "runner/record/train_args.h"
 #include "runner/record/point.h"
 #include "runner/record/yaml_reader.h"
@@ -18,6 +19,11 @@ namespace {
 std::vector<std::string> precision_values() { return models::precision_names(); }
 std::vector<std::string> compression_values() { return kCompressionNames; }
 std::vector<std::string> data_values() { return kDataNames; }
+std::vector<std::string> collective_values() {  // the registered ones (runner/backends/ops/)
+  std::vector<std::string> v;
+  for (const Collective* c : collectives()) v.push_back(c->name);
+  return v;
+}
 
 std::string decimal(double v) {
   std::ostringstream o;
@@ -60,6 +66,10 @@ std::vector<Axis> declare_axes() {
       {.kind = PointKind::train, .key = "data_threads", .flag = "--data-threads", .type = AxisType::number,
        .default_value = std::to_string(train.data_threads), .id_prefix = "dthreads", .label = "data threads ",
        .min = 1, .max = 256, .integer = true},
+      // The collective a point times: `ringbench <op>` (allreduce, allgather, ...); ids name the
+      // others (collectives/allgather/n4/...), and the report gives each its own table and plot.
+      {.kind = PointKind::collectives, .key = "collective", .config_key = "ops", .flag = "",
+       .default_value = "allreduce", .names = collective_values},
       {.kind = PointKind::collectives, .key = "hierarchical", .flag = "--hierarchical", .type = AxisType::flag,
        .default_value = "false", .id_prefix = "hier", .label = "hierarchical", .communication = true},
   };

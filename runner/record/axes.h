@@ -24,7 +24,10 @@ enum class AxisType {
 struct Axis {
   PointKind kind;              // the points it multiplies: the section its key sits in (train:)
   std::string key;             // config key, raw.jsonl field and summary.csv column: "compression"
-  std::string flag;            // the point's command's option: "--compression"
+  std::string config_key{};    // the config's key where it is not `key` (a list's plural: "ops")
+  // The point's command's option: "--compression"; "" where the value names the command itself
+  // (the collectives' op: `ringbench allgather`).
+  std::string flag;
   AxisType type = AxisType::name;
   std::string default_value;   // the command's default; also what records from before the axis held
   std::string id_prefix{};     // before the value in a point's id: "wire-" gives .../wire-fp16/...
@@ -38,6 +41,8 @@ struct Axis {
   // `ringbench tune`, `train --autotune` and a sweep's `tuned: true` choose it: the step model
   // prices it (runner/tune/tune_model.h).
   bool tuned = false;
+
+  const std::string& config() const { return config_key.empty() ? key : config_key; }
 };
 
 // Every axis, in declaration order (the order of loops, ids, columns and sorting).

@@ -1,7 +1,11 @@
 // report.md's collectives, transport paths and failed points.
 #include "runner/report/sections.h"
 
+#include <map>
+#include <set>
+
 #include "runner/analysis/format.h"
+#include "runner/backends/collective.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {
@@ -25,14 +29,25 @@ std::string path_text(const json& path) {
   return s;
 }
 
-}  // namespace
+// " busbw = algbw × 0.500 at N=2, 0.750 at N=4 (nccl-tests' factor for <op>)." (allreduce's is in
+// the definitions): the descriptor's factor at each rank count of the points.
+std::string busbw_text(const std::vector<const Point*>& points, const std::string& op, const Run& run) {
+  const Collective& c = find_collective(op);
+  std::set<int> ranks;
+  for (const Point* p : points) ranks.insert(ranks_of(run, *p));
+  std::string at;
+  for (int n : ranks) at += (at.empty() ? "" : ", ") + fixed(c.busbw_factor(n), 3) + " at N=" + std::to_string(n);
+  return " busbw = algbw × " + at + " (nccl-tests' factor for " + op + ").";
+}
 
-std::string md_collectives(const Run& run, Plotter& plotter) {
-  const auto coll = points_of(run, PointKind::collectives);
-  if (coll.empty()) return "";
-  std::string md = "## Collectives (allreduce)\n\nOut-of-place rows, median over the ok repeats; "
-                   "#wrong summed over them (any wrong element fails the run: see the top).\n\n";
-  for (const Point* p : coll) {
+// One collective's section: a table per point and a busbw plot (allreduce's plots/busbw.svg,
+// the others' plots/busbw-<op>.svg).
+std::string md_collective(const std::vector<const Point*>& points, const std::string& op, const Run& run,
+                          Plotter& plotter) {
+  std::string md = "## Collectives (" + op + ")\n\nOut-of-place rows, median over the ok repeats; "
+                   "#wrong summed over them (any wrong element fails the run: see the top)." +
+                   (op == "allreduce" ? "" : busbw_text(points, op, run)) + "\n\n";
+  for (const Point* p : points) {
     md += "### N=" + std::to_string(p->nodes) + ", " + p->transport +
           (p->profile != "none" ? ", " + p->profile : "") + " (" + p->id + ")\n\n";
     if (p->sizes.empty()) {
@@ -43,8 +58,25 @@ std::string md_collectives(const Run& run, Plotter& plotter) {
     for (const auto& [bytes, s] : p->sizes) rows.push_back(size_row(bytes, s));
     md += md_table({"size", "algo", "time us", "busbw GB/s", "#wrong"}, "rlrrr", rows);
   }
-  if (plotter.enabled() && busbw_plot(run, plotter))
-    md += image("allreduce busbw vs message size", "busbw");
+  const std::string plot = op == "allreduce" ? "busbw" : "busbw-" + op;
+  if (plotter.enabled() && busbw_plot(run, plotter, op, plot)) md += image(op + " busbw vs message size", plot);
+  return md;
+}
+
+}  // namespace
+
+// A section per collective the run measured, in the order its points come (allreduce's first
+// where it has any: runs from before the `ops` axis read as they did).
+std::string md_collectives(const Run& run, Plotter& plotter) {
+  std::vector<std::string> ops;
+  std::map<std::string, std::vector<const Point*>> by_op;
+  for (const Point* p : points_of(run, PointKind::collectives)) {
+    const std::string& op = p->axis("collective");
+    if (by_op[op].empty()) ops.push_back(op);
+    by_op[op].push_back(p);
+  }
+  std::string md;
+  for (const auto& op : ops) md += md_collective(by_op[op], op, run, plotter);
   return md;
 }
 

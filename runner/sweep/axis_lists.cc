@@ -9,22 +9,23 @@ namespace ringbench {
 namespace {
 
 std::vector<std::string> read_values(const YamlReader& r, const Axis& a) {
-  const YAML::Node n = r.at(a.key);
-  if (!n) r.fail(r.key(a.key), "missing");
+  const std::string& key = a.config();
+  const YAML::Node n = r.at(key);
+  if (!n) r.fail(r.key(key), "missing");
   std::vector<std::string> raw;
   if (n.IsScalar()) raw.push_back(n.Scalar());
   else if (n.IsSequence() && n.size() > 0)
     for (size_t i = 0; i < n.size(); ++i) {
-      if (!n[i].IsScalar()) r.fail(r.key(a.key) + "[" + std::to_string(i) + "]", "must be a value, not a list or mapping");
+      if (!n[i].IsScalar()) r.fail(r.key(key) + "[" + std::to_string(i) + "]", "must be a value, not a list or mapping");
       raw.push_back(n[i].Scalar());
     }
-  else r.fail(r.key(a.key), "must be a value or a non-empty list of values");
+  else r.fail(r.key(key), "must be a value or a non-empty list of values");
   std::vector<std::string> out;
   for (const auto& v : raw) {
     std::string why;
     const auto c = axis_canonical(a, v, why);
-    if (!c) r.fail(r.key(a.key), why);
-    if (std::find(out.begin(), out.end(), *c) != out.end()) r.fail(r.key(a.key), v + " is listed twice");
+    if (!c) r.fail(r.key(key), why);
+    if (std::find(out.begin(), out.end(), *c) != out.end()) r.fail(r.key(key), v + " is listed twice");
     out.push_back(*c);
   }
   return out;
@@ -49,9 +50,9 @@ void read_settings(const YamlReader& r, PointKind kind, AxisLists& lists) {
     std::vector<std::string> values = axis_defaults();
     for (size_t i : axes_of(kind)) {
       values[i] = lists.values[i].front();
-      if (!one.has(sweep_axes()[i].key)) continue;
+      if (!one.has(sweep_axes()[i].config())) continue;
       const auto v = read_values(one, sweep_axes()[i]);
-      if (v.size() != 1) one.fail(one.key(sweep_axes()[i].key), "a setting takes one value");
+      if (v.size() != 1) one.fail(one.key(sweep_axes()[i].config()), "a setting takes one value");
       values[i] = v.front();
     }
     if (std::find(lists.settings.begin(), lists.settings.end(), values) != lists.settings.end())
@@ -78,7 +79,7 @@ bool uses_value(const AxisLists& lists, size_t axis, const std::string& value) {
 
 std::vector<std::string> axis_keys(PointKind kind) {
   std::vector<std::string> keys;
-  for (size_t i : axes_of(kind)) keys.push_back(sweep_axes()[i].key);
+  for (size_t i : axes_of(kind)) keys.push_back(sweep_axes()[i].config());
   return keys;
 }
 
@@ -91,7 +92,7 @@ std::vector<std::string> axis_keys_and_settings(PointKind kind) {
 AxisLists read_axis_lists(const YamlReader& r, PointKind kind) {
   AxisLists lists;
   for (size_t i : axes_of(kind))
-    if (r.has(sweep_axes()[i].key)) lists.values[i] = read_values(r, sweep_axes()[i]);
+    if (r.has(sweep_axes()[i].config())) lists.values[i] = read_values(r, sweep_axes()[i]);
   if (r.has("settings")) read_settings(r, kind, lists);
   return lists;
 }
@@ -101,18 +102,18 @@ void write_axis_lists(const AxisLists& lists, PointKind kind, nlohmann::json& se
     const Axis& a = sweep_axes()[i];
     const auto& v = lists.values[i];
     if (a.type != AxisType::name && a.type != AxisType::flag && v.size() == 1) {
-      section[a.key] = axis_json(a, v.front());
+      section[a.config()] = axis_json(a, v.front());
       continue;
     }
     nlohmann::json list = nlohmann::json::array();
     for (const auto& x : v) list.push_back(axis_json(a, x));
-    section[a.key] = list;
+    section[a.config()] = list;
   }
   if (lists.settings.empty()) return;
   nlohmann::json settings = nlohmann::json::array();
   for (const auto& values : lists.settings) {
     nlohmann::json one = nlohmann::json::object();
-    for (size_t i : axes_of(kind)) one[sweep_axes()[i].key] = axis_json(sweep_axes()[i], values[i]);
+    for (size_t i : axes_of(kind)) one[sweep_axes()[i].config()] = axis_json(sweep_axes()[i], values[i]);
     settings.push_back(one);
   }
   section["settings"] = settings;
@@ -153,7 +154,7 @@ std::string axes_id(PointKind kind, const std::vector<std::string>& values) {
 std::vector<std::string> axes_args(PointKind kind, const std::vector<std::string>& values) {
   std::vector<std::string> args;
   for (size_t i : axes_of(kind)) {
-    if (values[i] == sweep_axes()[i].default_value) continue;
+    if (values[i] == sweep_axes()[i].default_value || sweep_axes()[i].flag.empty()) continue;
     if (sweep_axes()[i].type == AxisType::flag)
       args.push_back(sweep_axes()[i].flag);  // a flag's only value off its default: true
     else

@@ -50,7 +50,8 @@ std::optional<std::vector<std::string>> at_one_rank(const AxisLists& lists, Poin
                                                     std::vector<std::string> values);
 // The point id's part for the values: "/bf16/wire-fp16/fusion4" (axes at their default add nothing).
 std::string axes_id(PointKind kind, const std::vector<std::string>& values);
-// The command's flags for the values off their default: {"--fusion-mb", "4"}.
+// The command's flags for the values off their default: {"--fusion-mb", "4"} (an axis that names
+// the command itself, the collectives' op, adds none: the caller runs the command it names).
 std::vector<std::string> axes_args(PointKind kind, const std::vector<std::string>& values);
 
 }  // namespace ringbench

@@ -104,7 +104,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     return a;
   }
   const CollectivesSweep& k = c.collectives;
-  std::vector<std::string> a = {"allreduce", "-b", k.min_bytes, "-e", k.max_bytes, "-f", num(k.step_factor),
+  std::vector<std::string> a = {p.axis("collective"), "-b", k.min_bytes, "-e", k.max_bytes, "-f", num(k.step_factor),
                                 "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
                                 "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
   for (auto& x : axes_args(PointKind::collectives, p.axes)) a.push_back(x);

@@ -145,8 +145,8 @@ json result_subset(const SweepPoint& p, const json& doc) {
     return out;
   }
   return {{"rows", doc.value("rows", json::array())},
-          {"meta", {{"impl", meta.value("impl", "")}, {"options", meta.value("options", json::object())},
-                    {"hosts", hosts_subset(meta)}}}};
+          {"meta", {{"collective", meta.value("collective", "")}, {"impl", meta.value("impl", "")},
+                    {"options", meta.value("options", json::object())}, {"hosts", hosts_subset(meta)}}}};
 }
 
 // "123.4 QPS at the p99 bound" in total, or that some VM met it at no rate.
@@ -540,7 +540,7 @@ int run_sweep(const SweepArgs& a, const std::vector<std::string>& argv) {
   const SweepConfig& c = run.config;
   if (a.dry_run) {
     for_each_point(c, [](const SweepPoint& p) {
-      std::string why = remote_unavailable(p);
+      std::string why = p.skip.empty() ? remote_unavailable(p) : p.skip;
       if (why.empty()) why = backend_unavailable(p.transport);
       std::printf("%-44s r%d  %s\n", p.id.c_str(), p.repeat, why.empty() ? "" : ("skipped: " + why).c_str());
     });

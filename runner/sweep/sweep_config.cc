@@ -316,6 +316,18 @@ SweepPoint shared_point(SweepPoint p, const std::string& id_base, const vgpu::Pr
   return p;
 }
 
+// Why collectives point p cannot run as configured ("" when it can): its backend lacks the
+// collective, or the collective has no hierarchical algorithm, or the backend cannot carry one.
+std::string collectives_unfit(const SweepConfig& c, const SweepPoint& p) {
+  const Backend* b = find_backend(p.transport);
+  if (!b) return "";  // an unknown transport is the config's error, already reported
+  const Collective& op = find_collective(p.axis("collective"));
+  if (std::string why = backend_lacks(*b, op); !why.empty()) return why;
+  if (p.axis("hierarchical") != "true") return "";
+  if (op.name != "allreduce") return "--hierarchical: " + op.name + " has no hierarchical algorithm; only allreduce has";
+  return hierarchical_unfit(point_ranks(c, p), c.cluster.ranks_per_node, *b);
+}
+
 void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit) {
   std::unique_ptr<vgpu::Catalog> own;
   if ((c.has_sharing || (c.has_infer && c.infer.has_sharing)) && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
@@ -351,9 +363,7 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
               p.profile = "none";
               p.repeat = rep;
               p.id = "collectives" + axes_id(PointKind::collectives, values) + "/n" + std::to_string(n) + "/" + t + "/none";
-              const Backend* b = find_backend(t);
-              if (b && values[axis_index("hierarchical")] == "true")
-                p.skip = hierarchical_unfit(n * c.cluster.ranks_per_node, c.cluster.ranks_per_node, *b);
+              p.skip = collectives_unfit(c, p);
               visit(p);
             }
           });
