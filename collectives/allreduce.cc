@@ -26,43 +26,75 @@ const char* algo_name(AllreduceAlgo a) {
   return "?";
 }
 
-Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
-                     ReduceOp op, const AllreduceOptions& opts)
-    : opts_(opts), esize_(dtype_size(dtype)) {
-  if (opts.algo == AllreduceAlgo::hd) {
-    hd_ = std::make_unique<HdAllreduce>(t, in, out, max_count, dtype, op, opts.ring.timeout);
-    return;
+namespace {
+
+bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+void check_table(const std::vector<AlgoRange>& table, int n) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::string where = "allreduce cost table range " + std::to_string(i) + ": ";
+    if (table[i].algo == AllreduceAlgo::automatic) throw Error(where + "names auto, not an algorithm");
+    if (i && table[i].max_bytes <= table[i - 1].max_bytes) throw Error(where + "sizes are not ascending");
+    if (table[i].algo == AllreduceAlgo::rd && !power_of_two(n))
+      throw Error(where + "rd needs a power-of-two number of ranks, not " + std::to_string(n));
   }
-  const bool forced_small = opts.algo == AllreduceAlgo::direct || opts.algo == AllreduceAlgo::rd;
-  if (!forced_small)
-    ring_ = std::make_unique<RingAllreduce>(t, in, out, max_count, dtype, op, opts.ring);
-  if (opts.algo != AllreduceAlgo::ring) {
-    const int n = t.size();
-    const bool rd = opts.algo == AllreduceAlgo::rd ||
-                    (opts.algo == AllreduceAlgo::automatic && n > 2 && (n & (n - 1)) == 0);
-    // The small-message algorithms keep copies of peers' inputs: set up only what they run.
-    size_t small_count = forced_small ? max_count : std::min(max_count, opts.direct_max_bytes / esize_);
-    small_ = std::make_unique<DirectAllreduce>(t, in, out, small_count, dtype, op,
-                                               opts.ring.timeout, rd, max_count);
-  }
+  if (!table.empty() && table.back().max_bytes != SIZE_MAX) throw Error("allreduce cost table: the last range must be open-ended");
 }
 
-bool Allreduce::small(size_t count) const {
-  if (opts_.algo == AllreduceAlgo::automatic) return count * esize_ <= opts_.direct_max_bytes;
-  return opts_.algo != AllreduceAlgo::ring;
+}  // namespace
+
+Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
+                     ReduceOp op, const AllreduceOptions& opts)
+    : opts_(opts), esize_(dtype_size(dtype)), n_(t.size()) {
+  if (opts.algo == AllreduceAlgo::automatic) check_table(opts.table, n_);
+  const size_t max_bytes = max_count * esize_;
+  if (largest_bytes(AllreduceAlgo::hd, max_bytes))
+    hd_ = std::make_unique<HdAllreduce>(t, in, out, max_count, dtype, op, opts.ring.timeout);
+  if (largest_bytes(AllreduceAlgo::ring, max_bytes))
+    ring_ = std::make_unique<RingAllreduce>(t, in, out, max_count, dtype, op, opts.ring);
+  for (AllreduceAlgo a : {AllreduceAlgo::direct, AllreduceAlgo::rd})
+    if (const auto b = largest_bytes(a, max_bytes))  // only the copies it needs
+      (a == AllreduceAlgo::rd ? rd_ : direct_) = std::make_unique<DirectAllreduce>(
+          t, in, out, std::min(max_count, *b / esize_), dtype, op, opts.ring.timeout, a == AllreduceAlgo::rd, max_count);
+}
+
+// The largest message (up to the buffer's) that run() gives `a`; none when it never runs `a`.
+std::optional<size_t> Allreduce::largest_bytes(AllreduceAlgo a, size_t max_bytes) const {
+  if (opts_.algo != AllreduceAlgo::automatic) return opts_.algo == a ? std::optional(max_bytes) : std::nullopt;
+  std::optional<size_t> largest;
+  size_t from = 0;
+  const auto ranges = opts_.table.empty() ? std::vector<AlgoRange>{{opts_.direct_max_bytes, chosen(0)},
+                                                                    {SIZE_MAX, AllreduceAlgo::ring}}
+                                          : opts_.table;
+  for (const auto& r : ranges) {
+    if (r.algo == a && from <= max_bytes) largest = std::min(r.max_bytes, max_bytes);
+    if (r.max_bytes == SIZE_MAX) break;
+    from = r.max_bytes + 1;
+  }
+  return largest;
+}
+
+AllreduceAlgo Allreduce::chosen(size_t count) const {
+  if (opts_.algo != AllreduceAlgo::automatic) return opts_.algo;
+  const size_t bytes = count * esize_;
+  if (opts_.table.empty()) {
+    if (bytes > opts_.direct_max_bytes) return AllreduceAlgo::ring;
+    return n_ > 2 && power_of_two(n_) ? AllreduceAlgo::rd : AllreduceAlgo::direct;
+  }
+  for (const auto& r : opts_.table)
+    if (bytes <= r.max_bytes) return r.algo;
+  return opts_.table.back().algo;  // unreachable: the last range is open-ended
 }
 
 const char* Allreduce::run(size_t count, size_t offset) {
-  if (hd_) {
-    hd_->run(count, offset);
-    return "hd";
+  const AllreduceAlgo a = chosen(count);
+  switch (a) {
+    case AllreduceAlgo::hd: hd_->run(count, offset); break;
+    case AllreduceAlgo::direct: direct_->run(count, offset); break;
+    case AllreduceAlgo::rd: rd_->run(count, offset); break;
+    default: ring_->run(count, offset); break;
   }
-  if (small(count)) {
-    small_->run(count, offset);
-    return small_->name();
-  }
-  ring_->run(count, offset);
-  return "ring";
+  return algo_name(a);
 }
 
 }  // namespace ringbench

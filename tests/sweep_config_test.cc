@@ -443,5 +443,34 @@ TEST(SweepConfig, OpsIsAnAxisOfCollectivesPoints) {
   expect_error(local_config("collectives: {op: [allgather]}\n"), {"collectives", "op"});
 }
 
+// collectives: {algo: [...]} measures each of our allreduce's algorithms alone (auto, the
+// default, keeps the ids and arguments a sweep without the axis had); the baselines and rd at a
+// rank count not a power of two are skipped, saying why.
+TEST(SweepConfig, TheAlgoAxisOfCollectives) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [3, 4]\ntransports: [tcp, mpi]\nrepeats: 1\ncluster: {type: local}\n"
+      "collectives: {algo: [auto, hd, rd]}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id + (p.skip.empty() ? "" : " skipped: " + p.skip));
+    const auto args = point_args(c, p, "p.json", "log");
+    const auto algo = std::find(args.begin(), args.end(), "--algo");
+    EXPECT_EQ(algo == args.end(), p.axis("algo") == "auto") << p.id;
+    if (algo != args.end()) {
+      EXPECT_EQ(*(algo + 1), p.axis("algo"));
+    }
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "collectives/n3/tcp/none", "collectives/n3/mpi/none", "collectives/algo-hd/n3/tcp/none",
+                     "collectives/algo-hd/n3/mpi/none skipped: mpi chooses its own algorithm (algo hd is our allreduce's)",
+                     "collectives/algo-rd/n3/tcp/none skipped: rd needs a power-of-two number of ranks, not 3",
+                     "collectives/algo-rd/n3/mpi/none skipped: mpi chooses its own algorithm (algo rd is our allreduce's)",
+                     "collectives/n4/tcp/none", "collectives/n4/mpi/none", "collectives/algo-hd/n4/tcp/none",
+                     "collectives/algo-hd/n4/mpi/none skipped: mpi chooses its own algorithm (algo hd is our allreduce's)",
+                     "collectives/algo-rd/n4/tcp/none",
+                     "collectives/algo-rd/n4/mpi/none skipped: mpi chooses its own algorithm (algo rd is our allreduce's)"}));
+  expect_error(local_config("collectives: {algo: [fast]}\n"), {"collectives.algo", "'fast' is not one of: auto, ring, hd, direct, rd"});
+}
+
 }  // namespace
 }  // namespace ringbench

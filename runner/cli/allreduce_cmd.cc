@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
@@ -21,6 +22,7 @@
 #include "runner/job/gpu.h"
 #include "runner/job/metadata.h"
 #include "runner/job/world.h"
+#include "runner/record/algo_table.h"
 
 namespace ringbench {
 namespace {
@@ -53,7 +55,8 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   // The input and output buffers of the largest size, plus our algorithm's scratch (halving-
   // doubling: a copy of the message a plan): refuse at once what this machine cannot hold,
   // rather than failing in an allocation.
-  const double scratch = a.impl != "ring" ? 0.0 : a.collective->scratch_copies + (a.algo == "hd" ? 2.0 : 0.0);
+  const bool hd = a.algo == "hd" || !a.algo_table.empty();  // a table may choose hd
+  const double scratch = a.impl != "ring" ? 0.0 : a.collective->scratch_copies + (hd ? 2.0 : 0.0);
   const double need_gib = (2.0 + scratch) * double(maxb) / double(1 << 30);
   const double have_gib = physical_memory_gib();
   if (need_gib > have_gib)
@@ -63,6 +66,13 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   parse_algo(a.algo);  // an unknown name fails here, once, before any rank starts
   if (a.algo != "auto" && !a.collective->takes_algo)
     throw Error("--algo " + a.algo + ": " + a.collective->name + " has one algorithm per backend; --algo is allreduce's");
+  if (!a.algo_table.empty()) {
+    if (a.algo != "auto") throw Error("--algo-table chooses for --algo auto, not --algo " + a.algo);
+    if (a.impl != "ring") throw Error("--algo-table chooses our allreduce's algorithm; --impl " + a.impl + " has its own");
+    if (!a.collective->takes_algo) throw Error("--algo-table: " + a.collective->name + " has one algorithm; the table is allreduce's");
+    if (a.hierarchical) throw Error("--algo-table: not with --hierarchical (its levels use the built-in rule)");
+    read_algo_table(a.algo_table);  // a bad file fails here, once, before any rank starts
+  }
   validate_backend_options();
   if (writes_results()) check_output_path(a.json, "--json");
 }
@@ -124,17 +134,34 @@ Sweep parse_sweep(const AllreduceArgs& a) {
 const char* op_shown(const Sweep& s) { return s.a.collective->reduces ? op_name(s.op) : "none"; }
 
 // The options that shape the sweep: every rank must run the same one.
-std::string sweep_shape(const Sweep& s) {
+std::string sweep_shape(const Sweep& s, const AlgoTableEntry* table) {
   const AllreduceArgs& a = s.a;
   return a.collective->name + " -b " + std::to_string(s.minb) + " -e " + std::to_string(s.maxb) + " -f " + std::to_string(a.factor) +
          " -n " + std::to_string(a.iters) + " -w " + std::to_string(a.warmup) + " -c " + std::to_string(a.check) +
          " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(s.dtype) + " --op " +
          op_name(s.op) + " --segment " + a.segment + " --min-segment " + a.min_segment + " --algo " + a.algo +
          " --direct-max " + a.direct_max + " --ranks-per-node " + std::to_string(a.ranks_per_node) +
-         (a.hierarchical ? " --hierarchical" : "");
+         (a.hierarchical ? " --hierarchical" : "") + (table ? " --algo-table: " + ranges_text(*table) : "");
 }
 
-AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout) {
+// --algo-table: this run's entry (transport, N), or an Error naming the file and what it has.
+std::optional<AlgoTableEntry> table_entry(const AllreduceArgs& a, const std::string& transport, int n) {
+  if (a.algo_table.empty()) return std::nullopt;
+  const AlgoTable t = read_algo_table(a.algo_table);
+  if (const AlgoTableEntry* e = find_entry(t, transport, n)) return *e;
+  std::string has;
+  for (const auto& e : t.entries) has += (has.empty() ? "" : ", ") + e.transport + " N=" + std::to_string(e.nodes);
+  throw Error("--algo-table " + a.algo_table + ": no entry for " + transport + " N=" + std::to_string(n) + " (it has " +
+              has + "); measure that N in a sweep and run predict again, or drop --algo-table for the built-in rule");
+}
+
+std::vector<AlgoRange> algo_ranges(const AlgoTableEntry& e) {
+  std::vector<AlgoRange> out;
+  for (const auto& r : e.ranges) out.push_back({r.to_bytes.value_or(SIZE_MAX), parse_algo(r.algo)});
+  return out;
+}
+
+AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout, const AlgoTableEntry* table) {
   AllreduceOptions ao;  // our ring's; other backends have their own
   ao.ring.segment_bytes = parse_bytes(a.segment);
   ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
@@ -142,6 +169,7 @@ AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout) {
   ao.ring.timeout = 2 * timeout;
   ao.algo = parse_algo(a.algo);
   ao.direct_max_bytes = parse_bytes(a.direct_max);
+  if (table) ao.table = algo_ranges(*table);
   return ao;
 }
 
@@ -152,7 +180,7 @@ json path_json(const Communicator& comm) {
 }
 
 json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, const Collective& coll,
-                const std::vector<std::string>& argv, const json& hosts) {
+                const std::vector<std::string>& argv, const json& hosts, const AlgoTableEntry* table) {
   const AllreduceArgs& a = s.a;
   json meta = job.common_meta(argv, hosts);
   meta.update({{"collective", coll.name},
@@ -167,13 +195,26 @@ json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, cons
                             {"min_segment_bytes", parse_bytes(a.min_segment)},
                             {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
                             {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)},
-                            {"ranks_per_node", a.ranks_per_node}, {"hierarchical", a.hierarchical}}}});
+                            {"ranks_per_node", a.ranks_per_node}, {"hierarchical", a.hierarchical},
+                            {"algo_table", table ? json(a.algo_table) : json(nullptr)},
+                            {"algo_table_ranges", table ? json(ranges_text(*table)) : json(nullptr)}}}});
   if (backend.options.as_run) meta["options"].update(options_json(backend.options.as_run()));
   return meta;
 }
 
 // The `#` lines above the table: build, options, algorithm, every rank's host and path, GPUs.
-void print_header(const RankJob& job, const Sweep& s, const Backend& backend, const json& hosts) {
+// What `auto` runs, per size: the table's ranges, or the built-in rule.
+std::string auto_text(const AllreduceArgs& a, int n, const AlgoTableEntry* table) {
+  if (table)
+    return "auto from the cost table " + a.algo_table + " (" + table->transport + " N=" + std::to_string(n) +
+           "): " + ranges_text(*table);
+  return std::string("auto, built-in rule (no --algo-table): ") +
+         (n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)" : "direct (one-shot)") + " up to " +
+         std::to_string(parse_bytes(a.direct_max)) + " B, ring above";
+}
+
+void print_header(const RankJob& job, const Sweep& s, const Backend& backend, const json& hosts,
+                  const AlgoTableEntry* table) {
   const AllreduceArgs& a = s.a;
   const Collective& coll = *a.collective;
   const int n = job.n;
@@ -193,6 +234,7 @@ void print_header(const RankJob& job, const Sweep& s, const Backend& backend, co
                 parse_bytes(a.segment), parse_bytes(a.min_segment), a.depth, a.sockets_per_peer,
                 a.spin_us, a.algo.c_str(),
                 parse_bytes(a.direct_max));
+  if (table) std::printf(" --algo-table %s", a.algo_table.c_str());
   std::printf(" --ranks-per-node %d%s", a.ranks_per_node, a.hierarchical ? " --hierarchical" : "");
   if (backend.options.as_run)
     std::printf(" --transport %s%s", backend.name.c_str(), options_line(backend.options.as_run()).c_str());
@@ -203,13 +245,7 @@ void print_header(const RankJob& job, const Sweep& s, const Backend& backend, co
                 a.ranks_per_node, hosts[0]["path"].value("intra.transport", "?").c_str(), n / a.ranks_per_node,
                 backend.name.c_str(), a.algo == "auto" ? "rd or direct for small shares, ring above" : a.algo.c_str());
   else if (backend.ring && coll.takes_algo)
-    std::printf("# algorithm per row: %s\n",
-                a.algo == "auto" ? ((n > 2 && (n & (n - 1)) == 0 ? "rd (recursive doubling)"
-                                                                   : "direct (one-shot)") +
-                                    std::string(" up to ") +
-                                    std::to_string(parse_bytes(a.direct_max)) + " B, ring above")
-                                       .c_str()
-                                 : a.algo.c_str());
+    std::printf("# algorithm per row: %s\n", a.algo == "auto" ? auto_text(a, n, table).c_str() : a.algo.c_str());
   for (auto& h : hosts) {
     std::printf("#  rank %2d  host %s  pid %d  cpu %s  path:", h["rank"].get<int>(),
                 h["host"].get<std::string>().c_str(), h["pid"].get<int>(),
@@ -341,18 +377,20 @@ int run_collective_sweep(const AllreduceArgs& a, const std::vector<std::string>&
   Table t;
   try {
     // Every rank checks every rank, so all of them stop with the same message.
-    job.check_same_options(sweep_shape(s), "run the same sweep");
+    const std::optional<AlgoTableEntry> table = table_entry(a, backend.name, job.n);
+    const AlgoTableEntry* entry = table ? &*table : nullptr;
+    job.check_same_options(sweep_shape(s, entry), "run the same sweep");
     const size_t max_count = s.maxb / s.es;
     AlignedBuffer in(max_count * s.es), out(max_count * s.es);
     if (backend.gpu_buffers) use_local_gpu(*job.world);
     auto comm = backend.make({*job.store, job.rank, job.n, *job.world, timeout, net_args(a), coll.name});
     const json path = path_json(*comm);
-    const PlanArgs plan{in.data, out.data, max_count, s.dtype, s.op, allreduce_options(a, timeout)};
+    const PlanArgs plan{in.data, out.data, max_count, s.dtype, s.op, allreduce_options(a, timeout, entry)};
     const std::unique_ptr<CollectivePlan> impl = coll.native ? coll.native(*comm, plan) : comm->plan(coll, plan);
     const json hosts = job.exchange_hosts(job.host_record(path, gpu_json()), false);
     if (job.rank == 0) {
-      meta = sweep_meta(job, s, backend, coll, argv, hosts);
-      print_header(job, s, backend, hosts);
+      meta = sweep_meta(job, s, backend, coll, argv, hosts, entry);
+      print_header(job, s, backend, hosts, entry);
       job.write_json({{"meta", meta}, {"rows", t.rows}});
     }
 

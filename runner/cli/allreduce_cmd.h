@@ -26,6 +26,7 @@ struct AllreduceArgs {
   int sockets_per_peer = 2;
   std::string segment = "1M", min_segment = "64K", socket_buffer = "0";
   std::string algo = "auto", direct_max = "32K";
+  std::string algo_table;  // --algo auto: the cost table `predict --algo-table` wrote ("": the built-in rule)
   int depth = 4;
   int spin_us = 200;
   bool hierarchical = false;  // allreduce in two levels: shm within each node, --transport across

@@ -83,12 +83,15 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("--min-segment", a.min_segment, "Smallest ring segment when a chunk is cut into "
                  "4 segments (not with forwards)")->capture_default_str();
   cmd.add_option("--depth", a.depth, "Ring receives posted ahead")->capture_default_str()->check(CLI::Range(1, 1024));
-  cmd.add_option("--algo", a.algo, "Our allreduce: auto (small messages: rd for 2^k ranks, else "
-                 "direct; ring above), ring, direct (one-shot), rd (recursive doubling) or hd "
+  cmd.add_option("--algo", a.algo, "Our allreduce: auto (with --algo-table, the table's choice per size; "
+                 "without, the built-in rule: small messages rd for 2^k ranks, else direct; ring above), ring, direct (one-shot), rd (recursive doubling) or hd "
                  "(halving-doubling, Rabenseifner; any rank count)")
       ->capture_default_str();
-  cmd.add_option("--direct-max", a.direct_max, "auto: largest message for the small-message "
+  cmd.add_option("--direct-max", a.direct_max, "auto, built-in rule: largest message for the small-message "
                  "algorithms")->capture_default_str();
+  cmd.add_option("--algo-table", a.algo_table, "auto: choose ring, hd, direct or rd per size from this cost table "
+                 "(written by `ringbench predict RUN --algo-table FILE` from measured alpha-beta fits) instead of the "
+                 "built-in rule; it must have an entry for this transport and rank count");
 }
 
 void add_train_options(CLI::App& cmd, TrainArgs& a) {

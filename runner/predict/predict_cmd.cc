@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/errors.h"
 #include "base/output_file.h"
+#include "runner/predict/algo_choice.h"
 #include "runner/predict/hierarchical.h"
 #include "runner/predict/md_model_check.h"
 #include "runner/predict/md_predictions.h"
@@ -105,11 +107,16 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
   cmd.add_option("--json", a.json_path, "Also write the fits, the check and the predictions as JSON to this file");
   cmd.add_option("--what-if", a.what_if, "Replace the measured hardware with the one FILE.yaml describes "
                  "(links, latency, CPU per byte, compute per step; every number with its source)");
+  cmd.add_option("--algo-table", a.algo_table, "Also write the allreduce cost table (JSON) for `allreduce --algo auto "
+                 "--algo-table FILE`: per transport and N, the algorithm (ring, hd, direct, rd) predicted fastest per size "
+                 "range from the alpha-beta fitted to it; only algorithms the run measured at that N");
   cmd.add_option("--max-nodes", a.max_nodes, "Predict for N = 1, 2, 4, ... up to this")
       ->capture_default_str()->check(CLI::Range(2, 1 << 20));
 }
 
 int run_predict(const PredictArgs& a) {
+  if (!a.algo_table.empty() && !a.what_if.empty()) throw Error("--algo-table comes from a run's fits, not with --what-if");
+  if (!a.algo_table.empty()) check_output_path(a.algo_table, "--algo-table");
   const report::Run run = report::load_run(a.run_dir, 0.10);
   if (!a.what_if.empty()) {
     const std::string text = read_config_file(a.what_if, "the what-if file");
@@ -130,6 +137,14 @@ int run_predict(const PredictArgs& a) {
   std::printf("## Model check: predicted vs measured step time\n\n%s",
               mc.rows.empty() ? "No train point could be checked.\n\n" : md_check_rows(mc).c_str());
   for (const auto& u : mc.unchecked) std::printf("- not checked: %s\n", u.c_str());
+  if (!a.algo_table.empty()) {
+    const AlgoTable table = choose_algorithms(mc.fits, "ringbench predict " + a.run_dir + " (sweep " + run.sweep +
+                                                           ", run " + run.run_id + ")");
+    std::printf("\n## Allreduce algorithm per size (the cost table, --algo-table %s)\n\n%s", a.algo_table.c_str(),
+                md_algo_table(table).c_str());
+    write_file_atomic(a.algo_table, algo_table_json(table));
+    std::printf("wrote %s\n", a.algo_table.c_str());
+  }
   const auto hierarchical = predict_hierarchical(run);
   if (!hierarchical.empty())
     std::printf("\n## Hierarchical allreduce: predicted and measured gain over the flat ring\n\n%s",

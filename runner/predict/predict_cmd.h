@@ -11,6 +11,7 @@ struct PredictArgs {
   std::string run_dir;
   std::string json_path;  // "": no JSON
   int max_nodes = 1024;
+  std::string algo_table;  // "": no cost table
   std::string what_if;    // a what-if file: its predictions instead of the run's
 };
 

@@ -24,6 +24,7 @@ std::vector<std::string> collective_values() {  // the registered ones (runner/b
   for (const Collective* c : collectives()) v.push_back(c->name);
   return v;
 }
+std::vector<std::string> algo_values() { return {"auto", "ring", "hd", "direct", "rd"}; }  // collectives/allreduce.h
 
 std::string decimal(double v) {
   std::ostringstream o;
@@ -72,6 +73,10 @@ std::vector<Axis> declare_axes() {
        .default_value = "allreduce", .names = collective_values},
       {.kind = PointKind::collectives, .key = "hierarchical", .flag = "--hierarchical", .type = AxisType::flag,
        .default_value = "false", .id_prefix = "hier", .label = "hierarchical", .communication = true},
+      // Our allreduce's algorithm (auto: the built-in rule); measured alone, each gets a fit of
+      // its own at every size, from which `predict --algo-table` chooses.
+      {.kind = PointKind::collectives, .key = "algo", .flag = "--algo", .default_value = "auto", .id_prefix = "algo-",
+       .label = "algo ", .names = algo_values, .communication = true},
   };
 }
 

@@ -317,12 +317,20 @@ SweepPoint shared_point(SweepPoint p, const std::string& id_base, const vgpu::Pr
 }
 
 // Why collectives point p cannot run as configured ("" when it can): its backend lacks the
-// collective, or the collective has no hierarchical algorithm, or the backend cannot carry one.
+// collective, or the collective has no hierarchical algorithm, or the backend cannot carry one, or
+// the `algo` axis names one the backend, the op or the rank count cannot run.
 std::string collectives_unfit(const SweepConfig& c, const SweepPoint& p) {
   const Backend* b = find_backend(p.transport);
   if (!b) return "";  // an unknown transport is the config's error, already reported
   const Collective& op = find_collective(p.axis("collective"));
   if (std::string why = backend_lacks(*b, op); !why.empty()) return why;
+  if (const std::string algo = p.axis("algo"); algo != "auto") {
+    if (!b->ring) return b->name + " chooses its own algorithm (algo " + algo + " is our allreduce's)";
+    if (op.name != "allreduce") return "algo " + algo + ": " + op.name + " has one algorithm per backend; algo is allreduce's";
+    const int n = point_ranks(c, p);
+    if (algo == "rd" && p.axis("hierarchical") != "true" && (n & (n - 1)))
+      return "rd needs a power-of-two number of ranks, not " + std::to_string(n);
+  }
   if (p.axis("hierarchical") != "true") return "";
   if (op.name != "allreduce") return "--hierarchical: " + op.name + " has no hierarchical algorithm; only allreduce has";
   return hierarchical_unfit(point_ranks(c, p), c.cluster.ranks_per_node, *b);
