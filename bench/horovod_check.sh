@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The tuned settings of both sides, measured back to back: Horovod 0.28.1 with fixed fusion
+# threshold and cycle time (no autotune) and `ringbench train` with fixed communication settings,
+# alternating round by round (odd rounds ringbench first), on the emulated cluster of
+# bench/horovod_vs_ringbench.sh. As root, after bench/horovod_setup.sh and a ringbench build.
+#
+#   HVD_SETTINGS="4:5 8.14596:3.27781" \
+#   RB_SETTINGS="{compression: none, fusion_mb: 1, first_bucket_mb: 4, segment: 256K};{compression: fp16, fusion_mb: 1, first_bucket_mb: 1, segment: 1M}" \
+#   bench/horovod_check.sh OUT [NODES=2] [MODEL=mobilenet_v1] [ROUNDS=3] [LINK=1gbit]
+#
+# HVD_SETTINGS: space-separated FUSION_MB:CYCLE_MS (as Horovod's autotune log writes them);
+# RB_SETTINGS: ';'-separated `train: settings:` entries. Horovod: OUT/horovod-r<R>-s<S>.json;
+# ringbench: one sweep per round, OUT/ringbench-r<R>/.
+set -euo pipefail
+out=${1:?usage: horovod_check.sh OUT [NODES] [MODEL] [ROUNDS] [LINK]}
+nodes=${2:-2} model=${3:-mobilenet_v1} rounds=${4:-3} link=${5:-1gbit}
+: "${HVD_SETTINGS:?set HVD_SETTINGS, e.g. \"4:5\"}" "${RB_SETTINGS:?set RB_SETTINGS}"
+here=$(cd "$(dirname "$0")" && pwd)
+rb=${RINGBENCH:-$here/../build/runner/ringbench}
+venv=${HOROVOD_VENV:-/tmp/hvd-venv}
+case $model in
+  mobilenet_v1) batch=8 size=96 params=4231976 ;;
+  lenet) batch=32 size=28 params=1663370 ;;
+  *) echo "horovod_check.sh: model must be mobilenet_v1 or lenet, not '$model'" >&2; exit 2 ;;
+esac
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cpus=$(seq -s, 0 $(($(nproc) - 1)))
+
+{
+  echo "# ringbench's tuned settings, measured alternately with Horovod's (bench/horovod_check.sh)."
+  echo "name: hvd-check-$model-n$nodes"
+  echo "nodes: [$nodes]"
+  echo "transports: [tcp]"
+  echo "repeats: 1"
+  echo "seed: 42"
+  echo "timeout: 600"
+  echo "cluster: {type: emulated, link: $link}"
+  echo "train:"
+  echo "  models: [{model: $model, batch: $batch, image_size: $size}]"
+  echo "  warmup: 3"
+  echo "  steps: 30"
+  echo "  settings:"
+  IFS=';' read -ra rbs <<< "$RB_SETTINGS"
+  for s in "${rbs[@]}"; do echo "    - $s"; done
+} > "$out/ringbench.yaml"
+
+made_hosts=() cluster_up=0
+cleanup() {
+  if ((cluster_up)); then "$rb" cluster down >/dev/null 2>&1 || true; fi
+  for f in "${made_hosts[@]}"; do rm -f "$f"; rmdir "$(dirname "$f")" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+run_horovod() {
+  local r=$1 s=0
+  "$rb" cluster up --nodes "$nodes" --link "$link" >/dev/null  # refuses if one is up already
+  cluster_up=1
+  for ((k = 0; k < nodes; k++)); do  # see horovod_vs_ringbench.sh: 0.28.1's gloo device and the host name
+    local d=/etc/netns/ringbench-n$k
+    mkdir -p "$d"
+    [[ -e $d/hosts ]] || made_hosts+=("$d/hosts")
+    printf '127.0.0.1 localhost\n10.77.0.%d %s\n' $((k + 1)) "$(hostname)" > "$d/hosts"
+  done
+  for setting in $HVD_SETTINGS; do
+    s=$((s + 1))
+    local mb=${setting%%:*} ms=${setting##*:}
+    HOROVOD_FUSION_THRESHOLD=$(awk -v m="$mb" 'BEGIN { printf "%d", m * 1048576 }') HOROVOD_CYCLE_TIME=$ms \
+    HOROVOD_CACHE_CAPACITY=1024 HOROVOD_HIERARCHICAL_ALLGATHER=0 \
+    LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OMP_NUM_THREADS=1 \
+      ip netns exec ringbench-sw "$venv/bin/python" "$here/horovod_launch.py" --nodes "$nodes" \
+        --addr 10.77.0.254 --cpus "$cpus" --logdir "$out/horovod-r$r-s$s.logs" --timeout 600 -- \
+        "$venv/bin/python" "$here/horovod_train.py" --model "$model" --batch "$batch" --image-size "$size" \
+        --threads 1 --warmup 5 --steps 30 --expect-params "$params" --json "$out/horovod-r$r-s$s.json"
+  done
+  "$rb" cluster down >/dev/null
+  cluster_up=0
+}
+
+run_ringbench() {
+  "$rb" sweep "$out/ringbench.yaml" --out "$out/ringbench-r$1" > "$out/ringbench-r$1.log" 2>&1
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  echo "round $r start $(date -u +%H:%M:%S) $(uptime)" >> "$out/uptime.txt"
+  if ((r % 2)); then run_ringbench "$r"; run_horovod "$r"; else run_horovod "$r"; run_ringbench "$r"; fi
+  echo "round $r end   $(date -u +%H:%M:%S) $(uptime)" >> "$out/uptime.txt"
+done
