@@ -41,7 +41,37 @@ void check_table(const std::vector<AlgoRange>& table, int n) {
   if (!table.empty() && table.back().max_bytes != SIZE_MAX) throw Error("allreduce cost table: the last range must be open-ended");
 }
 
+// The largest message (up to the buffer's) that run() gives `a`; none when it never runs `a`.
+std::optional<size_t> largest_bytes(const AllreduceOptions& o, int n, AllreduceAlgo a, size_t max_bytes) {
+  if (o.algo != AllreduceAlgo::automatic) return o.algo == a ? std::optional(max_bytes) : std::nullopt;
+  std::optional<size_t> largest;
+  size_t from = 0;
+  const AllreduceAlgo small = n > 2 && power_of_two(n) ? AllreduceAlgo::rd : AllreduceAlgo::direct;
+  const auto ranges = o.table.empty() ? std::vector<AlgoRange>{{o.direct_max_bytes, small}, {SIZE_MAX, AllreduceAlgo::ring}}
+                                      : o.table;
+  for (const auto& r : ranges) {
+    if (r.algo == a && from <= max_bytes) largest = std::min(r.max_bytes, max_bytes);
+    if (r.max_bytes == SIZE_MAX) break;
+    from = r.max_bytes + 1;
+  }
+  return largest;
+}
+
 }  // namespace
+
+size_t Allreduce::scratch_bytes(size_t max_count, size_t esize, int ranks, const AllreduceOptions& opts) {
+  if (ranks < 2) return 0;
+  const size_t max_bytes = max_count * esize;
+  size_t bytes = 0;
+  if (ringbench::largest_bytes(opts, ranks, AllreduceAlgo::hd, max_bytes))
+    bytes += HdAllreduce::scratch_bytes(max_count, esize, ranks);
+  if (ringbench::largest_bytes(opts, ranks, AllreduceAlgo::ring, max_bytes))
+    bytes += RingAllreduce::scratch_bytes(max_count, esize, ranks, opts.ring);
+  for (AllreduceAlgo a : {AllreduceAlgo::direct, AllreduceAlgo::rd})  // the copies of peers' inputs
+    if (const auto b = ringbench::largest_bytes(opts, ranks, a, max_bytes))
+      bytes += (a == AllreduceAlgo::rd ? 1 : size_t(ranks)) * std::min(max_count, *b / esize) * esize;
+  return bytes;
+}
 
 Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype,
                      ReduceOp op, const AllreduceOptions& opts)
@@ -60,18 +90,7 @@ Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, 
 
 // The largest message (up to the buffer's) that run() gives `a`; none when it never runs `a`.
 std::optional<size_t> Allreduce::largest_bytes(AllreduceAlgo a, size_t max_bytes) const {
-  if (opts_.algo != AllreduceAlgo::automatic) return opts_.algo == a ? std::optional(max_bytes) : std::nullopt;
-  std::optional<size_t> largest;
-  size_t from = 0;
-  const auto ranges = opts_.table.empty() ? std::vector<AlgoRange>{{opts_.direct_max_bytes, chosen(0)},
-                                                                    {SIZE_MAX, AllreduceAlgo::ring}}
-                                          : opts_.table;
-  for (const auto& r : ranges) {
-    if (r.algo == a && from <= max_bytes) largest = std::min(r.max_bytes, max_bytes);
-    if (r.max_bytes == SIZE_MAX) break;
-    from = r.max_bytes + 1;
-  }
-  return largest;
+  return ringbench::largest_bytes(opts_, n_, a, max_bytes);
 }
 
 AllreduceAlgo Allreduce::chosen(size_t count) const {

@@ -48,6 +48,10 @@ class Allreduce {
   const char* run(size_t count, size_t offset = 0);
   // The algorithm run(count) runs.
   AllreduceAlgo chosen(size_t count) const;
+  // The bytes one allreduce set up for `max_count` elements of `esize` bytes over `ranks` ranks
+  // allocates beside its input and output (the copies of peers' data of the algorithms it sets
+  // up, the ring's receive slots): what the memory pre-check counts.
+  static size_t scratch_bytes(size_t max_count, size_t esize, int ranks, const AllreduceOptions& opts);
 
  private:
   std::optional<size_t> largest_bytes(AllreduceAlgo a, size_t max_bytes) const;

@@ -15,8 +15,7 @@ DirectAlltoall::DirectAlltoall(Transport& t, const void* in, void* out, size_t m
                                RingOptions opts)
     : t_(t), max_block_(max_block), dtype_(dtype), opts_(opts),
       bufs_(t, in, max_block * static_cast<size_t>(t.size()), out, max_block * static_cast<size_t>(t.size()),
-            in == out && t.size() > 1 ? std::max<size_t>(max_block * static_cast<size_t>(t.size()), 1) : 0,
-            dtype_size(dtype)) {}
+            scratch_bytes(max_block, dtype_size(dtype), t.size(), in == out) / dtype_size(dtype), dtype_size(dtype)) {}
 
 void DirectAlltoall::run(size_t block) {
   if (block > max_block_)

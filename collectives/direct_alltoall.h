@@ -5,6 +5,7 @@
 // place, the input is copied aside first, as NCCL and MPI_IN_PLACE need.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "collectives/block_buffers.h"
@@ -19,6 +20,11 @@ class DirectAlltoall {
   // `out` comes from rank p.
   DirectAlltoall(Transport& t, const void* in, void* out, size_t max_block, DType dtype, RingOptions opts = {});
   void run(size_t block);
+  // What one set up for blocks of up to `max_block` elements allocates beside its buffers: in
+  // place, a copy of the input (out of place, nothing).
+  static size_t scratch_bytes(size_t max_block, size_t esize, int ranks, bool inplace) {
+    return inplace && ranks > 1 ? std::max<size_t>(max_block * static_cast<size_t>(ranks), 1) * esize : 0;
+  }
 
  private:
   void exchange(size_t block, uint64_t tag);

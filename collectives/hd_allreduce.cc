@@ -14,7 +14,8 @@ namespace ringbench {
 HdAllreduce::HdAllreduce(Transport& t, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
                          std::chrono::milliseconds timeout)
     : t_(t), max_count_(max_count), dtype_(dtype), op_(op), timeout_(timeout),
-      bufs_(t, in, max_count, out, max_count, t.size() > 1 ? std::max<size_t>(max_count, 1) : 0, dtype_size(dtype)) {}
+      bufs_(t, in, max_count, out, max_count, scratch_bytes(max_count, dtype_size(dtype), t.size()) / dtype_size(dtype),
+            dtype_size(dtype)) {}
 
 void HdAllreduce::run(size_t count, size_t offset) {
   if (count > max_count_ || offset > max_count_ - count)

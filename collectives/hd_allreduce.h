@@ -10,6 +10,7 @@
 // algorithm; at the end it hands the result back. All ranks end bit-identical.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <vector>
@@ -27,6 +28,10 @@ class HdAllreduce {
               std::chrono::milliseconds timeout);
   // Allreduces elements [offset, offset + count).
   void run(size_t count, size_t offset = 0);
+  // What one set up for `max_count` elements allocates beside its buffers (the constructor's scratch).
+  static size_t scratch_bytes(size_t max_count, size_t esize, int ranks) {
+    return ranks > 1 ? std::max<size_t>(max_count, 1) * esize : 0;
+  }
 
  private:
   struct Pass;

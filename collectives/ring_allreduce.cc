@@ -11,6 +11,12 @@
 #include "collectives/tag.h"
 
 namespace ringbench {
+size_t RingAllreduce::scratch_bytes(size_t max_count, size_t esize, int ranks, const RingOptions& opts) {
+  if (ranks < 2) return 0;
+  const size_t n = static_cast<size_t>(ranks);
+  return static_cast<size_t>(opts.depth) * std::min(opts.segment_bytes / esize, (max_count + n - 1) / n) * esize;
+}
+
 RingAllreduce::RingAllreduce(Transport& t, const void* in, void* out, size_t max_count,
                              DType dtype, ReduceOp op, RingOptions opts)
     : t_(t), in_(in), out_(out), max_count_(max_count), dtype_(dtype), op_(op), opts_(opts),
@@ -29,7 +35,7 @@ RingAllreduce::RingAllreduce(Transport& t, const void* in, void* out, size_t max
     // A segment never exceeds a chunk, so small rings need only small slots.
     const size_t n = static_cast<size_t>(t.size());
     size_t slot_elems = std::min(max_seg_elems_, (max_count + n - 1) / n);
-    slots_.resize(static_cast<size_t>(opts_.depth) * slot_elems * esize_);
+    slots_.resize(static_cast<size_t>(opts_.depth) * slot_elems * esize_);  // as scratch_bytes() counts
     slot_buf_ = t.register_buffer(slots_.data(), slots_.size());
   }
 }

@@ -41,6 +41,9 @@ class RingAllreduce {
   // same count, dtype, op and segment size; a disagreement is an IoError on every rank. A
   // nonzero offset lets one ring serve every gradient bucket of a flat buffer.
   void run(size_t count, size_t offset = 0);
+  // The receive slots one set up for `max_count` elements allocates (none over a transport that
+  // reduces from its own memory, which this upper bound does not know of).
+  static size_t scratch_bytes(size_t max_count, size_t esize, int ranks, const RingOptions& opts);
 
  private:
   struct Range {

@@ -20,13 +20,18 @@ size_t slot_elems(size_t max_block, size_t esize, const RingOptions& o) {
 }
 }  // namespace
 
+size_t RingReduceScatter::scratch_bytes(size_t max_block, size_t esize, int ranks, const RingOptions& opts) {
+  if (ranks < 2) return 0;
+  return (max_block * static_cast<size_t>(ranks) + static_cast<size_t>(opts.depth) * slot_elems(max_block, esize, opts)) *
+         esize;
+}
+
 RingReduceScatter::RingReduceScatter(Transport& t, const void* in, void* out, size_t max_block, DType dtype,
                                      ReduceOp op, RingOptions opts)
     : t_(t), max_block_(max_block), dtype_(dtype), op_(op), opts_(opts),
       slot_elems_(slot_elems(max_block, dtype_size(dtype), opts)),
       bufs_(t, in, max_block * static_cast<size_t>(t.size()), out, max_block,
-            t.size() == 1 ? 0 : max_block * static_cast<size_t>(t.size()) + static_cast<size_t>(opts.depth) * slot_elems_,
-            dtype_size(dtype)) {
+            scratch_bytes(max_block, dtype_size(dtype), t.size(), opts) / dtype_size(dtype), dtype_size(dtype)) {
   if (opts_.segment_bytes < dtype_size(dtype)) throw Error("segment size must be at least one element");
   if (opts_.depth < 1) throw Error("pipeline depth must be >= 1");
 }

@@ -20,6 +20,9 @@ class RingReduceScatter {
                     RingOptions opts = {});
   // Reduces block `rank` of every rank's input of n x `block` elements into this rank's output.
   void run(size_t block);
+  // What one set up for blocks of up to `max_block` elements allocates beside its buffers: the
+  // partial sums of every block and the receive slots.
+  static size_t scratch_bytes(size_t max_block, size_t esize, int ranks, const RingOptions& opts);
 
  private:
   void run_ring(size_t block, uint64_t tag);

@@ -90,9 +90,11 @@ struct Collective {
   std::string help;  // the command's --help line
   bool reduces = false;   // --op applies
   bool takes_algo = false;  // --algo chooses among our algorithms
-  // Our algorithm's scratch in copies of the largest message, its two plans (out of place and in
-  // place) together: what a rank holds beyond the input and output buffers.
-  double scratch_copies = 0;
+  // Our algorithm's scratch in bytes for messages of up to `max_count` elements of `esize` bytes
+  // over `ranks` ranks, its two plans (out of place and in place) together: what a rank holds
+  // beyond the input and output buffers (the algorithms' own scratch_bytes(), which their
+  // constructors allocate by). Null: none.
+  size_t (*scratch_bytes)(size_t max_count, size_t esize, int ranks, const AllreduceOptions& o) = nullptr;
   double (*busbw_factor)(int ranks) = nullptr;
   // The largest count <= `count` it runs (a multiple of the ranks where blocks are per rank).
   size_t (*round_count)(size_t count, int ranks) = nullptr;

@@ -42,7 +42,67 @@ struct AlignedBuffer {
 };
 
 
-void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
+// --algo-table: this run's entry (transport, N), or an Error naming the file and what it has.
+std::optional<AlgoTableEntry> table_entry(const AllreduceArgs& a, const std::string& transport, int n) {
+  if (a.algo_table.empty()) return std::nullopt;
+  const AlgoTable t = read_algo_table(a.algo_table);
+  if (const AlgoTableEntry* e = find_entry(t, transport, n)) return *e;
+  std::string has;
+  for (const auto& e : t.entries) has += (has.empty() ? "" : ", ") + e.transport + " N=" + std::to_string(e.nodes);
+  throw Error("--algo-table " + a.algo_table + ": no entry for " + transport + " N=" + std::to_string(n) + " (it has " +
+              has + "); measure that N in a sweep and run predict again, or drop --algo-table for the built-in rule");
+}
+
+std::vector<AlgoRange> algo_ranges(const AlgoTableEntry& e) {
+  std::vector<AlgoRange> out;
+  for (const auto& r : e.ranges) out.push_back({r.to_bytes.value_or(SIZE_MAX), parse_algo(r.algo)});
+  return out;
+}
+
+AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout, const AlgoTableEntry* table) {
+  AllreduceOptions ao;  // our ring's; other backends have their own
+  ao.ring.segment_bytes = parse_bytes(a.segment);
+  ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
+  ao.ring.depth = a.depth;
+  ao.ring.timeout = 2 * timeout;
+  ao.algo = parse_algo(a.algo);
+  ao.direct_max_bytes = parse_bytes(a.direct_max);
+  if (table) ao.table = algo_ranges(*table);
+  return ao;
+}
+
+std::string gib_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / double(1 << 30));
+  return buf;
+}
+
+// The input and output buffers of the largest size and our algorithm's scratch (both plans',
+// runner/backends/collective.h), times the ranks this machine holds (--ranks N: all of them;
+// under a launcher, --ranks-per-node): refused at once when this machine cannot hold them,
+// rather than failing in an allocation or being OOM-killed midway. MPI's and NCCL's own
+// buffers are theirs, not counted.
+void check_memory(const AllreduceArgs& a, size_t maxb, size_t esize) {
+  const int ranks = a.ranks > 1 ? a.ranks : std::max(1, world_size_from_env());
+  const int here = a.ranks > 1 || launched_by_env() ? ranks : std::max(1, a.ranks_per_node);
+  const Collective& c = *a.collective;
+  std::optional<AlgoTableEntry> table;  // --algo-table: what it chooses here, where it has this N
+  try {
+    table = table_entry(a, a.impl == "ring" ? a.transport : a.impl, ranks);
+  } catch (const Error&) {  // no entry: the job fails on it at start, naming the file
+  }
+  const AllreduceOptions o = allreduce_options(a, Millis(0), table ? &*table : nullptr);
+  const double scratch = a.impl == "ring" && c.scratch_bytes ? double(c.scratch_bytes(maxb / esize, esize, ranks, o)) : 0;
+  const double per_rank = 2.0 * double(maxb) + scratch, have = physical_memory_gib() * double(1 << 30);
+  if (per_rank * here <= have) return;
+  std::string need = gib_text(per_rank) + " of buffers per rank (input, output";
+  if (scratch > 0) need += " and " + gib_text(scratch) + " of " + c.name + "'s scratch";
+  need += ")";
+  if (here > 1) need += ", " + gib_text(per_rank * here) + " for the " + std::to_string(here) + " ranks on this machine";
+  throw Error("-e/--maxbytes " + a.maxbytes + " needs " + need + "; this machine has " + gib_text(have));
+}
+
+void validate(const AllreduceArgs& a, size_t minb, size_t maxb, size_t esize) {
   if (minb > maxb)
     throw Error("-b/--minbytes (" + a.minbytes + ") is larger than -e/--maxbytes (" + a.maxbytes + ")");
   if (!(a.factor >= 1.01) && minb != maxb) throw Error("-f/--stepfactor must be at least 1.01");
@@ -52,16 +112,6 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
   if (const size_t sb = parse_bytes(a.socket_buffer); sb != 0 && (sb < (size_t{64} << 10) || sb > (size_t{1} << 30)))
     throw Error("--socket-buffer " + a.socket_buffer + ": must be 0 (the kernel's autotuning) or 64K to 1G; "
                 "smaller buffers stall the ring's segments");
-  // The input and output buffers of the largest size, plus our algorithm's scratch (halving-
-  // doubling: a copy of the message a plan): refuse at once what this machine cannot hold,
-  // rather than failing in an allocation.
-  const bool hd = a.algo == "hd" || !a.algo_table.empty();  // a table may choose hd
-  const double scratch = a.impl != "ring" ? 0.0 : a.collective->scratch_copies + (hd ? 2.0 : 0.0);
-  const double need_gib = (2.0 + scratch) * double(maxb) / double(1 << 30);
-  const double have_gib = physical_memory_gib();
-  if (need_gib > have_gib)
-    throw Error("-e/--maxbytes " + a.maxbytes + " needs " + std::to_string(int(std::ceil(need_gib))) +
-                " GiB of buffers per rank; this machine has " + std::to_string(std::lround(have_gib)) + " GiB");
   if (a.spin_us < 0) throw Error("--spin-us must be >= 0");
   parse_algo(a.algo);  // an unknown name fails here, once, before any rank starts
   if (a.algo != "auto" && !a.collective->takes_algo)
@@ -73,6 +123,7 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb) {
     if (a.hierarchical) throw Error("--algo-table: not with --hierarchical (its levels use the built-in rule)");
     read_algo_table(a.algo_table);  // a bad file fails here, once, before any rank starts
   }
+  check_memory(a, maxb, esize);
   validate_backend_options();
   if (writes_results()) check_output_path(a.json, "--json");
 }
@@ -125,8 +176,8 @@ Sweep parse_sweep(const AllreduceArgs& a) {
   s.maxb = parse_bytes(a.maxbytes);
   s.dtype = parse_dtype(a.dtype);
   s.op = parse_op(a.op);
-  validate(a, s.minb, s.maxb);
   s.es = dtype_size(s.dtype);
+  validate(a, s.minb, s.maxb, s.es);
   return s;
 }
 
@@ -144,34 +195,6 @@ std::string sweep_shape(const Sweep& s, const AlgoTableEntry* table) {
          (a.hierarchical ? " --hierarchical" : "") + (table ? " --algo-table: " + ranges_text(*table) : "");
 }
 
-// --algo-table: this run's entry (transport, N), or an Error naming the file and what it has.
-std::optional<AlgoTableEntry> table_entry(const AllreduceArgs& a, const std::string& transport, int n) {
-  if (a.algo_table.empty()) return std::nullopt;
-  const AlgoTable t = read_algo_table(a.algo_table);
-  if (const AlgoTableEntry* e = find_entry(t, transport, n)) return *e;
-  std::string has;
-  for (const auto& e : t.entries) has += (has.empty() ? "" : ", ") + e.transport + " N=" + std::to_string(e.nodes);
-  throw Error("--algo-table " + a.algo_table + ": no entry for " + transport + " N=" + std::to_string(n) + " (it has " +
-              has + "); measure that N in a sweep and run predict again, or drop --algo-table for the built-in rule");
-}
-
-std::vector<AlgoRange> algo_ranges(const AlgoTableEntry& e) {
-  std::vector<AlgoRange> out;
-  for (const auto& r : e.ranges) out.push_back({r.to_bytes.value_or(SIZE_MAX), parse_algo(r.algo)});
-  return out;
-}
-
-AllreduceOptions allreduce_options(const AllreduceArgs& a, Millis timeout, const AlgoTableEntry* table) {
-  AllreduceOptions ao;  // our ring's; other backends have their own
-  ao.ring.segment_bytes = parse_bytes(a.segment);
-  ao.ring.min_segment_bytes = parse_bytes(a.min_segment);
-  ao.ring.depth = a.depth;
-  ao.ring.timeout = 2 * timeout;
-  ao.algo = parse_algo(a.algo);
-  ao.direct_max_bytes = parse_bytes(a.direct_max);
-  if (table) ao.table = algo_ranges(*table);
-  return ao;
-}
 
 json path_json(const Communicator& comm) {
   json path;

@@ -128,6 +128,17 @@ bool launched_by_mpirun() {
 
 bool launched_by_env() { return env("RINGBENCH_RANK") != nullptr; }
 
+int world_size_from_env() {
+  for (const char* name : {"RINGBENCH_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    const char* v = env(name);
+    if (!v) continue;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    return *end || x < 1 || x > 1 << 20 ? 0 : static_cast<int>(x);
+  }
+  return 0;
+}
+
 bool writes_results() {
   for (const char* v : {"RINGBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
     if (const char* r = env(v)) return std::string(r) == "0";

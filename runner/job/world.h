@@ -75,6 +75,11 @@ bool writes_results();
 // True in a child started by launch_local (or any env-launched rank).
 bool launched_by_env();
 
+// The job's rank count as its launcher's environment gives it before the world is made
+// (RINGBENCH_WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS), or 0 where none does or
+// its value is no rank count (making the world then says so).
+int world_size_from_env();
+
 // A command's `--ranks N` before its ranks exist: outside mpirun and a launch, N > 1 ranks are
 // started here (launch_local, each waited for at most twice `timeout` after a failure) and the
 // job's exit code is returned; otherwise nothing, and this process goes on as a rank.

@@ -23,6 +23,9 @@ RINGBENCH_REGISTER_COLLECTIVE(
                 .help = "the sum or average of every rank's input on every rank",
                 .reduces = true,
                 .takes_algo = true,
+                .scratch_bytes = [](size_t max_count, size_t esize, int n, const AllreduceOptions& o) {
+                  return 2 * Allreduce::scratch_bytes(max_count, esize, n, o);  // the two plans
+                },
                 .busbw_factor = [](int n) { return 2.0 * (n - 1) / n; },
                 .round_count = keep_count,
                 .layout = layout,

@@ -39,7 +39,9 @@ constexpr int (*mpi)(const MpiCall&) = nullptr;
 RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .order = 50,
                                          .help = "block p of rank r's input to rank p, as its output's block r",
-                                         .scratch_copies = 1,  // the in-place plan's copy of the input
+                                         .scratch_bytes = [](size_t max_count, size_t esize, int n, const AllreduceOptions&) {
+                                           return DirectAlltoall::scratch_bytes(max_count / size_t(n), esize, n, true);
+                                         },  // the in-place plan's copy of the input
                                          .busbw_factor = [](int n) { return double(n - 1) / n; },
                                          .round_count = round_to_ranks,
                                          .layout = layout,

@@ -54,7 +54,9 @@ RINGBENCH_REGISTER_COLLECTIVE(
                     .order = 30,
                     .help = "block r of the sum or average of every rank's input on rank r",
                     .reduces = true,
-                    .scratch_copies = 2,  // n blocks of the message (plus a few segments) a plan
+                    .scratch_bytes = [](size_t max_count, size_t esize, int n, const AllreduceOptions& o) {
+                      return 2 * RingReduceScatter::scratch_bytes(max_count / size_t(n), esize, n, o.ring);  // two plans
+                    },
                     .busbw_factor = [](int n) { return double(n - 1) / n; },
                     .round_count = round_to_ranks,
                     .layout = layout,
