@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `allreduce --algo auto` (ours, TCP ring transport) vs Open MPI's MPI_Allreduce over its tcp btl,
+# side by side on loopback, N = 2 and 4, 64 KiB to 64 MiB in steps of 2x. Both run under mpirun
+# with the same binary, alternating within each repeat, so machine noise hits both alike;
+# bench/summarize_algo_auto.py gives every run's busbw beside Open MPI's and the worst ratio.
+#
+#   bench/algo_auto_vs_mpi.sh OUTDIR [extra allreduce options for ours]
+# With TABLE=FILE a third arm runs `--algo auto --algo-table FILE` (raw/table-*) beside the
+# built-in rule (raw/auto-*) and Open MPI (raw/mpi-*).
+# Environment: REPEATS (3), ITERS (20), WARMUP (3), NPROCS ("2 4"), MINBYTES (64K), MAXBYTES (64M)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN:-$root/build/runner/ringbench}
+out=${1:?usage: bench/algo_auto_vs_mpi.sh OUTDIR [allreduce options for ours]}
+shift
+repeats=${REPEATS:-3}
+iters=${ITERS:-20}
+warmup=${WARMUP:-3}
+nprocs=${NPROCS:-"2 4"}
+[ -x "$bin" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+mkdir -p "$out/raw"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+sizes=(-b "${MINBYTES:-64K}" -e "${MAXBYTES:-64M}" -f 2)
+for rep in $(seq 1 "$repeats"); do
+  for n in $nprocs; do
+    for impl in auto ${TABLE:+table} mpi; do
+      f=$out/raw/$impl-n$n-r$rep.json
+      echo "== repeat $rep: N=$n $impl; $(uptime)" | tee -a "$out/uptime.log" >&2
+      case $impl in
+        auto) ours=(--impl ring --algo auto "$@") ;;
+        table) ours=(--impl ring --algo auto --algo-table "$TABLE" "$@") ;;
+        mpi) ours=(--impl mpi) ;;
+      esac
+      mpirun --oversubscribe -np "$n" "${mca[@]}" "$bin" allreduce "${ours[@]}" "${sizes[@]}" \
+        -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
+    done
+  done
+done
