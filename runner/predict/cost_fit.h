@@ -4,8 +4,8 @@
 //   ring      2(N-1) messages per rank, 2(N-1)/N of the buffer sent: t = 2(N-1)·α + 2(N-1)/N·B·β
 //   direct    one round, N-1 copies of the buffer sent:               t = α + (N-1)·B·β
 //   rd        log2 N rounds, the whole buffer each:                    t = log2 N·(α + B·β)
-//   hd        Rabenseifner's recursive halving and doubling (not implemented in ringbench; the
-//             extrapolation's alternative to the ring): 2·log2 N messages, the ring's bytes:
+//   hd        Rabenseifner's recursive halving and doubling (`--algo hd`; the extrapolation's
+//             alternative to the ring): 2·log2 N messages, the ring's bytes:
 //                                                                      t = 2·log2 N·α + 2(N-1)/N·B·β
 // The ring's reduction costs (N-1)/N·B·γ: a fixed half of its byte term at every N, so no fit
 // can tell γ from β; β here includes it.

@@ -151,7 +151,7 @@ int run_predict(const PredictArgs& a) {
                 md_hierarchical(hierarchical).c_str());
   const auto predictions = predict_run(run, mc.fits, powers_of_two_nodes(a.max_nodes));
   std::printf("\n## Predictions: scaling efficiency from each model's one-rank timeline (ring, hd = halving-doubling, "
-              "not implemented in ringbench; measured where the run has it)\n\n");
+              "--algo hd; measured where the run has it)\n\n");
   if (predictions.empty()) std::printf("No prediction: the run needs an N=1 train point with a timeline and a ring fit.\n");
   for (const auto& mp : predictions) std::printf("%s", md_model_prediction(mp, nullptr).c_str());
   if (!a.json_path.empty()) {
