@@ -33,9 +33,11 @@ struct Value {
   Value at(size_t i) const { return {j.at(i), path + "[" + std::to_string(i) + "]", file}; }
   void object_of(std::initializer_list<const char*> keys) const {
     if (!j.is_object()) fail("must be an object");
-    for (const auto& [k, v] : j.items())
+    for (const auto& item : j.items()) {
+      const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one
       if (std::none_of(keys.begin(), keys.end(), [&](const char* x) { return k == x; }))
         fail("unknown key " + quote_excerpt(k));
+    }
   }
   size_t array(size_t max) const {
     if (!j.is_array() || j.empty()) fail("must be a non-empty list");
