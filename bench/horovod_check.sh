@@ -12,20 +12,10 @@
 # RB_SETTINGS: ';'-separated `train: settings:` entries. Horovod: OUT/horovod-r<R>-s<S>.json;
 # ringbench: one sweep per round, OUT/ringbench-r<R>/.
 set -euo pipefail
-out=${1:?usage: horovod_check.sh OUT [NODES] [MODEL] [ROUNDS] [LINK]}
-nodes=${2:-2} model=${3:-mobilenet_v1} rounds=${4:-3} link=${5:-1gbit}
+# shellcheck source=horovod_common.sh
+. "$(dirname "$0")/horovod_common.sh"
+horovod_args horovod_check.sh 3 "$@"
 : "${HVD_SETTINGS:?set HVD_SETTINGS, e.g. \"4:5\"}" "${RB_SETTINGS:?set RB_SETTINGS}"
-here=$(cd "$(dirname "$0")" && pwd)
-rb=${RINGBENCH:-$here/../build/runner/ringbench}
-venv=${HOROVOD_VENV:-/tmp/hvd-venv}
-case $model in
-  mobilenet_v1) batch=8 size=96 params=4231976 ;;
-  lenet) batch=32 size=28 params=1663370 ;;
-  *) echo "horovod_check.sh: model must be mobilenet_v1 or lenet, not '$model'" >&2; exit 2 ;;
-esac
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-cpus=$(seq -s, 0 $(($(nproc) - 1)))
 
 {
   echo "# ringbench's tuned settings, measured alternately with Horovod's (bench/horovod_check.sh)."
@@ -45,23 +35,9 @@ cpus=$(seq -s, 0 $(($(nproc) - 1)))
   for s in "${rbs[@]}"; do echo "    - $s"; done
 } > "$out/ringbench.yaml"
 
-made_hosts=() cluster_up=0
-cleanup() {
-  if ((cluster_up)); then "$rb" cluster down >/dev/null 2>&1 || true; fi
-  for f in "${made_hosts[@]}"; do rm -f "$f"; rmdir "$(dirname "$f")" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
 run_horovod() {
   local r=$1 s=0
-  "$rb" cluster up --nodes "$nodes" --link "$link" >/dev/null  # refuses if one is up already
-  cluster_up=1
-  for ((k = 0; k < nodes; k++)); do  # see horovod_vs_ringbench.sh: 0.28.1's gloo device and the host name
-    local d=/etc/netns/ringbench-n$k
-    mkdir -p "$d"
-    [[ -e $d/hosts ]] || made_hosts+=("$d/hosts")
-    printf '127.0.0.1 localhost\n10.77.0.%d %s\n' $((k + 1)) "$(hostname)" > "$d/hosts"
-  done
+  horovod_cluster_up
   for setting in $HVD_SETTINGS; do
     s=$((s + 1))
     local mb=${setting%%:*} ms=${setting##*:}
@@ -73,16 +49,11 @@ run_horovod() {
         "$venv/bin/python" "$here/horovod_train.py" --model "$model" --batch "$batch" --image-size "$size" \
         --threads 1 --warmup 5 --steps 30 --expect-params "$params" --json "$out/horovod-r$r-s$s.json"
   done
-  "$rb" cluster down >/dev/null
-  cluster_up=0
+  horovod_cluster_down
 }
 
 run_ringbench() {
   "$rb" sweep "$out/ringbench.yaml" --out "$out/ringbench-r$1" > "$out/ringbench-r$1.log" 2>&1
 }
 
-for ((r = 1; r <= rounds; r++)); do
-  echo "round $r start $(date -u +%H:%M:%S) $(uptime)" >> "$out/uptime.txt"
-  if ((r % 2)); then run_ringbench "$r"; run_horovod "$r"; else run_horovod "$r"; run_ringbench "$r"; fi
-  echo "round $r end   $(date -u +%H:%M:%S) $(uptime)" >> "$out/uptime.txt"
-done
+alternate_rounds

@@ -16,20 +16,9 @@
 # HOROVOD_HIERARCHICAL_ALLGATHER=0), so Horovod's autotune searches only what ours does:
 # the fusion threshold and the cycle time (see the results README for why).
 set -euo pipefail
-out=${1:?usage: horovod_vs_ringbench.sh OUT [NODES] [MODEL] [ROUNDS] [LINK]}
-nodes=${2:-2} model=${3:-mobilenet_v1} rounds=${4:-2} link=${5:-1gbit}
-here=$(cd "$(dirname "$0")" && pwd)
-rb=${RINGBENCH:-$here/../build/runner/ringbench}
-venv=${HOROVOD_VENV:-/tmp/hvd-venv}
-case $model in
-  mobilenet_v1) batch=8 size=96 params=4231976 ;;
-  lenet) batch=32 size=28 params=1663370 ;;
-  *) echo "horovod_vs_ringbench.sh: model must be mobilenet_v1 or lenet, not '$model'" >&2; exit 2 ;;
-esac
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-cores=$(nproc)
-cpus=$(seq -s, 0 $((cores - 1)))
+# shellcheck source=horovod_common.sh
+. "$(dirname "$0")/horovod_common.sh"
+horovod_args horovod_vs_ringbench.sh 2 "$@"
 
 cat > "$out/ringbench.yaml" <<YAML
 # train --autotune inside the point (tuned: true): $model, batch $batch, $nodes emulated nodes at $link.
@@ -50,25 +39,9 @@ train:
   tuned: true
 YAML
 
-made_hosts=() cluster_up=0
-cleanup() {
-  if ((cluster_up)); then "$rb" cluster down >/dev/null 2>&1 || true; fi
-  for f in "${made_hosts[@]}"; do rm -f "$f"; rmdir "$(dirname "$f")" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
 run_horovod() {
   local r=$1
-  "$rb" cluster up --nodes "$nodes" --link "$link" >/dev/null  # refuses if one is up already
-  cluster_up=1
-  # Horovod 0.28.1's gloo device uses the address this host's name resolves to: in each node
-  # namespace it must be that node's own (`ip netns exec` binds /etc/netns/<ns>/hosts).
-  for ((k = 0; k < nodes; k++)); do
-    local d=/etc/netns/ringbench-n$k
-    mkdir -p "$d"
-    [[ -e $d/hosts ]] || made_hosts+=("$d/hosts")
-    printf '127.0.0.1 localhost\n10.77.0.%d %s\n' $((k + 1)) "$(hostname)" > "$d/hosts"
-  done
+  horovod_cluster_up
   rm -f "$out/horovod-r$r.autotune.csv"
   local t0=$SECONDS
   HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_LOG="$out/horovod-r$r.autotune.csv" \
@@ -83,8 +56,7 @@ run_horovod() {
   for ((k = 0; k < nodes; k++)); do
     echo "== ringbench-n$k eth0"; tc -s -n ringbench-n$k qdisc show dev eth0
   done > "$out/horovod-r$r.tc.txt"
-  "$rb" cluster down >/dev/null
-  cluster_up=0
+  horovod_cluster_down
 }
 
 run_ringbench() {
@@ -93,8 +65,4 @@ run_ringbench() {
   echo "ringbench r$r: $((SECONDS - t0)) s" >> "$out/wall.txt"
 }
 
-for ((r = 1; r <= rounds; r++)); do
-  echo "round $r start $(date -u +%H:%M:%S) $(uptime)" >> "$out/uptime.txt"
-  if ((r % 2)); then run_ringbench "$r"; run_horovod "$r"; else run_horovod "$r"; run_ringbench "$r"; fi
-  echo "round $r end   $(date -u +%H:%M:%S) $(uptime)" >> "$out/uptime.txt"
-done
+alternate_rounds
