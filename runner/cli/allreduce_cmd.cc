@@ -123,6 +123,7 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb, size_t esize) {
     if (a.hierarchical) throw Error("--algo-table: not with --hierarchical (its levels use the built-in rule)");
     read_algo_table(a.algo_table);  // a bad file fails here, once, before any rank starts
   }
+  check_local_ranks(a.ranks);  // before the memory, which grows with the ranks
   check_memory(a, maxb, esize);
   validate_backend_options();
   if (writes_results()) check_output_path(a.json, "--json");

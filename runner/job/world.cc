@@ -273,8 +273,7 @@ int wait_ranks(const std::vector<pid_t>& pids, int ranks, int standby_rank, std:
 
 }  // namespace
 
-int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::milliseconds grace,
-                 int standby_rank) {
+void check_local_ranks(int ranks) {
   // Each rank is a process with its own buffers and threads on this machine's cores: beyond a
   // few hundred the launch itself fails, late and noisily.
   constexpr int kMaxLocalRanks = 256;
@@ -282,6 +281,11 @@ int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::m
     throw Error("--ranks " + std::to_string(ranks) + ": at most " + std::to_string(kMaxLocalRanks) +
                 " ranks on one machine (this one has " + std::to_string(std::thread::hardware_concurrency()) +
                 " CPUs); use mpirun across hosts for more");
+}
+
+int launch_local(int ranks, const std::vector<std::string>& args, std::chrono::milliseconds grace,
+                 int standby_rank) {
+  check_local_ranks(ranks);
   LocalJob j;
   int port = 0;
   const int listen_fd = net::listen_tcp("127.0.0.1", 0, &port);  // close-on-exec: the ranks do not hold it

@@ -55,6 +55,9 @@ bool launched_by_mpirun();
 // mpi without mpirun).
 std::unique_ptr<World> make_world(const WorldOptions& opts, bool need_mpi);
 
+// Throws Error when `ranks` (--ranks) is more than one machine launches (256), naming the limit.
+void check_local_ranks(int ranks);
+
 // For `--ranks N` outside mpirun: starts N copies of this executable with `args` (rank env set),
 // hosts their store, forwards their output, and returns the exit code of the job: 0 when all
 // ranks succeeded, else the first failing rank's code. A rank that fails makes the others
