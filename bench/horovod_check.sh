@@ -42,12 +42,7 @@ run_horovod() {
     s=$((s + 1))
     local mb=${setting%%:*} ms=${setting##*:}
     HOROVOD_FUSION_THRESHOLD=$(awk -v m="$mb" 'BEGIN { printf "%d", m * 1048576 }') HOROVOD_CYCLE_TIME=$ms \
-    HOROVOD_CACHE_CAPACITY=1024 HOROVOD_HIERARCHICAL_ALLGATHER=0 \
-    LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OMP_NUM_THREADS=1 \
-      ip netns exec ringbench-sw "$venv/bin/python" "$here/horovod_launch.py" --nodes "$nodes" \
-        --addr 10.77.0.254 --cpus "$cpus" --logdir "$out/horovod-r$r-s$s.logs" --timeout 600 -- \
-        "$venv/bin/python" "$here/horovod_train.py" --model "$model" --batch "$batch" --image-size "$size" \
-        --threads 1 --warmup 5 --steps 30 --expect-params "$params" --json "$out/horovod-r$r-s$s.json"
+      horovod_job "horovod-r$r-s$s" 600 5
   done
   horovod_cluster_down
 }

@@ -44,13 +44,7 @@ run_horovod() {
   horovod_cluster_up
   rm -f "$out/horovod-r$r.autotune.csv"
   local t0=$SECONDS
-  HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_LOG="$out/horovod-r$r.autotune.csv" \
-  HOROVOD_CACHE_CAPACITY=1024 HOROVOD_HIERARCHICAL_ALLGATHER=0 \
-  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OMP_NUM_THREADS=1 \
-    ip netns exec ringbench-sw "$venv/bin/python" "$here/horovod_launch.py" --nodes "$nodes" \
-      --addr 10.77.0.254 --cpus "$cpus" --logdir "$out/horovod-r$r.logs" --timeout 2400 -- \
-      "$venv/bin/python" "$here/horovod_train.py" --model "$model" --batch "$batch" --image-size "$size" \
-      --threads 1 --warmup 3 --steps 30 --expect-params "$params" --json "$out/horovod-r$r.json"
+  HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_LOG="$out/horovod-r$r.autotune.csv" horovod_job "horovod-r$r" 2400 3
   echo "horovod r$r: $((SECONDS - t0)) s" >> "$out/wall.txt"
   # The bytes each node sent through its shaped link: the job's traffic took the emulated network.
   for ((k = 0; k < nodes; k++)); do
