@@ -82,16 +82,14 @@ std::string gib_text(double bytes) {
 // under a launcher, --ranks-per-node): refused at once when this machine cannot hold them,
 // rather than failing in an allocation or being OOM-killed midway. MPI's and NCCL's own
 // buffers are theirs, not counted.
-void check_memory(const AllreduceArgs& a, size_t maxb, size_t esize) {
+void check_memory(const AllreduceArgs& a, size_t maxb, size_t esize, const AlgoTable* algo_table) {
   const int ranks = a.ranks > 1 ? a.ranks : std::max(1, world_size_from_env());
   const int here = a.ranks > 1 || launched_by_env() ? ranks : std::max(1, a.ranks_per_node);
   const Collective& c = *a.collective;
-  std::optional<AlgoTableEntry> table;  // --algo-table: what it chooses here, where it has this N
-  try {
-    table = table_entry(a, a.impl == "ring" ? a.transport : a.impl, ranks);
-  } catch (const Error&) {  // no entry: the job fails on it at start, naming the file
-  }
-  const AllreduceOptions o = allreduce_options(a, Millis(0), table ? &*table : nullptr);
+  // --algo-table: what it chooses here, where it has this N (no entry: the job fails on it at
+  // start, naming the file)
+  const AlgoTableEntry* table = algo_table ? find_entry(*algo_table, a.impl == "ring" ? a.transport : a.impl, ranks) : nullptr;
+  const AllreduceOptions o = allreduce_options(a, Millis(0), table);
   const double scratch = a.impl == "ring" && c.scratch_bytes ? double(c.scratch_bytes(maxb / esize, esize, ranks, o)) : 0;
   const double per_rank = 2.0 * double(maxb) + scratch, have = physical_memory_gib() * double(1 << 30);
   if (per_rank * here <= have) return;
@@ -116,15 +114,16 @@ void validate(const AllreduceArgs& a, size_t minb, size_t maxb, size_t esize) {
   parse_algo(a.algo);  // an unknown name fails here, once, before any rank starts
   if (a.algo != "auto" && !a.collective->takes_algo)
     throw Error("--algo " + a.algo + ": " + a.collective->name + " has one algorithm per backend; --algo is allreduce's");
+  std::optional<AlgoTable> algo_table;
   if (!a.algo_table.empty()) {
     if (a.algo != "auto") throw Error("--algo-table chooses for --algo auto, not --algo " + a.algo);
     if (a.impl != "ring") throw Error("--algo-table chooses our allreduce's algorithm; --impl " + a.impl + " has its own");
     if (!a.collective->takes_algo) throw Error("--algo-table: " + a.collective->name + " has one algorithm; the table is allreduce's");
     if (a.hierarchical) throw Error("--algo-table: not with --hierarchical (its levels use the built-in rule)");
-    read_algo_table(a.algo_table);  // a bad file fails here, once, before any rank starts
+    algo_table = read_algo_table(a.algo_table);  // a bad file fails here, once, before any rank starts
   }
   check_local_ranks(a.ranks);  // before the memory, which grows with the ranks
-  check_memory(a, maxb, esize);
+  check_memory(a, maxb, esize, algo_table ? &*algo_table : nullptr);
   validate_backend_options();
   if (writes_results()) check_output_path(a.json, "--json");
 }

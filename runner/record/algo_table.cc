@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "base/errors.h"
 #include "base/input_file.h"
@@ -181,11 +182,11 @@ AlgoTable parse_algo_table(const std::string& text, const std::string& file) {
   AlgoTable t;
   t.source = root.at("source").text(4096);
   const Value entries = root.at("entries");
+  std::set<std::pair<std::string, int>> seen;  // (transport, N)
   for (size_t i = 0, n = entries.array(kMaxEntries); i < n; ++i) {
     t.entries.push_back(read_entry(entries.at(i)));
     const auto& e = t.entries.back();
-    if (std::count_if(t.entries.begin(), t.entries.end(),
-                      [&](const AlgoTableEntry& o) { return o.transport == e.transport && o.nodes == e.nodes; }) > 1)
+    if (!seen.insert({e.transport, e.nodes}).second)
       entries.at(i).fail("a second entry for " + e.transport + " N=" + std::to_string(e.nodes));
   }
   return t;
