@@ -162,6 +162,17 @@ TEST(AlgoTable, ABadTableNamesTheFileAndTheField) {
       EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
     }
   }
+  // A second entry for the same transport and N: which one would auto follow?
+  std::string twice = kGood;
+  const size_t entry = twice.find("{\"transport\"");
+  const std::string one = twice.substr(entry, twice.rfind("]}") - entry);  // the entry, whole
+  twice.insert(entry, one + ", ");
+  EXPECT_THROW(
+      try { parse_algo_table(twice, "t.json"); } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("entries[1]: a second entry for tcp N=4"), std::string::npos) << e.what();
+        throw;
+      },
+      Error);
   // An algorithm with no fit at that N cannot be chosen.
   std::string unfitted = kGood;
   const size_t hd_fit = unfitted.find("{\"algo\": \"hd\", \"alpha_s\"");
