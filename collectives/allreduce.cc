@@ -41,14 +41,20 @@ void check_table(const std::vector<AlgoRange>& table, int n) {
   if (!table.empty() && table.back().max_bytes != SIZE_MAX) throw Error("allreduce cost table: the last range must be open-ended");
 }
 
+// automatic's choice by size over n ranks: the cost table, or the built-in rule as one (rd on
+// a power of two above 2 ranks, else direct, up to direct_max_bytes; the ring above).
+std::vector<AlgoRange> size_ranges(const AllreduceOptions& o, int n) {
+  if (!o.table.empty()) return o.table;
+  const AllreduceAlgo small = n > 2 && power_of_two(n) ? AllreduceAlgo::rd : AllreduceAlgo::direct;
+  return {{o.direct_max_bytes, small}, {SIZE_MAX, AllreduceAlgo::ring}};
+}
+
 // The largest message (up to the buffer's) that run() gives `a`; none when it never runs `a`.
-std::optional<size_t> largest_bytes(const AllreduceOptions& o, int n, AllreduceAlgo a, size_t max_bytes) {
+std::optional<size_t> largest_bytes(const AllreduceOptions& o, const std::vector<AlgoRange>& ranges, AllreduceAlgo a,
+                                    size_t max_bytes) {
   if (o.algo != AllreduceAlgo::automatic) return o.algo == a ? std::optional(max_bytes) : std::nullopt;
   std::optional<size_t> largest;
   size_t from = 0;
-  const AllreduceAlgo small = n > 2 && power_of_two(n) ? AllreduceAlgo::rd : AllreduceAlgo::direct;
-  const auto ranges = o.table.empty() ? std::vector<AlgoRange>{{o.direct_max_bytes, small}, {SIZE_MAX, AllreduceAlgo::ring}}
-                                      : o.table;
   for (const auto& r : ranges) {
     if (r.algo == a && from <= max_bytes) largest = std::min(r.max_bytes, max_bytes);
     if (r.max_bytes == SIZE_MAX) break;
@@ -62,13 +68,14 @@ std::optional<size_t> largest_bytes(const AllreduceOptions& o, int n, AllreduceA
 size_t Allreduce::scratch_bytes(size_t max_count, size_t esize, int ranks, const AllreduceOptions& opts) {
   if (ranks < 2) return 0;
   const size_t max_bytes = max_count * esize;
+  const std::vector<AlgoRange> ranges = size_ranges(opts, ranks);
   size_t bytes = 0;
-  if (ringbench::largest_bytes(opts, ranks, AllreduceAlgo::hd, max_bytes))
+  if (ringbench::largest_bytes(opts, ranges, AllreduceAlgo::hd, max_bytes))
     bytes += HdAllreduce::scratch_bytes(max_count, esize, ranks);
-  if (ringbench::largest_bytes(opts, ranks, AllreduceAlgo::ring, max_bytes))
+  if (ringbench::largest_bytes(opts, ranges, AllreduceAlgo::ring, max_bytes))
     bytes += RingAllreduce::scratch_bytes(max_count, esize, ranks, opts.ring);
   for (AllreduceAlgo a : {AllreduceAlgo::direct, AllreduceAlgo::rd})  // the copies of peers' inputs
-    if (const auto b = ringbench::largest_bytes(opts, ranks, a, max_bytes))
+    if (const auto b = ringbench::largest_bytes(opts, ranges, a, max_bytes))
       bytes += (a == AllreduceAlgo::rd ? 1 : size_t(ranks)) * std::min(max_count, *b / esize) * esize;
   return bytes;
 }
@@ -77,6 +84,7 @@ Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, 
                      ReduceOp op, const AllreduceOptions& opts)
     : opts_(opts), esize_(dtype_size(dtype)), n_(t.size()) {
   if (opts.algo == AllreduceAlgo::automatic) check_table(opts.table, n_);
+  ranges_ = size_ranges(opts, n_);
   const size_t max_bytes = max_count * esize_;
   if (largest_bytes(AllreduceAlgo::hd, max_bytes))
     hd_ = std::make_unique<HdAllreduce>(t, in, out, max_count, dtype, op, opts.ring.timeout);
@@ -90,19 +98,15 @@ Allreduce::Allreduce(Transport& t, const void* in, void* out, size_t max_count, 
 
 // The largest message (up to the buffer's) that run() gives `a`; none when it never runs `a`.
 std::optional<size_t> Allreduce::largest_bytes(AllreduceAlgo a, size_t max_bytes) const {
-  return ringbench::largest_bytes(opts_, n_, a, max_bytes);
+  return ringbench::largest_bytes(opts_, ranges_, a, max_bytes);
 }
 
 AllreduceAlgo Allreduce::chosen(size_t count) const {
   if (opts_.algo != AllreduceAlgo::automatic) return opts_.algo;
   const size_t bytes = count * esize_;
-  if (opts_.table.empty()) {
-    if (bytes > opts_.direct_max_bytes) return AllreduceAlgo::ring;
-    return n_ > 2 && power_of_two(n_) ? AllreduceAlgo::rd : AllreduceAlgo::direct;
-  }
-  for (const auto& r : opts_.table)
+  for (const auto& r : ranges_)
     if (bytes <= r.max_bytes) return r.algo;
-  return opts_.table.back().algo;  // unreachable: the last range is open-ended
+  return ranges_.back().algo;  // unreachable: the last range is open-ended
 }
 
 const char* Allreduce::run(size_t count, size_t offset) {

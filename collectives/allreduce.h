@@ -58,6 +58,7 @@ class Allreduce {
   AllreduceOptions opts_;
   size_t esize_;
   int n_;
+  std::vector<AlgoRange> ranges_;  // automatic's choice by size: the table's, or the built-in rule's
   std::unique_ptr<RingAllreduce> ring_;
   std::unique_ptr<DirectAllreduce> direct_, rd_;  // small messages: copies of peers' inputs
   std::unique_ptr<HdAllreduce> hd_;               // halving-doubling
