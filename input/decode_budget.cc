@@ -16,6 +16,7 @@ void DecodeBudget::acquire(uint64_t bytes) {
                         " MiB held by other decodes): lower --data-threads");
   used_ += bytes;
   peak_ = std::max(peak_, used_);
+  ++reservations_;
 }
 
 void DecodeBudget::release(uint64_t bytes) {
@@ -34,6 +35,11 @@ uint64_t DecodeBudget::in_use() const {
 uint64_t DecodeBudget::peak() const {
   std::lock_guard<std::mutex> lock(mu_);
   return peak_;
+}
+
+uint64_t DecodeBudget::reservations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reservations_;
 }
 
 DecodeBudget& decode_budget() {

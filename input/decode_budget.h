@@ -26,13 +26,14 @@ class DecodeBudget {
   void release(uint64_t bytes);
   uint64_t in_use() const;
   uint64_t peak() const;  // the most held at once
+  uint64_t reservations() const;  // acquire()s granted so far
 
  private:
   const uint64_t bytes_;
   const std::chrono::milliseconds max_wait_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t used_ = 0, peak_ = 0;
+  uint64_t used_ = 0, peak_ = 0, reservations_ = 0;
 };
 
 // The process's budget: kDecodeMemoryBytes, waits of at most kDecodeMemoryWait.
