@@ -43,6 +43,20 @@ predict::CostFit fit(double alpha_s, double beta_s) {
 
 // models/bucket_plan.cc's rule: the first bucket closes at first_bytes, the others at
 // fusion_bytes, 0 fuses nothing; a bucket is ready with its last tensor.
+TEST(Tune, TheAllreduceProbeStopsAtTheFirstSizeThatHoldsTheLargestGradient) {
+  auto timeline = [](std::vector<double> bytes) {
+    predict::StepTimeline t;
+    for (double b : bytes) t.buckets.push_back({b, 0});
+    return t;
+  };
+  EXPECT_EQ(tune::probe_max_bytes({}), "64M");                                  // nothing known
+  EXPECT_EQ(tune::probe_max_bytes({timeline({4096, 8192})}), "1M");             // at least 1M
+  EXPECT_EQ(tune::probe_max_bytes({timeline({4e6, 2.65e6})}), "16M");           // LeNet: 6.65 MB
+  EXPECT_EQ(tune::probe_max_bytes({timeline({4e6}), timeline({17e6})}), "64M");  // the largest model
+  EXPECT_EQ(tune::probe_max_bytes({timeline({double(16 << 20)})}), "16M");     // exactly 16M fits
+  EXPECT_EQ(tune::probe_max_bytes({timeline({95e6})}), "64M");                  // at most 64M
+}
+
 TEST(Tune, RebucketFollowsTheBucketPlanner) {
   const auto tensors = ten_tensors().buckets;
   EXPECT_EQ(rebucket(tensors, MiB, 0).size(), 10u);

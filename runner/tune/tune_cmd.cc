@@ -87,7 +87,7 @@ SweepConfig timeline_probe(const SweepConfig& c, int steps) {
 }
 
 // One allreduce size sweep per N >= 2 and transport.
-SweepConfig allreduce_probe(const SweepConfig& c) {
+SweepConfig allreduce_probe(const SweepConfig& c, const std::string& max_bytes) {
   SweepConfig s = sub_sweep(c, "probe-allreduce");
   s.nodes.erase(std::remove(s.nodes.begin(), s.nodes.end(), 1), s.nodes.end());
   s.repeats = 1;
@@ -95,7 +95,7 @@ SweepConfig allreduce_probe(const SweepConfig& c) {
   s.has_collectives = true;
   s.collectives = CollectivesSweep{};
   s.collectives.min_bytes = "4K";
-  s.collectives.max_bytes = "64M";
+  s.collectives.max_bytes = max_bytes;
   s.collectives.iters = 10;
   s.collectives.warmup_iters = 3;
   return s;
@@ -212,7 +212,14 @@ int run_tune(const TuneArgs& a) {
   if (fs::exists(dir)) throw Error("tune: " + dir + " already exists; choose another --out");
   fs::create_directories(dir);
   const report::Run timelines = sweep(timeline_probe(c, a.probe_steps), dir + "/probe-timeline", "timeline probe");
-  const report::Run allreduce = sweep(allreduce_probe(c), dir + "/probe-allreduce", "allreduce probe");
+  std::vector<predict::StepTimeline> probed;
+  for (const auto& m : c.train.models) {
+    std::string ignored;
+    const report::Point* one = one_rank_point(timelines, m);
+    if (auto t = one ? predict::mean_timeline(*one, ignored) : std::nullopt) probed.push_back(*t);
+  }
+  const report::Run allreduce =
+      sweep(allreduce_probe(c, tune::probe_max_bytes(probed)), dir + "/probe-allreduce", "allreduce probe");
   const auto fits = predict::check_model(allreduce).fits;
   const double probe_s = std::chrono::duration<double>(Clock::now() - start).count();
   json doc = {{"config", to_json(c)}, {"probe_s", probe_s}, {"points", json::array()}};

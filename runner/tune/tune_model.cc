@@ -113,4 +113,17 @@ std::string setting_text(const std::vector<std::string>& axes) {
   return s;
 }
 
+std::string probe_max_bytes(const std::vector<predict::StepTimeline>& unfused) {
+  double gradient = 0;
+  for (const auto& t : unfused) {
+    double sum = 0;
+    for (const auto& b : t.buckets) sum += b.bytes;
+    gradient = std::max(gradient, sum);
+  }
+  if (gradient <= 0) return "64M";
+  size_t max = size_t{1} << 20;  // 1M, 4M, 16M, 64M: the probe's sizes from 4K by 4
+  while (double(max) < gradient && max < (size_t{64} << 20)) max *= 4;
+  return std::to_string(max >> 20) + "M";
+}
+
 }  // namespace ringbench::tune

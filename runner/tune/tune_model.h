@@ -55,6 +55,12 @@ std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k);
 extern const char* const kIssueGrid;  // as train list entries: "fusion_mb: [1, 4, 16, 64], ..."
 AxisLists issue_grid();
 
+// The allreduce probe's largest size: the first of its sizes (4K x 4^k, at least 1M, at most 64M)
+// that holds the largest model's whole gradient (the sum of its unfused timeline's buckets), the
+// largest bucket any candidate can make; 64M where no timeline is known. Sizes above it would only
+// cost probe time: at 1 Gbit/s the 64M row is about 7 s of LeNet's 23 s probe.
+std::string probe_max_bytes(const std::vector<predict::StepTimeline>& unfused);
+
 // "fusion_mb 4, first_bucket_mb 0.25, compression fp16, segment 256K" (the knobs only).
 std::string setting_text(const std::vector<std::string>& axes);
 
