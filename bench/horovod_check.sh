@@ -8,7 +8,8 @@
 #   RB_SETTINGS="{compression: none, fusion_mb: 1, first_bucket_mb: 4, segment: 256K};{compression: fp16, fusion_mb: 1, first_bucket_mb: 1, segment: 1M}" \
 #   bench/horovod_check.sh OUT [NODES=2] [MODEL=mobilenet_v1] [ROUNDS=3] [LINK=1gbit]
 #
-# HVD_SETTINGS: space-separated FUSION_MB:CYCLE_MS (as Horovod's autotune log writes them);
+# HVD_SETTINGS: space-separated FUSION_MB:CYCLE_MS[:fp16] (as Horovod's autotune log writes them;
+# a third field fp16 adds hvd.Compression.fp16, which Horovod's autotune does not search);
 # RB_SETTINGS: ';'-separated `train: settings:` entries. Horovod: OUT/horovod-r<R>-s<S>.json;
 # ringbench: one sweep per round, OUT/ringbench-r<R>/.
 set -euo pipefail
@@ -40,9 +41,10 @@ run_horovod() {
   horovod_cluster_up
   for setting in $HVD_SETTINGS; do
     s=$((s + 1))
-    local mb=${setting%%:*} ms=${setting##*:}
+    local mb ms comp
+    IFS=: read -r mb ms comp <<< "$setting"
     HOROVOD_FUSION_THRESHOLD=$(awk -v m="$mb" 'BEGIN { printf "%d", m * 1048576 }') HOROVOD_CYCLE_TIME=$ms \
-      horovod_job "horovod-r$r-s$s" 600 5
+      HVD_COMPRESSION=${comp:-none} horovod_job "horovod-r$r-s$s" 600 5
   done
   horovod_cluster_down
 }

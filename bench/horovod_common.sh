@@ -51,6 +51,7 @@ horovod_cluster_down() {
 # One Horovod job of the model on the cluster's nodes: horovod_job NAME TIMEOUT_S WARMUP, its
 # logs in OUT/NAME.logs, its results in OUT/NAME.json. HOROVOD_* settings of the caller's
 # (VAR=value horovod_job ...) pass through; the response cache and hierarchical allgather are fixed.
+# HVD_COMPRESSION=fp16 runs it with hvd.Compression.fp16 (default none).
 horovod_job() {
   local name=$1 timeout=$2 warmup=$3
   HOROVOD_CACHE_CAPACITY=1024 HOROVOD_HIERARCHICAL_ALLGATHER=0 \
@@ -58,7 +59,7 @@ horovod_job() {
     ip netns exec ringbench-sw "$venv/bin/python" "$here/horovod_launch.py" --nodes "$nodes" \
       --addr 10.77.0.254 --cpus "$cpus" --logdir "$out/$name.logs" --timeout "$timeout" -- \
       "$venv/bin/python" "$here/horovod_train.py" --model "$model" --batch "$batch" --image-size "$size" \
-      --threads 1 --warmup "$warmup" --steps 30 --expect-params "$params" --json "$out/$name.json"
+      --threads 1 --compression "${HVD_COMPRESSION:-none}" --warmup "$warmup" --steps 30 --expect-params "$params" --json "$out/$name.json"
 }
 
 # Rounds of run_ringbench R and run_horovod R (the caller's), alternating which goes first.

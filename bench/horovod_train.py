@@ -76,6 +76,8 @@ def main():
     p.add_argument("--check-every", type=int, default=10, help="steps between the ranks' 'settled?' agreements")
     p.add_argument("--max-tune-steps", type=int, default=20000, help="give up when autotune has not settled by then")
     p.add_argument("--expect-params", type=int, default=0, help="fail unless the model has this many parameters")
+    p.add_argument("--compression", default="none", choices=["none", "fp16"],
+                   help="hvd.Compression.fp16: gradients cast to fp16 for the allreduce, as ringbench's --compression fp16")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", help="rank 0 writes the results here")
     a = p.parse_args()
@@ -99,7 +101,8 @@ def main():
                           lr=0.01 * size, momentum=0.9)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
-    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    compression = hvd.Compression.fp16 if a.compression == "fp16" else hvd.Compression.none
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(a.seed + rank)
     x = torch.randn(a.batch, channels, image, image, generator=g)
@@ -158,6 +161,7 @@ def main():
     meta = {"model": a.model, "params": params, "batch": a.batch, "input": f"{channels}x{image}x{image}",
             "ranks": size, "threads": a.threads, "warmup": a.warmup, "steps": a.steps, "seed": a.seed,
             "horovod": horovod.__version__, "torch": torch.__version__, "autotune": autotune,
+            "compression": a.compression,
             "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("HOROVOD_") and "RENDEZVOUS" not in k}}
     if autotune:
         meta["tuning"] = {"settled_s": settled_s, "settled_step": settled_step, "steps_run": tune_steps,

@@ -52,6 +52,8 @@ def check(out):
         env = d["meta"]["env"]
         label = (f"Horovod fusion {int(env['HOROVOD_FUSION_THRESHOLD']) / 2**20:.2f} MiB, "
                  f"cycle {float(env['HOROVOD_CYCLE_TIME']):.2f} ms")
+        if d["meta"].get("compression", "none") != "none":
+            label += f", Compression.{d['meta']['compression']}"
         rows.setdefault(label, []).append(d["summary"]["total_img_s_window"])
     for run in sorted(glob.glob(os.path.join(out, "ringbench-r*", "raw.jsonl"))):
         for line in open(run):
