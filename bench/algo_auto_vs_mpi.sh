@@ -7,7 +7,11 @@
 #   bench/algo_auto_vs_mpi.sh OUTDIR [extra allreduce options for ours]
 # With TABLE=FILE a third arm runs `--algo auto --algo-table FILE` (raw/table-*) beside the
 # built-in rule (raw/auto-*) and Open MPI (raw/mpi-*).
-# Environment: REPEATS (3), ITERS (20), WARMUP (3), NPROCS ("2 4"), MINBYTES (64K), MAXBYTES (64M)
+# Environment: REPEATS (3), ITERS (20), WARMUP (3), NPROCS ("2 4"), MINBYTES (64K), MAXBYTES (64M),
+# PER_SIZE (0). PER_SIZE=1 runs every size as its own short run, the arms back to back per size
+# (their order flipped each repeat, raw/<arm>-nN-rR-sBYTES.json): this VM's loopback changes speed
+# for seconds at a time (bench/loopback_modes.py), and arms seconds apart share more of a mode
+# than whole sweeps a minute apart.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN:-$root/build/runner/ringbench}
@@ -22,18 +26,37 @@ mkdir -p "$out/raw"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 sizes=(-b "${MINBYTES:-64K}" -e "${MAXBYTES:-64M}" -f 2)
+run_arm() {  # run_arm IMPL N REP FILE SIZE-OPTIONS...
+  local impl=$1 n=$2 rep=$3 f=$4
+  shift 4
+  local ours
+  echo "== repeat $rep: N=$n $impl $*; $(uptime)" | tee -a "$out/uptime.log" >&2
+  case $impl in
+    auto) ours=(--impl ring --algo auto "${extra[@]}") ;;
+    table) ours=(--impl ring --algo auto --algo-table "$TABLE" "${extra[@]}") ;;
+    mpi) ours=(--impl mpi) ;;
+  esac
+  mpirun --oversubscribe -np "$n" "${mca[@]}" "$bin" allreduce "${ours[@]}" "$@" \
+    -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
+}
+extra=("$@")
+arms=(auto ${TABLE:+table} mpi)
 for rep in $(seq 1 "$repeats"); do
   for n in $nprocs; do
-    for impl in auto ${TABLE:+table} mpi; do
-      f=$out/raw/$impl-n$n-r$rep.json
-      echo "== repeat $rep: N=$n $impl; $(uptime)" | tee -a "$out/uptime.log" >&2
-      case $impl in
-        auto) ours=(--impl ring --algo auto "$@") ;;
-        table) ours=(--impl ring --algo auto --algo-table "$TABLE" "$@") ;;
-        mpi) ours=(--impl mpi) ;;
-      esac
-      mpirun --oversubscribe -np "$n" "${mca[@]}" "$bin" allreduce "${ours[@]}" "${sizes[@]}" \
-        -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
-    done
+    if [ "${PER_SIZE:-0}" = 1 ]; then
+      order=("${arms[@]}")
+      ((rep % 2)) || order=($(printf '%s\n' "${arms[@]}" | tac))
+      b=$(numfmt --from=iec "${MINBYTES:-64K}")
+      e=$(numfmt --from=iec "${MAXBYTES:-64M}")
+      for ((size = b; size <= e; size *= 2)); do
+        for impl in "${order[@]}"; do
+          run_arm "$impl" "$n" "$rep" "$out/raw/$impl-n$n-r$rep-s$size.json" -b "$size" -e "$size"
+        done
+      done
+    else
+      for impl in "${arms[@]}"; do
+        run_arm "$impl" "$n" "$rep" "$out/raw/$impl-n$n-r$rep.json" "${sizes[@]}"
+      done
+    fi
   done
 done

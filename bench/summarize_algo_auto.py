@@ -2,7 +2,8 @@
 """Summarizes bench/algo_auto_vs_mpi.sh: for each N and size, every repeat's busbw of ours
 (`--algo auto`, and the algorithm auto chose) beside Open MPI's from the same repeat, each
 repeat's ratio, and the worst ratio; out-of-place rows (in-place with -i); --table: the arm
-with --algo-table (raw/table-*) instead of the built-in rule (raw/auto-*)."""
+with --algo-table (raw/table-*) instead of the built-in rule (raw/auto-*). Reads whole-sweep runs
+and PER_SIZE=1's one-size runs (raw/<arm>-nN-rR-sBYTES.json) alike."""
 import glob
 import json
 import os
@@ -15,7 +16,7 @@ from collections import defaultdict
 def load(outdir):
     rows, meta = defaultdict(dict), {}
     for path in sorted(glob.glob(os.path.join(outdir, "raw", "*.json"))):
-        m = re.match(r"(auto|table|mpi)-n(\d+)-r(\d+)\.json", os.path.basename(path))
+        m = re.match(r"(auto|table|mpi)-n(\d+)-r(\d+)(?:-s\d+)?\.json", os.path.basename(path))
         if not m:
             continue
         doc = json.load(open(path))
