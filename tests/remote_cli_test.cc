@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -75,6 +76,7 @@ TEST(RemoteCli, TrainOnARemoteDeviceEndsWithTheParametersOfALocalRun) {
                                   std::to_string(server.port) + ",fraction=0.5");
   ASSERT_EQ(remote.exit_code, 0) << remote.output;
   EXPECT_NE(remote.output.find("(EMULATED)"), std::string::npos) << remote.output;
+  EXPECT_NE(remote.output.find(":" + std::to_string(server.port) + " over tcp (from "), std::string::npos) << remote.output;
   EXPECT_NE(remote.output.find("# remote traffic per training step"), std::string::npos) << remote.output;
   const json a = read_json(here), b = read_json(there);
   EXPECT_EQ(a["summary"]["final_hashes"], b["summary"]["final_hashes"]);
@@ -129,6 +131,20 @@ TEST(RemoteCli, BadSpecsAndAMissingSecretAreClearErrors) {
   EXPECT_NE(r.output.find("fraction must be in (0, 1]"), std::string::npos) << r.output;
   r = run_command("env -u RINGBENCH_SECRET " + train + "remote:127.0.0.1:9");
   EXPECT_NE(r.output.find("needs the device server's secret"), std::string::npos) << r.output;
+  r = run_command(train + "remote:127.0.0.1:9,transport=ib");
+  EXPECT_NE(r.output.find("transport must be tcp or verbs"), std::string::npos) << r.output;
+  r = run_command(train + "remote:127.0.0.1:9,colour=red");
+  EXPECT_NE(r.output.find("the options are fraction=F and transport=tcp|verbs"), std::string::npos) << r.output;
+  if (!std::filesystem::exists("/sys/class/infiniband")) {  // no RDMA device: said at once, no fallback to tcp
+    r = run_command(kSecretEnv + train + "remote:127.0.0.1:9,transport=verbs");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("transport=verbs: no RDMA device on this host"), std::string::npos) << r.output;
+    r = run_command(kSecretEnv + kBin + " device-server --clients 1 --transport verbs");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("--transport verbs: no RDMA device on this host"), std::string::npos) << r.output;
+  }
+  r = run_command(kSecretEnv + kBin + " device-server --clients 1 --transport udp");
+  EXPECT_NE(r.output.find("--transport udp: not tcp or verbs"), std::string::npos) << r.output;
   r = run_command("env -u RINGBENCH_SECRET " + kBin + " device-server --clients 1");
   EXPECT_NE(r.output.find("needs the job's secret"), std::string::npos) << r.output;
   // The server keeps buffers in host memory: a GPU backend would be handed host pointers.

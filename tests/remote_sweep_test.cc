@@ -42,9 +42,18 @@ TEST(RemoteSweepConfig, TheShippedConfigIsVmwaresThreeSetups) {
   EXPECT_NE(std::find(v.begin(), v.end(), base + "verbs/10gbit/50us"), v.end());
   EXPECT_EQ(cluster_nodes(c), 2);  // the link's server on node 1, its client on node 0
   for (const auto& p : expand_points(c)) {
+    // Its verbs links are shaped, by a proxy that forwards TCP bytes: skipped, saying so.
     EXPECT_EQ(remote_unavailable(p).empty(), p.transport != "verbs") << p.id;
     EXPECT_EQ(p.nodes, p.setup == "link" ? 2 : 1) << p.id;
   }
+  SweepPoint unshaped;
+  unshaped.kind = PointKind::remote;
+  unshaped.setup = "link";
+  unshaped.transport = "verbs";
+  unshaped.latency_us = 0;
+  EXPECT_EQ(remote_unavailable(unshaped), "");  // runs where an RDMA device exists (else the backend's check skips it)
+  unshaped.latency_us = 50;
+  EXPECT_NE(remote_unavailable(unshaped).find("would bypass it"), std::string::npos);
   // The config as run parses back to the same points.
   EXPECT_EQ(ids(parse_sweep_config(to_yaml(c), "as-run.yaml")), v);
 }

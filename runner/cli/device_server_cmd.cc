@@ -13,6 +13,7 @@
 #include "runner/remote/device.h"
 #include "runner/remote/server.h"
 #include "runner/remote/shaper.h"
+#include "runner/remote/verbs_link.h"
 #include "vgpu/scheduler.h"
 
 namespace ringbench {
@@ -57,6 +58,20 @@ void log_line(const std::string& s) {
   std::fflush(stdout);
 }
 
+// The link's transport; verbs where this host has an RDMA device and the link is not shaped.
+remote::LinkTransport link_transport(const DeviceServerArgs& a, bool shaped) {
+  const auto t = remote::parse_transport(a.transport);
+  if (!t) throw Error("--transport " + a.transport.substr(0, 40) + ": not tcp or verbs");
+  if (*t == remote::LinkTransport::tcp) return *t;
+  if (const std::string why = remote::verbs_link_unavailable(a.ib_dev); !why.empty())
+    throw Error("device-server --transport verbs: " + why);
+  if (shaped)
+    throw Error("--transport verbs with --link-gbps/--link-latency-us: the shaping proxy forwards TCP bytes, and the "
+                "requests over verbs would bypass it");
+  if (a.gid_index < -1) throw Error("--gid-index must be >= -1 (-1: auto)");
+  return *t;
+}
+
 }  // namespace
 
 void add_device_server_options(CLI::App& cmd, DeviceServerArgs& a) {
@@ -83,6 +98,11 @@ void add_device_server_options(CLI::App& cmd, DeviceServerArgs& a) {
       ->capture_default_str();
   cmd.add_option("--link-gbps", a.link_gbps, "Emulated link: its rate in Gbit/s each way (0: unlimited)")
       ->capture_default_str();
+  cmd.add_option("--transport", a.transport, "What the requests travel on: tcp, or verbs (RC queue pairs, bootstrapped "
+                 "over the authenticated TCP connection); clients must ask for the same")->capture_default_str();
+  cmd.add_option("--ib-dev", a.ib_dev, "verbs: RDMA device (default: the first with an ACTIVE port)");
+  cmd.add_option("--gid-index", a.gid_index, "verbs: GID table index (-1: a RoCE v2 GID with an IPv4 address, else "
+                 "RoCE v1)")->capture_default_str();
 }
 
 int run_device_server(const DeviceServerArgs& a) {
@@ -99,15 +119,22 @@ int run_device_server(const DeviceServerArgs& a) {
   if (!(a.link_latency_us >= 0 && a.link_latency_us <= 1e7)) throw Error("--link-latency-us must be in 0..1e7");
   if (!(a.link_gbps >= 0 && a.link_gbps <= 1e4)) throw Error("--link-gbps must be in 0..10000");
   const bool shaped = a.link_latency_us > 0 || a.link_gbps > 0;
+  const remote::LinkTransport transport = link_transport(a, shaped);
   // Shaped: the server listens on loopback only, behind the proxy that is the clients' link.
-  remote::DeviceServer server(device, shaped ? "127.0.0.1" : a.addr, shaped ? 0 : a.port, secret, log_line);
+  remote::DeviceServer server(device, shaped ? "127.0.0.1" : a.addr, shaped ? 0 : a.port, secret, log_line, transport,
+                              {a.ib_dev, a.gid_index});
   std::unique_ptr<remote::ShapingProxy> link;
   if (shaped)
     link = std::make_unique<remote::ShapingProxy>(
         a.addr, a.port, "127.0.0.1", server.port(),
         remote::LinkShape{std::chrono::microseconds(int64_t(a.link_latency_us)), a.link_gbps * 1e9});
   const int port = link ? link->port() : server.port();
-  log_line("listening on " + a.addr + ":" + std::to_string(port) + " (tcp, HMAC with the job's secret); " +
+  const std::string rdma = a.ib_dev.empty() ? "the first ACTIVE RDMA device" : a.ib_dev;
+  log_line("listening on " + a.addr + ":" + std::to_string(port) +
+           (transport == remote::LinkTransport::verbs
+                ? " (verbs: the requests over RC queue pairs on " + rdma +
+                      ", bootstrapped over tcp after the HMAC with the job's secret); "
+                : " (tcp, HMAC with the job's secret); ") +
            device.line());
   if (link) log_line("EMULATED LINK to the clients: " + link->shape().text() + ", by a user-space shaping proxy");
   if (!a.port_file.empty()) write_file_atomic(a.port_file, std::to_string(port) + "\n");

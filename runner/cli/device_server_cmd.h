@@ -1,5 +1,5 @@
-// `ringbench device-server`: a compute device served to clients over TCP (runner/remote/), for
-// `train` and `infer --device remote:HOST:PORT[,fraction=F]`.
+// `ringbench device-server`: a compute device served to clients over TCP or verbs (runner/remote/),
+// for `train` and `infer --device remote:HOST:PORT[,fraction=F][,transport=tcp|verbs]`.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,6 +21,9 @@ struct DeviceServerArgs {
   int clients = 0;           // serve this many clients, then exit (0: until SIGINT or SIGTERM)
   int threads = 0;           // the CPU backend's threads (0: every core)
   double link_latency_us = 0, link_gbps = 0;  // a shaped link in front of the server (0, 0: none)
+  std::string transport = "tcp";  // what the requests travel on: tcp, or verbs bootstrapped over tcp
+  std::string ib_dev;             // verbs: the RDMA device ("" = the first with an ACTIVE port)
+  int gid_index = -1;             // verbs: the GID table index (-1: auto)
 };
 
 void add_device_server_options(CLI::App& cmd, DeviceServerArgs& a);

@@ -181,7 +181,7 @@ void add_infer_options(CLI::App& cmd, InferArgs& a) {
                  "8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX) or fp16 (not built yet); parameters are "
                  "stored in fp32")
       ->capture_default_str()->check(CLI::IsMember(m::precision_names()));
-  cmd.add_option("--device", a.device, "cpu, cuda, auto or remote:HOST:PORT[,fraction=F] (a `ringbench "
+  cmd.add_option("--device", a.device, "cpu, cuda, auto or remote:HOST:PORT[,fraction=F][,transport=tcp|verbs] (a `ringbench "
                  "device-server`)")->capture_default_str()
       ->check([](const std::string& d) {
         if (remote::is_remote_device(d)) return std::string();  // parsed, naming what is wrong, by run_infer

@@ -177,7 +177,8 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
       subcommand<DeviceServerArgs>(
           app, "device-server",
           "Serve this machine's compute device (a GPU, or the CPU standing in for one, marked emulated) to `train` "
-          "and `infer --device remote:HOST:PORT[,fraction=F]` over TCP, HMAC-authenticated with the job's secret; "
+          "and `infer --device remote:HOST:PORT[,fraction=F][,transport=tcp|verbs]` over TCP or RDMA verbs, "
+          "HMAC-authenticated with the job's secret; "
           "per-client memory caps, time shared by the vGPU policies.\nRINGBENCH_SECRET=$(openssl rand -hex 32) "
           "ringbench device-server --port 7070",
           add_device_server_options, [](const DeviceServerArgs& a) { return run_device_server(a); }),

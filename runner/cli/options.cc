@@ -107,7 +107,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--transport", a.transport, transports)->capture_default_str();
   cmd.add_option("--device", a.device, "Where to compute: cpu, cuda (GPU local rank mod GPUs; "
                  "NCCL needs one per rank), auto (cuda when this build has it and a GPU is here) or "
-                 "remote:HOST:PORT[,fraction=F] (a `ringbench device-server`; docs/remote-gpu.md)")->capture_default_str();
+                 "remote:HOST:PORT[,fraction=F][,transport=tcp|verbs] (a `ringbench device-server`; "
+                 "docs/remote-gpu.md)")->capture_default_str();
   cmd.add_option("--backend", a.backend, "Compute backend: auto (cudnn on cuda, else onednn when "
                  "built), cudnn, onednn or reference (naive loops; slow, for checking)")->capture_default_str();
   cmd.add_option("--conv-algo", a.conv_algo, "cudnn: how each convolution's algorithms are chosen: measure "

@@ -48,7 +48,8 @@ void validate_train_args(const TrainArgs& a) {
   backend_for("--transport", a.transport, any_backend);
   if (remote::is_remote_device(a.device)) remote::parse_device_spec(a.device);
   else if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
-    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto, or remote:HOST:PORT[,fraction=F]");
+    throw Error("--device " + a.device + " is not known: use cpu, cuda or auto, or "
+                "remote:HOST:PORT[,fraction=F][,transport=tcp|verbs]");
   parse_bytes(a.stage_piece);
   if (const size_t s = parse_bytes(a.segment); s < 4096 || s > (size_t(1) << 30))
     throw Error("--segment " + a.segment + " must be from 4K to 1G");

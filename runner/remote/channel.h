@@ -1,5 +1,6 @@
-// A connection's bytes for the device protocol: a TCP socket with deadlines, or memory (the
-// fuzz target and tests). Errors are IoErrors naming the peer.
+// A connection's bytes for the device protocol: a TCP socket with deadlines, a message transport
+// (transport_channel.h: verbs), or memory (the fuzz target and tests). Errors are IoErrors naming
+// the peer.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,9 @@ class Channel {
   // a request): then false. Throws IoError on a timeout or an end anywhere else.
   virtual bool read(void* p, size_t n, Millis timeout, bool at_boundary = false) = 0;
   virtual void write(const void* p, size_t n, Millis timeout) = 0;
+  // Sends what write() may have gathered: called after each request and reply (a socket sends
+  // at once, so there nothing is gathered).
+  virtual void flush(Millis /*timeout*/) {}
   virtual std::string peer() const = 0;
 };
 

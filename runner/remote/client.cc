@@ -9,6 +9,7 @@
 #include "base/errors.h"
 #include "collectives/auth.h"
 #include "collectives/net.h"
+#include "runner/remote/verbs_link.h"
 
 namespace ringbench::remote {
 
@@ -18,7 +19,7 @@ bool is_remote_device(const std::string& device) { return device.rfind("remote:"
 
 DeviceSpec parse_device_spec(const std::string& device, const std::string& option) {
   const std::string what = option + " " + device.substr(0, 80);
-  if (!is_remote_device(device)) throw Error(what + ": not remote:HOST:PORT[,fraction=F]");
+  if (!is_remote_device(device)) throw Error(what + ": not remote:HOST:PORT[,fraction=F][,transport=tcp|verbs]");
   std::string rest = device.substr(7), opts;
   if (const auto comma = rest.find(','); comma != std::string::npos) {
     opts = rest.substr(comma + 1);
@@ -33,11 +34,21 @@ DeviceSpec parse_device_spec(const std::string& device, const std::string& optio
   const long p = std::strtol(port.c_str(), &end, 10);
   if (port.empty() || *end || p < 1 || p > 65535) throw Error(what + ": the port must be 1-65535");
   s.port = int(p);
-  if (!opts.empty()) {
-    if (opts.rfind("fraction=", 0) != 0) throw Error(what + ": the only option is fraction=F");
-    const std::string f = opts.substr(9);
-    s.fraction = std::strtod(f.c_str(), &end);
-    if (f.empty() || *end || !(s.fraction > 0 && s.fraction <= 1)) throw Error(what + ": fraction must be in (0, 1]");
+  while (!opts.empty()) {
+    const auto comma = opts.find(',');
+    const std::string opt = opts.substr(0, comma);
+    opts = comma == std::string::npos ? "" : opts.substr(comma + 1);
+    if (opt.rfind("fraction=", 0) == 0) {
+      const std::string f = opt.substr(9);
+      s.fraction = std::strtod(f.c_str(), &end);
+      if (f.empty() || *end || !(s.fraction > 0 && s.fraction <= 1)) throw Error(what + ": fraction must be in (0, 1]");
+    } else if (opt.rfind("transport=", 0) == 0) {
+      const auto t = parse_transport(opt.substr(10));
+      if (!t) throw Error(what + ": transport must be tcp or verbs");
+      s.transport = *t;
+    } else {
+      throw Error(what + ": the options are fraction=F and transport=tcp|verbs");
+    }
   }
   return s;
 }
@@ -72,6 +83,9 @@ nlohmann::json Traffic::to_json() const {
 
 RemoteDevice::RemoteDevice(const DeviceSpec& spec, const std::string& secret, std::chrono::milliseconds timeout)
     : spec_(spec), timeout_(timeout) {
+  if (spec.transport == LinkTransport::verbs)  // before connecting: what is missing here is no fault of the server
+    if (const std::string why = verbs_link_unavailable(); !why.empty())
+      throw Error("--device remote:" + spec.text() + ",transport=verbs: " + why);
   const auto deadline = net::Clock::now() + timeout;
   std::string why = "timed out";
   int fd = -1;
@@ -82,8 +96,10 @@ RemoteDevice::RemoteDevice(const DeviceSpec& spec, const std::string& secret, st
   }
   if (fd < 0) throw TimeoutError(-1, "device server " + spec.text() + ": cannot connect: " + why);
   net::set_nodelay(fd);
-  c_ = std::make_unique<SocketChannel>(fd, "device server " + spec.text());
+  tcp_ = std::make_unique<SocketChannel>(fd, "device server " + spec.text());
+  c_ = tcp_.get();
   handshake(fd, secret);
+  choose_transport(fd);
   std::string hello, answer;
   double fraction = spec.fraction;
   uint64_t bits = 0;
@@ -120,12 +136,41 @@ void RemoteDevice::handshake(int fd, const std::string& secret) {
   traffic_.received += challenge.size() + answer.size();
 }
 
+void RemoteDevice::choose_transport(int fd) {
+  const std::string who = "device server " + spec_.text();
+  const std::string choice = encode_link_choice(spec_.transport);
+  tcp_->write(choice.data(), choice.size(), timeout_);
+  traffic_.sent += choice.size();
+  std::string answer;
+  uint64_t received = 0;
+  receive_reply(*tcp_, timeout_, who, Op::hello, {.out = &answer}, &received);  // 'E' throws the server's why
+  traffic_.received += received;
+  if (spec_.transport == LinkTransport::verbs) {
+    verbs_ = open_verbs_channel(fd, who, false, timeout_, {});
+    c_ = verbs_.get();
+  }
+}
+
 nlohmann::json RemoteDevice::link() const {
-  const std::string local = net::local_address(c_->fd());
+  const std::string local = net::local_address(tcp_->fd());
   const std::string ip = local.substr(0, local.rfind(':'));
   const std::string iface = net::iface_of_ipv4(ip);
-  return {{"transport", "tcp"}, {"server", spec_.text()}, {"local", local}, {"peer", net::peer_address(c_->fd())},
-          {"interface", iface}, {"interface_gbps", iface.empty() ? 0.0 : net::iface_speed_gbps(iface)}};
+  nlohmann::json j = {{"transport", transport_name(spec_.transport)}, {"server", spec_.text()}, {"local", local},
+                      {"peer", net::peer_address(tcp_->fd())}, {"interface", iface},
+                      {"interface_gbps", iface.empty() ? 0.0 : net::iface_speed_gbps(iface)}};
+  if (verbs_) {
+    j["verbs"] = verbs_->path();  // device, provider, port, GID, MTU ...: the RDMA path the requests took
+    j["bootstrap"] = "tcp: the HMAC handshake and the queue pairs' addresses, on local/peer above";
+  }
+  return j;
+}
+
+std::string RemoteDevice::link_text() const {
+  if (!verbs_) return "tcp";
+  const auto p = verbs_->path();
+  auto at = [&](const char* k) { return p.count(k) ? p.at(k) : std::string("?"); };
+  return "verbs (" + at("device") + " port " + at("port") + ", " + at("gid_type") + " GID " + at("gid") + ", MTU " +
+         at("active_mtu") + "; bootstrapped over tcp)";
 }
 
 Traffic RemoteDevice::traffic() const {
@@ -141,6 +186,7 @@ void RemoteDevice::call(Op op, uint32_t handle, const std::string& head, const v
   c_->write(h, sizeof h, timeout_);
   c_->write(head.data(), head.size(), timeout_);
   if (len) c_->write(data, len, timeout_);
+  c_->flush(timeout_);
   traffic_.sent += sizeof h + head.size() + len;
   ++traffic_.round_trips;
   receive_reply(*c_, timeout_, "device server " + spec_.text(), op, to, &traffic_.received);

@@ -1,5 +1,6 @@
-// A client's connection to a device server (`--device remote:HOST:PORT[,fraction=F]`): proves
-// the job's secret, takes its fraction of the device, and sends requests one at a time. Every
+// A client's connection to a device server (`--device remote:HOST:PORT[,fraction=F][,transport=T]`):
+// proves the job's secret, asks for the link's transport (tcp, or verbs bootstrapped over the
+// TCP connection), takes its fraction of the device, and sends requests one at a time. Every
 // byte that crosses is counted, and every request is a round trip. Errors are IoErrors naming
 // the server.
 #pragma once
@@ -14,15 +15,18 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/remote/channel.h"
+#include "runner/remote/channel_wire.h"
+#include "runner/remote/transport_channel.h"
 #include "runner/remote/wire.h"
 
 namespace ringbench::remote {
 
-// "remote:HOST:PORT[,fraction=F]".
+// "remote:HOST:PORT[,fraction=F][,transport=tcp|verbs]".
 struct DeviceSpec {
   std::string host;
   int port = 0;
   double fraction = 1.0;
+  LinkTransport transport = LinkTransport::tcp;
   std::string text() const;  // host:port
 };
 bool is_remote_device(const std::string& device);  // starts with "remote:"
@@ -75,7 +79,8 @@ class RemoteDevice {
   RemoteDevice(const DeviceSpec& spec, const std::string& secret, std::chrono::milliseconds timeout);
   const DeviceSpec& spec() const { return spec_; }
   const nlohmann::json& device() const { return device_; }  // the server's hello answer
-  nlohmann::json link() const;  // transport, addresses, interface
+  nlohmann::json link() const;  // transport, addresses, interface; verbs: the RDMA path
+  std::string link_text() const;  // "tcp" or "verbs (rxe0, RoCE v2 GID ...)"
 
   // One request: `head` then `len` bytes of `data`. Throws Error with the server's message on 'E'.
   void call(Op op, uint32_t handle, const std::string& head, const void* data = nullptr, uint64_t len = 0,
@@ -85,10 +90,13 @@ class RemoteDevice {
 
  private:
   void handshake(int fd, const std::string& secret);
+  void choose_transport(int fd);
 
   DeviceSpec spec_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<SocketChannel> c_;
+  std::unique_ptr<SocketChannel> tcp_;  // the connection; verbs: its bootstrap, kept open
+  std::unique_ptr<TransportChannel> verbs_;
+  Channel* c_ = nullptr;  // what the requests travel on
   nlohmann::json device_;
   mutable std::mutex m_;  // one request at a time; traffic_
   Traffic traffic_;

@@ -26,8 +26,8 @@ RemoteNetwork::~RemoteNetwork() {
 
 std::string RemoteNetwork::describe() const {
   const auto& d = dev_->device();
-  return "remote on " + dev_->spec().text() + " over tcp: " + d.value("device", std::string("?")) +
-         (d.value("emulated", true) ? " (EMULATED)" : "");
+  return "remote on " + dev_->spec().text() + " over " + transport_name(dev_->spec().transport) + ": " +
+         d.value("device", std::string("?")) + (d.value("emulated", true) ? " (EMULATED)" : "");
 }
 
 void RemoteNetwork::upload(uint32_t buffer, const float* p, size_t floats) {
@@ -136,7 +136,8 @@ nlohmann::json RemoteNetwork::to_json() const {
 
 std::string RemoteNetwork::device_line() const {
   const auto link = dev_->link();
-  return "# remote device " + dev_->spec().text() + " over tcp (from " + link["local"].get<std::string>() +
+  return "# remote device " + dev_->spec().text() + " over " + dev_->link_text() + " (from " +
+         link["local"].get<std::string>() +
          (link["interface"].get<std::string>().empty() ? "" : " on " + link["interface"].get<std::string>()) +
          "): " + dev_->device().value("device", std::string("?")) +
          (dev_->device().value("emulated", true) ? " (EMULATED)" : "") + ", fraction " +

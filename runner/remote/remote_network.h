@@ -49,7 +49,8 @@ class RemoteNetwork final : public models::Network {
   const RemoteDevice& device() const { return *dev_; }
   // For the run's JSON: the server, its device, the link, the traffic per step and in all.
   nlohmann::json to_json() const;
-  // "# remote device HOST:PORT over tcp (...): <device>" and the traffic per step, for the headers.
+  // "# remote device HOST:PORT over tcp (...): <device>" (verbs: the RDMA path too) and the
+  // traffic per step, for the headers.
   std::string device_line() const;
   std::string traffic_line() const;
 

@@ -26,8 +26,9 @@ constexpr size_t kMaxConnections = 64;                   // at once, authenticat
 constexpr size_t kMaxPending = 8;                        // of them, not authenticated yet
 }  // namespace
 
-DeviceServer::DeviceServer(Device& d, const std::string& host, int port, std::string secret, Log log)
-    : d_(d), secret_(std::move(secret)), log_(std::move(log)) {
+DeviceServer::DeviceServer(Device& d, const std::string& host, int port, std::string secret, Log log,
+                           LinkTransport transport, VerbsLinkOptions verbs)
+    : d_(d), secret_(std::move(secret)), log_(std::move(log)), transport_(transport), verbs_(std::move(verbs)) {
   if (secret_.empty()) throw Error("device-server: the job's secret is missing (--secret-file or RINGBENCH_SECRET)");
   listen_fd_ = net::listen_host(host, port);
   port_ = net::bound_port(listen_fd_);
@@ -134,6 +135,43 @@ bool DeviceServer::authenticate(int fd, const std::string& peer) {
   return net::send_all(fd, answer.data(), answer.size(), deadline, &err) == net::IoStatus::ok;
 }
 
+bool DeviceServer::agree_transport(int fd, const std::string& peer) {
+  const auto deadline = net::Clock::now() + kHelloTimeout;
+  char choice[kLinkChoiceBytes];
+  int err = 0;
+  if (net::recv_all(fd, choice, sizeof choice, deadline, &err) != net::IoStatus::ok)
+    throw IoError(-1, "client " + peer + " sent no link choice after the handshake");
+  std::string why;
+  const auto t = decode_link_choice(choice, &why);
+  if (t && *t == transport_) {
+    char ok[kHeaderBytes];
+    encode_reply(ok, {'O', 0});
+    if (net::send_all(fd, ok, sizeof ok, deadline, &err) != net::IoStatus::ok)
+      throw IoError(-1, "client " + peer + " vanished after the handshake");
+    return true;
+  }
+  if (t)
+    why = std::string("this device server serves ") + transport_name(transport_) + ", the client asked for " +
+          transport_name(*t) + ": use --device remote:HOST:PORT,transport=" + transport_name(transport_);
+  char h[kHeaderBytes];
+  encode_reply(h, {'E', why.size()});
+  const std::string answer = std::string(h, sizeof h) + why;
+  (void)net::send_all(fd, answer.data(), answer.size(), deadline, &err);  // it may be gone already
+  log_("refused client " + peer + ": " + why);
+  return false;
+}
+
+void DeviceServer::serve_session(int fd, const std::string& peer, Channel& tcp) {
+  if (transport_ == LinkTransport::tcp) {
+    Session s(d_, tcp);
+    log_(s.serve());
+    return;
+  }
+  const auto link = open_verbs_channel(fd, "client " + peer, true, d_.config().timeout, verbs_);
+  Session s(d_, *link);
+  log_(s.serve());
+}
+
 void DeviceServer::serve_connection(int fd, std::string peer, Worker& self) {
   // OpenMP's thread count and the flush-to-zero of denormals belong to the calling thread: each
   // session computes as a process of the configured threads would (bit for bit).
@@ -155,9 +193,10 @@ void DeviceServer::serve_connection(int fd, std::string peer, Worker& self) {
         return authenticate(fd, peer);
       }();
       if (proved) {
-        client = true;
-        Session s(d_, channel);
-        log_(s.serve());
+        if (agree_transport(fd, peer)) {
+          client = true;
+          serve_session(fd, peer, channel);
+        }
       } else {
         ++refused_;
       }

@@ -144,6 +144,7 @@ void Session::reply(char kind, const std::string& head, const void* data, uint64
   c_.write(h, sizeof h, d_.config().timeout);
   c_.write(head.data(), head.size(), d_.config().timeout);
   if (len) c_.write(data, len, d_.config().timeout);
+  c_.flush(d_.config().timeout);
 }
 
 void Session::hello(const std::string& payload) {

@@ -86,8 +86,10 @@ LaunchOutcome run_remote_point(const RemoteSweep& s, const SweepPoint& p, uint64
                         {"RINGBENCH_SECRET=" + secret}, device_node, log_base + ".server.log"};
     if (p.setup == "link")
       server.args.insert(server.args.end(), {"--link-gbps", num(p.link_gbps), "--link-latency-us", num(p.latency_us)});
+    if (p.transport == "verbs") server.args.insert(server.args.end(), {"--transport", "verbs"});
     procs.push_back(server);
-    const std::string device = "remote:" + addr + ":" + port + ",fraction=" + fraction_text(p.clients);
+    const std::string device = "remote:" + addr + ":" + port + ",fraction=" + fraction_text(p.clients) +
+                               (p.transport == "verbs" ? ",transport=verbs" : "");
     for (int k = 0; k < p.clients; ++k) {
       PointProcess client{train_common(s, p, seed, threads), {"RINGBENCH_DEVICE_SECRET=" + secret},
                           p.setup == "link" ? 0 : kClientNode, log_base + ".client" + std::to_string(k) + ".log"};

@@ -40,7 +40,7 @@ struct RemoteSweep {
   int warmup = 2, steps = 10;
   int threads = 0;                     // the device's threads (0: the cluster's CPUs per node)
   std::vector<int> clients{2, 4};      // local partials: k clients sharing the server
-  std::vector<std::string> transports{"tcp"};  // the device link's; verbs is recorded as skipped
+  std::vector<std::string> transports{"tcp"};  // the device link's; verbs runs on unshaped links only
   std::vector<RemoteLink> links;       // remote over the link, one point per entry and transport
   std::string policy = "best_effort";  // how the server shares its time among clients
 };

@@ -24,7 +24,8 @@ Environment:
                           "auto": tcp, plus verbs when this build has the verbs transport
   PERFTEST_SIZES="4096:500 65536:200 1048576:40"   ib_write_bw bytes:iterations; "-" for none
   UNIT_TESTS=auto         test executables (relative to the build directory) run in guest 0 on
-                          rxe0 after the rest; auto: tests/verbs_transport_test if built; "-" none
+                          rxe0 after the rest; auto: tests/verbs_transport_test and
+                          tests/remote_verbs_test, those built; "-" none
   RING_ARGS="-b 4K -e 4M -f 4 -n 3 -w 1 -c 1 --iface eth0 --timeout 20"
 EOF
 }
@@ -66,8 +67,12 @@ if [ "$TRANSPORTS" = auto ]; then
   rm -f "$probe"
 fi
 if [ "$UNIT_TESTS" = auto ]; then
-  UNIT_TESTS=-
-  [ -x "$BUILD/tests/verbs_transport_test" ] && UNIT_TESTS=tests/verbs_transport_test
+  UNIT_TESTS=
+  for t in tests/verbs_transport_test tests/remote_verbs_test; do
+    [ -x "$BUILD/$t" ] && UNIT_TESTS="$UNIT_TESTS $t"
+  done
+  UNIT_TESTS=${UNIT_TESTS# }
+  [ -n "$UNIT_TESTS" ] || UNIT_TESTS=-
 fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd -P)
