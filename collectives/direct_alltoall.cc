@@ -36,20 +36,19 @@ void DirectAlltoall::exchange(size_t block, uint64_t tag) {
   const int n = t_.size(), r = t_.rank();
   const size_t es = bufs_.esize(), bytes = block * es;
   const bool inplace = bufs_.in() == bufs_.out();
-  if (inplace && bytes) std::memcpy(bufs_.scratch(), bufs_.out(), static_cast<size_t>(n) * bytes);
-  Buffer& from = inplace ? bufs_.scratch_buf() : bufs_.in_buf();
-  const char* from_data = inplace ? bufs_.scratch() : bufs_.in();
   auto at = [&](int p) { return static_cast<size_t>(p) * bytes; };
+  // The block for the i-th peer after this rank: in place, the scratch's block i-1.
+  auto from_at = [&](int i) { return inplace ? static_cast<size_t>(i - 1) * bytes : at((r + i) % n); };
+  if (inplace && bytes)
+    for (int i = 1; i < n; ++i) std::memcpy(bufs_.scratch() + from_at(i), bufs_.out() + at((r + i) % n), bytes);
+  Buffer& from = inplace ? bufs_.scratch_buf() : bufs_.in_buf();
   std::vector<std::unique_ptr<Request>> reqs;
   for (int i = 1; i < n; ++i) {
     const int p = (r + n - i) % n;  // the rank whose send to us comes i-th in its order
     reqs.push_back(t_.irecv(p, bufs_.out_buf(), at(p), bytes, tag));
   }
-  for (int i = 1; i < n; ++i) {
-    const int p = (r + i) % n;
-    reqs.push_back(t_.isend(p, from, at(p), bytes, tag));
-  }
-  if (bytes && !inplace) std::memcpy(bufs_.out() + at(r), from_data + at(r), bytes);  // in place it is there
+  for (int i = 1; i < n; ++i) reqs.push_back(t_.isend((r + i) % n, from, from_at(i), bytes, tag));
+  if (bytes && !inplace) std::memcpy(bufs_.out() + at(r), bufs_.in() + at(r), bytes);  // in place it is there
   // All of them at once: the last can complete only after every other one has moved.
   const auto wait = transfer_timeout(opts_.timeout, reqs.size() * bytes);
   for (auto& q : reqs) q->wait(wait);

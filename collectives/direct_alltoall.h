@@ -2,7 +2,8 @@
 // block straight into its place in the output, then all its sends at once, block p to rank p,
 // starting with the rank after itself so that no two ranks start on the same peer; its own block
 // is a local copy. (Not the pairwise algorithm, which exchanges with one peer per step.) In
-// place, the input is copied aside first, as NCCL and MPI_IN_PLACE need.
+// place, the n-1 blocks it sends are copied aside first, as MPI_IN_PLACE needs (its own block
+// stays where it is).
 #pragma once
 
 #include <algorithm>
@@ -21,9 +22,9 @@ class DirectAlltoall {
   DirectAlltoall(Transport& t, const void* in, void* out, size_t max_block, DType dtype, RingOptions opts = {});
   void run(size_t block);
   // What one set up for blocks of up to `max_block` elements allocates beside its buffers: in
-  // place, a copy of the input (out of place, nothing).
+  // place, a copy of the n-1 blocks it sends (out of place, nothing).
   static size_t scratch_bytes(size_t max_block, size_t esize, int ranks, bool inplace) {
-    return inplace && ranks > 1 ? std::max<size_t>(max_block * static_cast<size_t>(ranks), 1) * esize : 0;
+    return inplace && ranks > 1 ? std::max<size_t>(max_block * static_cast<size_t>(ranks - 1), 1) * esize : 0;
   }
 
  private:

@@ -14,7 +14,8 @@
 namespace ringbench {
 
 namespace {
-// The scratch holds the partial sums of every block (n x block) and then the receive slots.
+// The scratch holds the partial sums this rank passes on, one block per step but the last
+// (n-2 blocks: none at N = 2), and then the receive slots.
 size_t slot_elems(size_t max_block, size_t esize, const RingOptions& o) {
   return std::min(std::max<size_t>(1, o.segment_bytes / esize), std::max<size_t>(1, max_block));
 }
@@ -22,7 +23,7 @@ size_t slot_elems(size_t max_block, size_t esize, const RingOptions& o) {
 
 size_t RingReduceScatter::scratch_bytes(size_t max_block, size_t esize, int ranks, const RingOptions& opts) {
   if (ranks < 2) return 0;
-  return (max_block * static_cast<size_t>(ranks) + static_cast<size_t>(opts.depth) * slot_elems(max_block, esize, opts)) *
+  return (max_block * static_cast<size_t>(ranks - 2) + static_cast<size_t>(opts.depth) * slot_elems(max_block, esize, opts)) *
          esize;
 }
 
@@ -53,12 +54,13 @@ void RingReduceScatter::run(size_t block) {
 }
 
 // At step s this rank receives the partial sum of block r-s-2 from the left, adds its own block
-// and sends it on; the last step (n-2) receives block r, whose sum is this rank's result.
+// into the scratch's block s and sends it on from there; the last step (n-2) receives block r,
+// whose sum is this rank's result.
 void RingReduceScatter::run_ring(size_t block, uint64_t tag) {
   const int n = t_.size(), r = t_.rank();
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   const size_t es = bufs_.esize(), seg = std::min(ring_segment_elems(block, es, opts_), slot_elems_);
-  const size_t slots_at = static_cast<size_t>(n) * max_block_;  // in the scratch, after the partial sums
+  const size_t slots_at = static_cast<size_t>(n - 2) * max_block_;  // in the scratch, after the partial sums
   const size_t depth = static_cast<size_t>(opts_.depth);
   auto span = [&](int b) {
     const size_t first = static_cast<size_t>((b % n + n) % n) * block;
@@ -91,8 +93,9 @@ void RingReduceScatter::run_ring(size_t block, uint64_t tag) {
     const char* slot = bufs_.scratch() + (slots_at + (i % depth) * seg) * es;
     const char* mine = bufs_.in() + s.begin * es;
     if (items[i].step + 2 < n) {
-      reduce_sum(dtype_, bufs_.scratch() + s.begin * es, mine, slot, s.size());
-      sends.push_back(t_.isend(right, bufs_.scratch_buf(), s.begin * es, s.size() * es, tag));
+      const size_t partial = static_cast<size_t>(items[i].step) * block + (s.begin - span(r - items[i].step - 2).begin);
+      reduce_sum(dtype_, bufs_.scratch() + partial * es, mine, slot, s.size());
+      sends.push_back(t_.isend(right, bufs_.scratch_buf(), partial * es, s.size() * es, tag));
     } else {
       char* dst = result + (s.begin - span(r).begin) * es;
       if (op_ == ReduceOp::avg)

@@ -1,7 +1,7 @@
 // Ring reduce-scatter: the allreduce's first half. Block c's partial sum travels the ring
 // rank -> rank+1, each rank adding its own block c, until it reaches rank c finished after n-1
-// steps. Partial sums are kept in a scratch copy (the input is never written, out of place);
-// received segments land in a few slots and are added from there.
+// steps. The partial sums a rank passes on are kept in a scratch of n-2 blocks (the input is
+// never written, out of place); received segments land in a few slots and are added from there.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +21,7 @@ class RingReduceScatter {
   // Reduces block `rank` of every rank's input of n x `block` elements into this rank's output.
   void run(size_t block);
   // What one set up for blocks of up to `max_block` elements allocates beside its buffers: the
-  // partial sums of every block and the receive slots.
+  // partial sums it passes on (n-2 blocks) and the receive slots.
   static size_t scratch_bytes(size_t max_block, size_t esize, int ranks, const RingOptions& opts);
 
  private:

@@ -159,6 +159,18 @@ TEST(CollectiveChecks, ASwappedBlockOrAKeptInputIsCaughtAtOneElementABlock) {
     }
 }
 
+// Past 2^14 (index x ranks + rank) the 16-bit values are a hash, not a pattern that repeats: a
+// block moved by a multiple of the pattern's period (2^13 elements at 2 ranks; 2^31 would be a
+// byte count cut to 32 bits) is wrong in nearly every element, and one in place is not.
+TEST(CollectiveChecks, ABlockMovedByThePatternsPeriodIsCaught) {
+  const size_t period = size_t{1} << 13, count = 4 * period;
+  std::vector<uint16_t> data(count);
+  fill_distinct(DType::f16, data.data(), count, 0, 2);
+  EXPECT_EQ(count_unlike_distinct(DType::f16, data.data() + period, count - period, period, 0, 2), 0u);
+  const size_t moved = count_unlike_distinct(DType::f16, data.data() + period, 2 * period, 2 * period, 0, 2);
+  EXPECT_GT(moved, 2 * period * 99 / 100) << "of " << 2 * period;
+}
+
 // In place the result's place holds the input when the run starts (the NaN pre-fill is
 // overwritten), so a collective that did nothing must still be caught: on every rank but
 // broadcast's root, every element that is not the rank's own block is wrong.

@@ -16,9 +16,12 @@ namespace {
 CollectiveLayout layout(size_t count, int, int, bool) { return {0, count, 0, count}; }
 
 uint64_t check(DType dtype, const void* result, size_t count, int rank, int n, ReduceOp) {
-  const size_t block = count / static_cast<size_t>(n), mine = static_cast<size_t>(rank) * block;
-  return count_unlike_bits(dtype, result, count,
-                      [&](size_t i) { return distinct_bits(dtype, mine + i % block, static_cast<int>(i / block), n); });
+  const size_t block = count / static_cast<size_t>(n), bytes = block * dtype_size(dtype);
+  uint64_t wrong = 0;
+  for (int b = 0; b < n; ++b)  // block `rank` of rank b's input, at b x block
+    wrong += count_unlike_distinct(dtype, static_cast<const char*>(result) + size_t(b) * bytes, block,
+                                   static_cast<size_t>(rank) * block, b, n);
+  return wrong;
 }
 
 std::unique_ptr<CollectivePlan> ring(Transport& t, const PlanArgs& a) {
@@ -41,7 +44,7 @@ RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .help = "block p of rank r's input to rank p, as its output's block r",
                                          .scratch_bytes = [](size_t max_count, size_t esize, int n, const AllreduceOptions&) {
                                            return DirectAlltoall::scratch_bytes(max_count / size_t(n), esize, n, true);
-                                         },  // the in-place plan's copy of the input
+                                         },  // the in-place plan's copy of the blocks it sends
                                          .busbw_factor = [](int n) { return double(n - 1) / n; },
                                          .round_count = round_to_ranks,
                                          .layout = layout,
