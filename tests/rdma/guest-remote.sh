@@ -1,7 +1,8 @@
 #!/bin/sh
 # In-guest part of remote-in-guests.sh (busybox sh; run by guest-cluster.sh in 2 guests): guest 0
 # serves its device (`ringbench device-server`, the CPU standing in), guest 1 trains LeNet on it.
-# usage: guest-remote.sh STEPS BATCH SECRET_HEX
+# usage: guest-remote.sh STEPS BATCH
+# The job's secret: 32 random bytes guest 0 writes to the shared directory (never on a command line).
 # Rounds, each with a server of its own (--clients 1) on port 7071.. of guest 0:
 #   tcp, verbs       the same training over each transport: train-<t>.json/.out, server-<t>.out
 #   kill-client      over verbs, guest 1's client is SIGKILLed mid-training: the server must say
@@ -11,12 +12,18 @@
 # Prints RESULT lines; exit 0 when every step of this guest went as it should.
 STEPS=$1
 BATCH=$2
-export RINGBENCH_SECRET=$3
 RB=$GUEST_BUILD_DIR/runner/ringbench
 SERVER=$GUEST_NET.1
 status=0
 now() { cut -d' ' -f1 /proc/uptime; }
 . "$(dirname "$0")/guest-barrier.sh"  # barrier NAME
+
+if [ "$GUEST_INDEX" = 0 ]; then
+  (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$GUEST_SHARED/secret")
+fi
+barrier secret || status=1
+RINGBENCH_SECRET=$(cat "$GUEST_SHARED/secret")
+export RINGBENCH_SECRET
 
 serve() {  # ROUND PORT TRANSPORT: a device server for one client, in the background
   extra=""
