@@ -1,13 +1,14 @@
 // The device protocol's byte stream over a two-rank message Transport (collectives/transport.h):
 // the verbs transport's RC queue pairs in practice, any transport in the tests. The stream goes
 // as descriptors (always kDescriptorBytes: up to kInlineBytes of it inline) and the bulk bytes a
-// descriptor announces in segments (channel_wire.h), through memory registered once: 2 x 1 kB of
-// descriptors and 4 x 256 kB of segments each way. Writes are gathered until flush() or a write
-// too long to gather, so a request or reply of header and small payload is one message; a reader
-// posts the next descriptor's receive only when it needs one, so nothing is pending between
-// requests. Every wait has a deadline, in slices of 100 ms between which the bootstrap's TCP
-// socket (not owned) is looked at: its end means the peer's process is gone, an IoError at once
-// instead of after the transport's own timeout. Errors are IoErrors naming the peer.
+// descriptor announces in segments (channel_wire.h), through memory registered once per end: one
+// 1 KiB descriptor and 4 x 256 KiB of segments to receive into, 2 x 1 KiB and 4 x 256 KiB to send
+// from (2 MiB). Writes are gathered until flush() or a write too long to gather, so a request or
+// reply of header and small payload is one message; a reader posts the next descriptor's receive
+// only when it needs one, so nothing is pending between requests. Every wait has a deadline, in
+// slices of 100 ms between which the bootstrap's TCP socket (not owned) is looked at: its end
+// means the peer's process is gone, an IoError at once instead of after the transport's own
+// timeout. Errors are IoErrors naming the peer.
 #pragma once
 
 #include <deque>
