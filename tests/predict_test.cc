@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -148,7 +149,7 @@ class TempRun {
   void add(json rec) {
     rec.update({{"schema", 1}, {"run_id", "t-1"}, {"sweep", "t"}, {"seq", seq_++}, {"repeat", 1},
                 {"profile", "none"}, {"status", "ok"}, {"error", ""}, {"started_at", "2026-11-26T00:00:00Z"},
-                {"cluster", {{"type", "emulated"}, {"link", "1gbit"}}}});
+                {"cluster", cluster}});
     std::ofstream(dir_ + "/raw.jsonl", std::ios::app) << rec.dump() << "\n";
   }
   void collectives(double alpha, double beta, const std::string& transport = "tcp",
@@ -162,7 +163,20 @@ class TempRun {
          {"kind", "collectives"}, {"nodes", 2}, {"transport", transport}, {"collective", op},
          {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}, {"collective", op}}}}}});
   }
-  void train(int nodes, double step, bool timeline = true) {
+  // An allreduce point over tcp on `nodes` nodes whose rows took seconds(bytes), flat (the ring)
+  // or hierarchical.
+  void allreduce(int nodes, bool hierarchical, const std::function<double(double bytes)>& seconds) {
+    json rows = json::array();
+    for (uint64_t bytes = 65536; bytes <= 16 << 20; bytes *= 4)
+      rows.push_back({{"bytes", bytes}, {"count", bytes / 4}, {"dtype", "float"}, {"inplace", false},
+                      {"algo", hierarchical ? "hier" : "ring"}, {"time_us", 1e6 * seconds(double(bytes))},
+                      {"algbw_gbps", 1}, {"busbw_gbps", 1}, {"p50_us", 1}, {"p99_us", 1}, {"wrong", 0}});
+    add({{"point", std::string("collectives/") + (hierarchical ? "hier/" : "") + "n" + std::to_string(nodes) + "/tcp/none"},
+         {"kind", "collectives"}, {"nodes", nodes}, {"transport", "tcp"}, {"collective", "allreduce"},
+         {"hierarchical", hierarchical},
+         {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}, {"collective", "allreduce"}}}}}});
+  }
+  void train(int nodes, double step, bool timeline = true, bool hierarchical = false) {
     auto over_ranks = [](double v) { return json{{"mean_over_ranks", v}, {"max_over_ranks", v}}; };
     json summary = {{"total_img_s", {{"mean", 32 * nodes / step}, {"ci95", 0}}},
                     {"img_s_per_rank", {{"mean", 32 / step}, {"ci95", 0}}},
@@ -175,9 +189,11 @@ class TempRun {
     const std::string t = nodes > 1 ? "tcp" : "none";
     add({{"point", "train/lenet/b32/n" + std::to_string(nodes) + "/" + t + "/none"}, {"kind", "train"},
          {"nodes", nodes}, {"transport", t}, {"model", "lenet"}, {"batch", 32}, {"image_size", 0},
-         {"train", {{"summary", summary}, {"ranks", json::array()}, {"meta", {{"backend", "onednn"}}}}}});
+         {"train", {{"summary", summary}, {"ranks", json::array()},
+                    {"meta", {{"backend", "onednn"}, {"hierarchical", hierarchical}}}}}});
   }
   const std::string& dir() const { return dir_; }
+  json cluster = {{"type", "emulated"}, {"link", "1gbit"}};  // every record's
 
  private:
   std::string dir_;
@@ -408,6 +424,73 @@ TEST(PredictHierarchical, TheGainIsTheRatioOfTheLinkTerms) {
   link.beta_s = 0;
   EXPECT_NEAR(link.seconds(8, b) / hierarchical_seconds(link, 4, b), 14.0 / 6.0, 1e-12);
   EXPECT_EQ(hierarchical_seconds(link, 1, b), 0.0);  // one node: nothing crosses a link
+}
+
+
+// The level within the node is what the hierarchical points took beyond the level across the
+// nodes, with the ring's terms at R ranks: recovered exactly from times the model made.
+TEST(PredictHierarchical, TheLevelWithinTheNodeIsFittedOnWhatTheLevelAcrossLeaves) {
+  CostFit across;
+  across.algo = "ring";
+  across.alpha_s = 50e-6;
+  across.beta_s = 8e-9;
+  std::vector<CostSample> hier;
+  for (double b = 65536; b <= 64 << 20; b *= 4)  // 4 nodes of 2: 6 alpha + 6/4 B beta, then 2 a + 2/2 B b
+    hier.push_back({2, b, 6 * 50e-6 + 1.5 * b * 8e-9 + 2 * 20e-6 + b * 1e-9});
+  const auto within = fit_within(across, 4, 2, hier);
+  ASSERT_TRUE(within.has_value());
+  EXPECT_NEAR(within->alpha_s / 20e-6, 1, 1e-6);
+  EXPECT_NEAR(within->beta_s / 1e-9, 1, 1e-6);
+  const HierCost cost{"tcp", 4, 2, across, within};
+  EXPECT_NEAR(cost.seconds(hier[2].bytes) / hier[2].seconds, 1, 1e-9);
+  // Hierarchical points no slower than the level across alone leave nothing to fit: the level
+  // across alone (an upper bound on the gain).
+  for (auto& h : hier) h.seconds = hierarchical_seconds(across, 4, h.bytes);
+  EXPECT_FALSE(fit_within(across, 4, 2, hier).has_value());
+  const HierCost across_only{"tcp", 4, 2, across, std::nullopt};
+  EXPECT_DOUBLE_EQ(across_only.seconds(1 << 20), hierarchical_seconds(across, 4, 1 << 20));
+}
+
+// A run of 2 nodes x 2 ranks: the flat train point's buckets are priced with the flat ring at its
+// 4 ranks (not at its 2 nodes), and its step is also replayed with the hierarchical allreduce's
+// two levels (across: the flat fit at 2 nodes; within: fitted on the hierarchical point). A
+// point that ran --hierarchical is priced with the latter.
+TEST(ModelCheck, SeveralRanksPerNodePriceTheRanksAndPredictTheHierarchicalStep) {
+  const double alpha = 50e-6, beta = 1e-9, alpha_node = 10e-6, beta_node = 0.5e-9;
+  auto flat = [&](double b) { return 6 * alpha + 1.5 * b * beta; };  // ring of 4
+  auto hier = [&](double b) { return 2 * alpha + b * beta + 2 * alpha_node + b * beta_node; };
+  // The step train() records, replayed with a cost per bucket (simulate_step is tested above).
+  const StepTimeline timeline{0.010, 0.002, {{1 << 20, 0.006}, {1 << 20, 0.009}}};
+  for (bool ran_hierarchical : {false, true}) {
+    SCOPED_TRACE(ran_hierarchical ? "train --hierarchical" : "flat train");
+    TempRun run;
+    run.cluster["ranks_per_node"] = 2;
+    run.allreduce(2, false, flat);
+    run.allreduce(2, true, hier);
+    run.train(2, 0.015, true, ran_hierarchical);
+    const report::Run loaded = report::load_run(run.dir(), 0.1);
+    const ModelCheck mc = check_model(loaded);
+    ASSERT_EQ(mc.hier.size(), 1u);
+    ASSERT_TRUE(mc.hier[0].within.has_value());
+    EXPECT_NEAR(mc.hier[0].within->beta_s / beta_node, 1, 1e-6);
+    ASSERT_EQ(mc.rows.size(), 1u) << (mc.unchecked.empty() ? "" : mc.unchecked[0]);
+    const CheckRow& r = mc.rows[0];
+    EXPECT_EQ(r.ranks, 4);
+    EXPECT_EQ(r.hierarchical, ran_hierarchical);
+    const double flat_step = simulate_step(timeline, flat).step_s, hier_step = simulate_step(timeline, hier).step_s;
+    if (ran_hierarchical) {
+      EXPECT_EQ(r.fit, "tcp hier 2x2");
+      EXPECT_NEAR(r.predicted_s, hier_step, 1e-9);
+      EXPECT_FALSE(r.predicted_hier_s.has_value());
+    } else {
+      EXPECT_EQ(r.fit, "tcp N=4");
+      EXPECT_NEAR(r.predicted_s, flat_step, 1e-9);
+      ASSERT_TRUE(r.predicted_hier_s.has_value());
+      EXPECT_NEAR(*r.predicted_hier_s, hier_step, 1e-9);
+      EXPECT_EQ(r.hier_fit, "tcp hier 2x2");
+      EXPECT_NE(md_hierarchical_training(mc).find("| 4 | 15.0 |"), std::string::npos) << md_hierarchical_training(mc);
+    }
+  }
 }
 
 }  // namespace

@@ -90,6 +90,19 @@ std::string fit_name(const TransportFit& f, const std::vector<TransportFit>& fit
   return f.transport + " N=" + ns;
 }
 
+std::string hier_name(const HierCost& c) {
+  return c.transport + " hier " + std::to_string(c.nodes) + "x" + std::to_string(c.per_node) +
+         (c.within ? "" : " (across only)");
+}
+
+// What prices a point's buckets: the flat fits at its N ranks, or one hierarchical cost.
+struct Pricing {
+  const std::vector<TransportFit>& fits;
+  std::string transport;
+  int ranks = 0;
+  const HierCost* hier = nullptr;
+};
+
 // A point's step replayed from the timelines of `source`'s ok repeats (the point itself, or its
 // one-node peer) at the point's N and transport: the mean prediction, or why there is none.
 struct Replay {
@@ -98,21 +111,25 @@ struct Replay {
   std::vector<double> fitted_s;  // every bucket's fitted allreduce time, over the repeats
   std::string fit;
 };
-std::optional<Replay> replay(const Point& source, const Point& p, const std::vector<TransportFit>& fits,
-                             std::string& why) {
+std::optional<Replay> replay(const Point& source, const Pricing& pr, std::string& why) {
   Replay out;
   for (const Record* r : source.ok()) {
     const auto t = timeline_of(*r, why);
     if (!t) return std::nullopt;
     std::string missing;
     auto cost = [&](double bytes) {
-      const TransportFit* f = fit_for(fits, p.transport, p.nodes, bytes);
+      if (pr.hier) {
+        out.fit = hier_name(*pr.hier);
+        out.fitted_s.push_back(pr.hier->seconds(bytes));
+        return out.fitted_s.back();
+      }
+      const TransportFit* f = fit_for(pr.fits, pr.transport, pr.ranks, bytes);
       if (!f)
-        return missing = "no allreduce of ours (ring, direct, rd) measured on " + p.transport +
+        return missing = "no allreduce of ours (ring, direct, rd) measured on " + pr.transport +
                          " in this run (the mpi and nccl baselines choose their own algorithms)",
                0.0;
-      if (out.fit.empty() || bytes > kSmallMessageBytes) out.fit = fit_name(*f, fits);
-      out.fitted_s.push_back(f->fit.seconds(p.nodes, bytes));
+      if (out.fit.empty() || bytes > kSmallMessageBytes) out.fit = fit_name(*f, pr.fits);
+      out.fitted_s.push_back(f->fit.seconds(pr.ranks, bytes));
       return out.fitted_s.back();
     };
     const StepPrediction pred = simulate_step(*t, cost);
@@ -131,15 +148,38 @@ double mean_of(const Point& p, const char* pointer) {
   return p.ok().empty() ? 0 : sum / double(p.ok().size());
 }
 
+// Whether the point's records say it ran the hierarchical allreduce (train --hierarchical).
+bool ran_hierarchical(const Point& p) {
+  for (const Record* r : p.ok())
+    if (const json* h = report::find_at(r->j, "/train/meta/hierarchical"); h && h->is_boolean() && h->get<bool>())
+      return true;
+  return false;
+}
+
 // One train point (N >= 2) against its prediction, or why it cannot be checked.
-std::optional<CheckRow> check_point(const report::Run& run, const Point& p, const std::vector<TransportFit>& fits,
-                                    std::string& why) {
-  const auto own = replay(p, p, fits, why);
+std::optional<CheckRow> check_point(const report::Run& run, const Point& p, const ModelCheck& mc, std::string& why) {
+  const int ranks = report::ranks_of(run, p);
+  const bool hierarchical = ran_hierarchical(p);
+  const HierCost* hier = find_cost(mc.hier, p.transport, p.nodes);
+  if (hierarchical && !hier)
+    return why = "ran --hierarchical, but the run has no flat ring of " + std::to_string(ranks) + " ranks on " +
+                 p.transport + " to price its level across the nodes",
+           std::nullopt;
+  const Pricing pricing{mc.fits, p.transport, ranks, hierarchical ? hier : nullptr};
+  const auto own = replay(p, pricing, why);
   if (!own) return std::nullopt;
   CheckRow row;
   row.point = &p;
   row.repeats = own->repeats;
   row.fit = own->fit;
+  row.ranks = ranks;
+  row.hierarchical = hierarchical;
+  std::string ignored;
+  if (!hierarchical && hier)
+    if (const auto h = replay(p, Pricing{mc.fits, p.transport, ranks, hier}, ignored)) {
+      row.predicted_hier_s = h->step_s;
+      row.hier_fit = h->fit;
+    }
   row.predicted_s = own->step_s, row.predicted_exposed_s = own->exposed_s;
   row.measured_s = mean_of(p, "/train/summary/step_s/mean_over_ranks");
   row.measured_exposed_s = mean_of(p, "/train/summary/exposed_s/mean_over_ranks");
@@ -150,10 +190,9 @@ std::optional<CheckRow> check_point(const report::Run& run, const Point& p, cons
   for (double s : in_situ) sum_in_situ += s;
   for (double s : own->fitted_s) sum_fitted += s;
   if (sum_fitted > 0 && in_situ.size() == own->fitted_s.size()) row.in_situ_ratio = sum_in_situ / sum_fitted;
-  std::string ignored;
   const Point* one = report::find_peer(run.points, p, 1, "none");
   if (one && one->status() == "ok")
-    if (const auto from_one = replay(*one, p, fits, ignored)) row.predicted_from_one_node_s = from_one->step_s;
+    if (const auto from_one = replay(*one, pricing, ignored)) row.predicted_from_one_node_s = from_one->step_s;
   return row;
 }
 
@@ -165,16 +204,16 @@ std::vector<double> abs_errors(const std::vector<CheckRow>& rows) {
 
 }  // namespace
 
-const TransportFit* fit_for(const std::vector<TransportFit>& fits, const std::string& transport, int nodes,
+const TransportFit* fit_for(const std::vector<TransportFit>& fits, const std::string& transport, int ranks,
                             double bytes) {
   const TransportFit *own = nullptr, *over_n = nullptr;
   for (const auto& f : fits) {
     if (f.transport != transport || (f.fit.algo == "ring") == (bytes <= kSmallMessageBytes)) continue;
-    if (f.nodes == nodes) own = own ? own : &f;
+    if (f.nodes == ranks) own = own ? own : &f;
     if (f.nodes == 0) over_n = over_n ? over_n : &f;
   }
   if (own || over_n) return own ? own : over_n;
-  if (bytes <= kSmallMessageBytes) return fit_for(fits, transport, nodes, kSmallMessageBytes + 1);  // ring then
+  if (bytes <= kSmallMessageBytes) return fit_for(fits, transport, ranks, kSmallMessageBytes + 1);  // ring then
   return nullptr;
 }
 
@@ -188,10 +227,11 @@ double ModelCheck::max_abs_error() const {
 ModelCheck check_model(const report::Run& run) {
   ModelCheck mc;
   mc.fits = fit_all(run);
+  mc.hier = hierarchical_costs(run, mc.fits);
   for (const Point* p : report::points_of(run, PointKind::train)) {
-    if (p->status() != "ok" || p->nodes < 2) continue;  // one rank: nothing to model
+    if (p->status() != "ok" || p->nodes < 2) continue;  // one node: the fits are of points of several nodes
     std::string why;
-    if (auto row = check_point(run, *p, mc.fits, why))
+    if (auto row = check_point(run, *p, mc, why))
       mc.rows.push_back(*row);
     else
       mc.unchecked.push_back(report::label(*p, true) + ": " + why);

@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "runner/predict/cost_fit.h"
+#include "runner/predict/hierarchical.h"
 #include "runner/predict/step_sim.h"
 #include "runner/analysis/run.h"
 
 namespace ringbench::predict {
 
-// The allreduce's cost on one transport: fitted at one N, or over every N measured (nodes 0).
+// The allreduce's cost on one transport: fitted at one N (ranks), or over every N measured (nodes 0).
 struct TransportFit {
   std::string transport;
   int nodes = 0;
@@ -32,12 +33,20 @@ struct CheckRow {
   // The same prediction from the one-node point's timeline (same model and batch): compute as
   // one rank alone measured it, so the gap to predicted_s is what N ranks did to compute.
   std::optional<double> predicted_from_one_node_s;
-  std::string fit;                      // which fit: "tcp N=2", "tcp N=2,4", "" for one rank
+  std::string fit;                      // which fit: "tcp N=2", "tcp N=2,4", "tcp hier 4x2", "" for one rank
+  // Several ranks per node: the point's ranks (nodes x ranks per node), whether it ran the
+  // hierarchical allreduce (train --hierarchical: priced with the hierarchical cost), and for a
+  // flat one, the step the model predicts with the hierarchical allreduce instead.
+  int ranks = 0;
+  bool hierarchical = false;
+  std::optional<double> predicted_hier_s;
+  std::string hier_fit;  // the cost predicted_hier_s comes from: "tcp hier 4x2"
   double error() const { return predicted_s / measured_s - 1; }
 };
 
 struct ModelCheck {
   std::vector<TransportFit> fits;  // per (transport, N) and per transport over every N
+  std::vector<HierCost> hier;      // several ranks per node: the hierarchical allreduce's, per (transport, nodes)
   std::vector<CheckRow> rows;
   std::vector<std::string> unchecked;  // train points that could not be checked, and why
   double median_abs_error() const;
@@ -54,9 +63,9 @@ ModelCheck check_model(const report::Run& run);
 // One repeat's measured step timeline (train's summary.timeline), or why there is none.
 std::optional<StepTimeline> timeline_of(const report::Record& r, std::string& why);
 
-// The fit that prices a bucket of `bytes` on (transport, nodes): that N's own, else the one over
-// every N; null when the run has none.
-const TransportFit* fit_for(const std::vector<TransportFit>& fits, const std::string& transport, int nodes,
+// The fit that prices a bucket of `bytes` on (transport, N ranks): that N's own, else the one
+// over every N; null when the run has none.
+const TransportFit* fit_for(const std::vector<TransportFit>& fits, const std::string& transport, int ranks,
                             double bytes);
 
 }  // namespace ringbench::predict

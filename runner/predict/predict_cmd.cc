@@ -64,6 +64,11 @@ json check_json(const ModelCheck& mc) {
                     {"in_situ_allreduce_over_fit", r.in_situ_ratio ? json(*r.in_situ_ratio) : json(nullptr)},
                     {"predicted_from_one_node_step_s",
                      r.predicted_from_one_node_s ? json(*r.predicted_from_one_node_s) : json(nullptr)}});
+  for (size_t i = 0; i < mc.rows.size(); ++i)  // several ranks per node only
+    if (const CheckRow& r = mc.rows[i]; r.hierarchical || r.predicted_hier_s)
+      rows[i].update({{"ranks", r.ranks}, {"hierarchical", r.hierarchical},
+                      {"predicted_hier_step_s", r.predicted_hier_s ? json(*r.predicted_hier_s) : json(nullptr)},
+                      {"hier_cost", r.hierarchical ? r.fit : r.hier_fit}});
   json fits = json::array();
   for (const auto& f : mc.fits) fits.push_back(fit_json(f));
   return {{"fits", fits}, {"check", rows}, {"unchecked", mc.unchecked},
@@ -78,12 +83,17 @@ json hierarchical_json(const std::vector<HierPrediction>& predictions) {
     for (const auto& r : hp.rows)
       rows.push_back({{"bytes", r.bytes}, {"flat_predicted_s", r.flat_predicted_s},
                       {"hier_predicted_s", r.hier_predicted_s}, {"predicted_ratio", r.predicted_ratio()},
+                      {"hier_model_s", r.hier_model_s ? json(*r.hier_model_s) : json(nullptr)},
                       {"flat_busbw_gbps", r.flat_busbw},
                       {"hier_busbw_gbps", r.hier_busbw > 0 ? json(r.hier_busbw) : json(nullptr)},
                       {"measured_ratio", r.hier_busbw > 0 ? json(r.measured_ratio()) : json(nullptr)}});
-    out.push_back({{"transport", hp.transport}, {"nodes", hp.nodes}, {"ranks_per_node", hp.per_node},
-                   {"alpha_s", hp.flat.alpha_s}, {"beta_s_per_byte", hp.flat.beta_s}, {"r2", hp.flat.r2},
-                   {"rows", rows}});
+    const HierCost& c = hp.cost;
+    const json within = c.within ? json{{"alpha_s", c.within->alpha_s}, {"beta_s_per_byte", c.within->beta_s},
+                                        {"r2", c.within->r2}}
+                                 : json(nullptr);
+    out.push_back({{"transport", c.transport}, {"nodes", c.nodes}, {"ranks_per_node", c.per_node},
+                   {"alpha_s", c.across.alpha_s}, {"beta_s_per_byte", c.across.beta_s}, {"r2", c.across.r2},
+                   {"within_node", within}, {"rows", rows}});
   }
   return out;
 }
@@ -145,10 +155,12 @@ int run_predict(const PredictArgs& a) {
     write_file_atomic(a.algo_table, algo_table_json(table));
     std::printf("wrote %s\n", a.algo_table.c_str());
   }
-  const auto hierarchical = predict_hierarchical(run);
+  const auto hierarchical = predict_hierarchical(run, mc.fits);
   if (!hierarchical.empty())
     std::printf("\n## Hierarchical allreduce: predicted and measured gain over the flat ring\n\n%s",
                 md_hierarchical(hierarchical).c_str());
+  if (const std::string training = md_hierarchical_training(mc); !training.empty())
+    std::printf("\n## Hierarchical training: the step predicted with the hierarchical allreduce\n\n%s", training.c_str());
   const auto predictions = predict_run(run, mc.fits, powers_of_two_nodes(a.max_nodes));
   std::printf("\n## Predictions: scaling efficiency from each model's one-rank timeline (ring, hd = halving-doubling, "
               "--algo hd; measured where the run has it)\n\n");
