@@ -1,5 +1,5 @@
 #!/bin/sh
-# In-guest part of fault-in-guests.sh (busybox sh; run by guest-cluster.sh in every guest).
+# In-guest part of fault-in-guests.sh (busybox sh; run over ssh in every guest host).
 # usage: guest-fault.sh VICTIM DELAY STEPS RING_ARGS...
 #   VICTIM  the rank (= guest index) that is made to fail
 #   DELAY   seconds the victim lets the timed allreduces run before the fault (counted from
@@ -14,7 +14,7 @@
 # host-backed shares so that their mtimes are host times: the victim writes
 # fault-<transport>-<mode>.at when it sends the signal, the others
 # fault-<transport>-<mode>.exit (with the rc) when their ringbench returned. Between steps all
-# guests meet at a barrier in /mnt/shared.
+# guests meet at a barrier in GUEST_SHARED.
 VICTIM=$1
 DELAY=$2
 STEPS=$3

@@ -10,6 +10,7 @@
 #   - user `ringbench` (uid 4242, shell /bin/sh, home on tmpfs) with this run's client key,
 #     known_hosts and ssh config; memlock unlimited, as RDMA needs
 #   - dropbear on port 22 with this guest's host key, public-key logins only, no root login
+#   - ~ringbench/guest.env (mode 600): GUEST_INDEX, GUEST_COUNT ... and the job's secret
 # Exits 0 when /mnt/shared/.down appears (the guest then powers off).
 set -u
 say() { echo "guest-host: $*"; }
@@ -54,9 +55,18 @@ mkdir -p "$H/.ssh"
 cp "$RUN/ssh/id_ed25519" "$RUN/ssh/id_ed25519.pub" "$RUN/ssh/known_hosts" "$H/.ssh/"
 cp "$RUN/ssh/guest_config" "$H/.ssh/config"
 cp "$RUN/ssh/id_ed25519.pub" "$H/.ssh/authorized_keys"
+# What a scenario run over ssh reads first (guest-scenario.sh's on_guests): this guest's place
+# in the cluster, as guest-init.sh gives it to a one-shot command, and the cluster's job secret
+# for ranks started by hand (the env launcher; dropbear's sessions start from a clean
+# environment).
+{
+  echo "export GUEST_INDEX=$GUEST_INDEX GUEST_COUNT=$GUEST_COUNT GUEST_ADDR=$GUEST_ADDR GUEST_NET=$GUEST_NET"
+  echo "export GUEST_IB_DEV=$GUEST_IB_DEV GUEST_GID_INDEX=$GUEST_GID_INDEX GUEST_BUILD_DIR=$GUEST_BUILD_DIR"
+  echo "export GUEST_IN=$GUEST_IN RINGBENCH_SECRET=$RINGBENCH_SECRET"
+} > "$H/guest.env"
 chown -R 4242:4242 "$H"
 chmod 700 "$H" "$H/.ssh"
-chmod 600 "$H/.ssh/"*
+chmod 600 "$H/.ssh/"* "$H/guest.env"
 
 mkdir -p /etc/dropbear
 cp "$RUN/ssh/hostkey-$NAME" /etc/dropbear/hostkey

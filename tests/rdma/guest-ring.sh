@@ -1,6 +1,8 @@
 #!/bin/sh
-# In-guest part of ring-in-guests.sh (busybox sh; run by guest-cluster.sh in every guest).
-# usage: guest-ring.sh SIZES TRANSPORTS PERFTEST_SIZES UNIT_TESTS RING_ARGS...
+# In-guest part of ring-in-guests.sh (busybox sh; run over ssh in every guest host).
+# usage: guest-ring.sh PORT SIZES TRANSPORTS PERFTEST_SIZES UNIT_TESTS RING_ARGS...
+#   PORT            the first ring's store port; each further step takes the next, and
+#                   ib_write_bw PORT+40 onwards (a retry passes other ports than the first try)
 #   SIZES           space-separated ring sizes, e.g. "2 4": for each, guests 0..N-1 run the ring
 #                   as ranks 0..N-1 while the others wait; all guests meet at a barrier (files in
 #                   the shared directory) between sizes, so one boot serves every size
@@ -11,16 +13,17 @@
 #   UNIT_TESTS      space-separated test executables (paths relative to the build directory)
 #                   that guest 0 runs after the rest, e.g. "tests/verbs_transport_test"; "-" none
 #   RING_ARGS       the common `ringbench allreduce` arguments
-# Writes, in the current directory (the guest's output share): ring-n<N>-<t>.out,
+# Writes, in the current directory (GUEST_OUT, on a host share): ring-n<N>-<t>.out,
 # ring-n<N>-<t>.json (rank 0 only), ring-n<N>-<t>.rc, perftest-<bytes>.out/.rc,
 # unit-<name>.out/.rc; prints RESULT lines. Each step uses its own store/perftest port, so a
 # step that failed on one guest cannot disturb the next one. Exit status: 0 when every step of
 # this guest succeeded.
-SIZES=$1
-TRANSPORTS=$2
-PERFTEST_SIZES=$3
-UNIT_TESTS=$4
-shift 4
+PORT=$1
+SIZES=$2
+TRANSPORTS=$3
+PERFTEST_SIZES=$4
+UNIT_TESTS=$5
+shift 5
 RB=$GUEST_BUILD_DIR/runner/ringbench
 STORE_HOST=$GUEST_NET.1
 status=0
@@ -31,7 +34,7 @@ now() { cut -d' ' -f1 /proc/uptime; }
 for size in $SIZES; do
   barrier "ring-n$size" || status=1
   for t in $TRANSPORTS; do
-    port=$((29500 + step))  # the same on every guest, whether it takes part or not
+    port=$((PORT + step))  # the same on every guest, whether it takes part or not
     step=$((step + 1))
     [ "$GUEST_INDEX" -lt "$size" ] || continue
     extra=""
@@ -61,14 +64,14 @@ barrier rings-done || status=1
 # (guest 0) retries while the server is not listening yet. perftest calibrates the CPU clock
 # by sampling when it starts; on a loaded TCG host that sampling can fail ("Correlation
 # coefficient r^2 < 0.9") and perftest then reports 0 Gb/s: such an attempt is repeated (up
-# to 3 times). The client tells the server after each attempt, through /mnt/shared, whether
+# to 3 times). The client tells the server after each attempt, through GUEST_SHARED, whether
 # another one follows.
 if [ "$PERFTEST_SIZES" != - ] && [ -n "$PERFTEST_SIZES" ] && [ "$GUEST_INDEX" -le 1 ] && [ "$GUEST_COUNT" -ge 2 ]; then
   k=0
   for spec in $PERFTEST_SIZES; do
     size=${spec%%:*}
     iters=${spec#*:}
-    port=$((18515 + k))
+    port=$((PORT + 40 + k))
     k=$((k + 1))
     common="-d $GUEST_IB_DEV -x $GUEST_GID_INDEX -p $port -F --report_gbits -s $size -n $iters"
     role=server

@@ -7,19 +7,20 @@
 # verbs vs tcp and mpi vs tcp ratios and says the cluster is guests, and every rank of every
 # point reports the path asked for (verbs: device=rxe0 gid_type=RoCE v2; tcp: iface=eth0;
 # mpi: btl tcp on eth0).
+# With --state DIR it runs in the guest hosts up there (ctest's fixture), else it boots them.
 # Exit: 0 pass, 1 fail, 2 usage, 77 skipped (this machine cannot run guests).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=guest-options.sh
-. "$HERE/guest-options.sh"  # REPO, BUILD, OUT, GUEST_OPTS, guest_option
+. "$HERE/guest-options.sh"  # REPO, BUILD, OUT, STATE, GUEST_OPTS, guest_option
 CONFIG=$HERE/headline-ci.yaml
 LINK_ROUNDS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIG=${2:?}; shift 2 ;;
     --link-rounds) LINK_ROUNDS=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,10p' "$0"; echo "usage: headline-in-guests.sh [--build-dir DIR] [--out DIR] [--config FILE] [--link-rounds N]"; echo "  --link-rounds N  then, in the same guests, the ring over verbs vs ib_write_bw (bench/verbs_vs_perftest.sh), N alternating rounds (0: not run)"; exit 0 ;;
+    -h | --help) sed -n '2,10p' "$0"; echo "usage: headline-in-guests.sh [--build-dir DIR] [--out DIR] [--state DIR] [--config FILE] [--link-rounds N]"; echo "  --state DIR  run in the guest hosts up in DIR (guest-fixture.sh up); default: boot them in OUT/cluster"; echo "  --link-rounds N  then, in the same guests, the ring over verbs vs ib_write_bw (bench/verbs_vs_perftest.sh), N alternating rounds (0: not run)"; exit 0 ;;
     *) guest_option "$@" || { echo "headline-in-guests: unknown argument '$1'" >&2; exit 2; }; shift "$TAKEN" ;;
   esac
 done
@@ -31,25 +32,17 @@ BUILD=$(cd "$BUILD" && pwd -P)
 OUT=${OUT:-$REPO/results/headline-guests-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd -P)
-STATE=$OUT/cluster
-RESULTS=$OUT/results
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 T0=$(date +%s)
-# This test's own results from an earlier run: the sweep rightly refuses a run directory that
-# is not empty, so a second run in the same --out starts from a clean one.
-rm -rf "$RESULTS"
-
-set +e
-"$HERE/guest-hosts.sh" up --state "$STATE" --guests 4 --build-dir "$BUILD" --results "$RESULTS" "${GUEST_OPTS[@]}"
-rc=$?
-set -e
-[ "$rc" = 77 ] && { say "SKIP: this machine cannot run guests"; exit 77; }
-[ "$rc" = 0 ] || { say "FAIL: the guest cluster did not come up (rc=$rc; $STATE/up.log)"; exit 1; }
-trap '"$HERE/guest-hosts.sh" down --state "$STATE" > /dev/null 2>&1 || true' EXIT
-trap 'exit 130' INT TERM
-say "headline-in-guests: 4 guests up in $(( $(date +%s) - T0 ))s; build $BUILD"
+# shellcheck source=guest-scenario.sh
+. "$HERE/guest-scenario.sh"  # cluster_begin
+# the guests' results directory for this test, new and empty (the sweep rightly refuses a run
+# directory that is not)
+cluster_begin headline 4  # STATE, SCENARIO
+RESULTS=$SCENARIO
+say "headline-in-guests: 4 guests ready in $(( $(date +%s) - T0 ))s (state $STATE); build $BUILD; files in $RESULTS"
 say "note: guests run under qemu TCG (emulated CPU); the speeds prove the path, not performance"
 
 # The config at the same path on every host, as a user would have it.
@@ -58,7 +51,9 @@ chmod 644 "$RESULTS/config.yaml"
 RB=$BUILD/runner/ringbench
 HOSTS=g0,g1,g2,g3
 fail=0
-gh() { "$HERE/guest-hosts.sh" ssh --state "$STATE" g0 "$@"; }
+# at most 10 minutes a command (a hung one is killed here, and what it left running in the
+# guests by the next scenario's guest-reset.sh)
+gh() { timeout -k 10 600 "$HERE/guest-hosts.sh" ssh --state "$STATE" g0 "$@"; }
 
 check() { # check WHAT COMMAND...: one PASS/FAIL line
   local what=$1; shift

@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: remote-in-guests.sh [--build-dir DIR] [--out DIR] [--steps 3] [--batch 8] [--timeout 900]" >&2; exit 2 ;;
   esac
 done
+[ -z "$STATE" ] || { echo "remote-in-guests: --state is not supported: it boots two guests of its own" >&2; exit 2; }
 OUT=${OUT:-$REPO/results/guests-remote-$(date -u +%Y%m%d-%H%M%S)}
 [ "$(id -u)" = 0 ] || { echo "remote-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }
 [ -x "$BUILD/runner/ringbench" ] || { echo "remote-in-guests: no $BUILD/runner/ringbench (build first)" >&2; exit 2; }

@@ -1,24 +1,26 @@
 #!/bin/bash
 # ring-in-guests.sh: our ring allreduce between qemu guests with Soft-RoCE (see README.md).
-# It boots as many guests as the largest node count with guest-cluster.sh, once, and for every
-# node count N (2 and 4) runs in guests 0..N-1, rank i in guest i (env launcher, rank 0 serves
-# the store):
+# In a cluster of guest hosts (guest-hosts.sh: the one up in --state DIR, else one it boots of
+# as many guests as the largest node count) it runs, for every node count N (2 and 4), in guests
+# 0..N-1, rank i in guest i (env launcher, rank 0 serves the store):
 #   ringbench allreduce --transport T -b 4K -e 4M -f 4 -n 3 -w 1 -c 1 --iface eth0 --timeout 20
 # for every T in $TRANSPORTS; then ib_write_bw (perftest) from guest 0 to guest 1 on rxe0, and
 # the unit tests that need a device in guest 0. Passes when every rank of every ring exits 0,
 # rank 0's JSON has rows, all with wrong == 0, and reports the transport asked for, and every
 # ib_write_bw and unit test succeeded.
-# Exit: 0 pass, 1 fail, 2 usage, 77 skipped (guest-cluster.sh cannot run guests here).
+# Exit: 0 pass, 1 fail, 2 usage, 77 skipped (guests cannot run here).
 set -euo pipefail
 
 usage() {
   cat << 'EOF'
-usage: ring-in-guests.sh [--build-dir DIR] [--out DIR] [--nodes "2 4"] [--timeout S]
-                         [guest-cluster.sh options: --cache-dir DIR --mem SIZE --no-install]
+usage: ring-in-guests.sh [--build-dir DIR] [--out DIR] [--state DIR] [--nodes "2 4"] [--timeout S]
+                         [guest-hosts.sh options: --cache-dir DIR --mem SIZE --no-install]
   --build-dir DIR  ringbench build directory (default: <repo>/build); DIR/runner/ringbench
   --out DIR        results (default: <repo>/results/guests-<UTC time>)
+  --state DIR      run in the guest hosts up in DIR (guest-fixture.sh up, guest-hosts.sh up);
+                   default: boot them in OUT/cluster, and take them down at the end
   --nodes LIST     node counts (default "2 4")
-  --timeout S      limit for the guest cluster, boot included (default 420)
+  --timeout S      limit for the rings, perftest and unit tests in the guests (default 420)
 Environment:
   TRANSPORTS="tcp"        transports of the ring, e.g. "tcp verbs" (verbs adds --ib-dev rxe0);
                           "auto": tcp, plus verbs when this build has the verbs transport
@@ -31,23 +33,16 @@ EOF
 }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-BUILD=$REPO/build
-OUT=""
+# shellcheck source=guest-options.sh
+. "$HERE/guest-options.sh"  # REPO, BUILD, OUT, STATE, GUEST_OPTS, guest_option
 NODES="2 4"
 TIMEOUT=420
-GC_OPTS=()
-NO_INSTALL=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir) BUILD=${2:?}; shift 2 ;;
-    --out) OUT=${2:?}; shift 2 ;;
     --nodes) NODES=${2:?}; shift 2 ;;
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
-    --cache-dir | --mem) GC_OPTS+=("$1" "${2:?}"); shift 2 ;;
-    --no-install) GC_OPTS+=("$1"); NO_INSTALL=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    *) guest_option "$@" || { usage >&2; exit 2; }; shift "$TAKEN" ;;
   esac
 done
 TRANSPORTS=${TRANSPORTS:-tcp}
@@ -57,8 +52,8 @@ RING_ARGS=${RING_ARGS:-"-b 4K -e 4M -f 4 -n 3 -w 1 -c 1 --iface eth0 --timeout 2
 OUT=${OUT:-$REPO/results/guests-$(date -u +%Y%m%d-%H%M%S)}
 [ "$(id -u)" = 0 ] || { echo "ring-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }
 [ -x "$BUILD/runner/ringbench" ] || { echo "ring-in-guests: no $BUILD/runner/ringbench (build first)" >&2; exit 2; }
-command -v jq > /dev/null || { [ "$NO_INSTALL" = 0 ] && apt-get install -y -qq jq > /dev/null 2>&1; } \
-  || { echo "ring-in-guests: SKIP: needs jq" >&2; exit 77; }
+command -v jq > /dev/null || apt-get install -y -qq jq > /dev/null 2>&1 || { echo "ring-in-guests: SKIP: needs jq" >&2; exit 77; }
+BUILD=$(cd "$BUILD" && pwd -P)
 if [ "$TRANSPORTS" = auto ]; then
   # the build says whether it has the verbs transport in the JSON metadata of any run
   probe=$(mktemp)
@@ -74,6 +69,8 @@ if [ "$UNIT_TESTS" = auto ]; then
   UNIT_TESTS=${UNIT_TESTS# }
   [ -n "$UNIT_TESTS" ] || UNIT_TESTS=-
 fi
+most=0
+for n in $NODES; do [ "$n" -gt "$most" ] && most=$n; done
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd -P)
 SUMMARY=$OUT/summary.txt
@@ -82,26 +79,25 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 T_ALL=$(date +%s)
 say "ring-in-guests: transports '$TRANSPORTS', nodes '$NODES', ring args '$RING_ARGS', unit tests '$UNIT_TESTS', build $BUILD, $(date -u +%FT%TZ)"
 say "note: guests run under qemu TCG (emulated CPU); the speeds below prove the path, not performance"
+# shellcheck source=guest-scenario.sh
+. "$HERE/guest-scenario.sh"  # cluster_begin, on_guests
+cluster_begin ring "$most"   # STATE, RESULTS, SCENARIO
 
-# One guest cluster of the largest node count into DIR: runs every ring size there and says
-# what passed; returns 1 when anything failed.
-run_cluster() {
-  local dir=$1 nfail=0 most=0 t0 rc n t ok why i r json rows wrong path big spec s c sv line note name counts
-  for n in $NODES; do [ "$n" -gt "$most" ] && most=$n; done
+# One attempt into DIR, with the rings' store ports from PORT (a retry's differ from the first's):
+# runs every ring size in guests 0..most-1 and says what passed; returns 1 when anything failed.
+run_rings() {
+  local dir=$1 port=$2 nfail=0 t0 n t ok why i r json rows wrong path big spec s c sv line note name counts
+  mkdir -p "$dir/shared"
+  chown "$GUEST_UID:$GUEST_UID" "$dir" "$dir/shared"
   t0=$(date +%s)
-  set +e
   # shellcheck disable=SC2086  # RING_ARGS is a word list
-  "$HERE/guest-cluster.sh" --guests "$most" --build-dir "$BUILD" --out "$dir" --timeout "$TIMEOUT" \
-    --in "$HERE" "${GC_OPTS[@]}" -- sh /mnt/in/guest-ring.sh "$NODES" "$TRANSPORTS" "$PERFTEST_SIZES" "$UNIT_TESTS" $RING_ARGS
-  rc=$?
-  set -e
-  [ "$rc" = 77 ] && { say "SKIP: guest-cluster.sh cannot run guests on this machine"; exit 77; }
+  on_guests "$dir" "$most" "$TIMEOUT" guest-ring.sh "$port" "$NODES" "$TRANSPORTS" "$PERFTEST_SIZES" "$UNIT_TESTS" $RING_ARGS
   say ""
-  say "== $most guests, rings of $NODES (guest-cluster.sh rc=$rc, $(( $(date +%s) - t0 ))s) =="
-  if [ "$rc" != 0 ]; then
-    nfail=1
-    if [ -s "$dir/cluster.txt" ]; then sed 's/^/  /' "$dir/cluster.txt" | tee -a "$SUMMARY"; else say "  guest-cluster.sh failed before the guests ran"; fi
-  fi
+  say "== $most guests, rings of $NODES ($(( $(date +%s) - t0 ))s; files in $dir) =="
+  for ((i = 0; i < most; i++)); do
+    r=$(cat "$dir/guest$i.rc" 2>/dev/null || echo missing)
+    [ "$r" = 0 ] || { nfail=1; say "  guest $i: rc=$r$([ "$r" = 124 ] && echo " (killed at the ${TIMEOUT}s limit)"); $dir/guest$i.log"; }
+  done
   for n in $NODES; do
     for t in $TRANSPORTS; do
       ok=1; why=""
@@ -158,13 +154,14 @@ run_cluster() {
 }
 
 fail=0
-if ! run_cluster "$OUT/cluster"; then
+if ! run_rings "$SCENARIO/attempt1" 29500; then
   # Soft-RoCE in these TCG guests has failed now and then under load: a SEND of 64 KiB, the
   # same length as the receive posted for it, NAKed "remote invalid request" (seen once in CI,
-  # N=4, verbs, 1 MiB; the rerun passed). One retry, in fresh guests; both attempts stay in
-  # the summary, and a second failure fails the test.
-  say "attempt 1 failed (above); retrying once in fresh guests (see tests/rdma/README.md, \"Intermittent\")"
-  run_cluster "$OUT/cluster-retry" || fail=1
+  # N=4, verbs, 1 MiB; the rerun passed). One retry, in the same guests with new processes and
+  # ports; both attempts stay in the summary, and a second failure fails the test.
+  say "attempt 1 failed (above); retrying once (see tests/rdma/README.md, \"Intermittent\")"
+  reset_guests "$most"
+  run_rings "$SCENARIO/attempt2" 29700 || fail=1
 fi
 say ""
 say "total wall time $(( $(date +%s) - T_ALL ))s; results in $OUT"
