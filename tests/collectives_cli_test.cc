@@ -79,16 +79,17 @@ TEST(CollectiveCliErrors, OptionsThatDoNotApplyAreClearErrors) {
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_TRUE(has_all(r.output, {"--depth", "not in range"})) << r.output;
   }
-  // Reduce-scatter's plans hold two more copies of the message, and --ranks 2 starts both ranks
-  // here: 2 x 4 x 0.2 of the memory is refused at once (the check once counted one rank's 2 x,
-  // passed, and the allocations failed or were OOM-killed).
+  // Reduce-scatter's two plans each hold the (N-2)/N of the message it passes on, and --ranks 3
+  // starts all three ranks here: 3 x (2 + 2 x 1/3) x 0.15 = 1.2 of the memory is refused at
+  // once, where the buffers alone (0.9) or one rank's share (0.4) would pass (the check once
+  // counted one rank's, passed, and the allocations failed or were OOM-killed).
   const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   const auto of_ram = [&](double f) { return std::to_string(int64_t(f * ram / double(1 << 20))) + "M"; };
-  std::string big = of_ram(0.2);
-  r = run_command(kBin + " reducescatter --ranks 2 -b " + big + " -e " + big);
+  std::string big = of_ram(0.15);
+  r = run_command(kBin + " reducescatter --ranks 3 -b " + big + " -e " + big);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has_all(r.output, {"-e/--maxbytes " + big + " needs", "GiB of buffers per rank", "reducescatter's scratch",
-                                 "for the 2 ranks on this machine"}))
+                                 "for the 3 ranks on this machine"}))
       << r.output;
   // The one-shot direct allreduce keeps every rank's input in each of its two plans: 4 ranks of
   // (2 + 2 x 4) x 0.05 of the memory (the check once counted 4 x 2 x 0.05 = 0.4).
