@@ -142,17 +142,15 @@ void NcclComm::wait_ready(const std::string& what, Clock::time_point deadline) {
   }
 }
 
-void NcclComm::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                         cudaStream_t stream) {
+void NcclComm::complete(const std::string& what, const std::function<ncclResult_t()>& enqueue,
+                        const std::function<void()>& then, cudaStream_t stream) {
   if (!comm_) throw IoError(-1, "the NCCL communicator failed earlier and was aborted");
   const auto deadline = Clock::now() + timeout_;
-  const std::string what = "ncclAllReduce of " + std::to_string(count) + " " + dtype_name(dtype) +
-                           " elements (" + op_name(op) + ")";
-  const ncclResult_t r = ncclAllReduce(in, out, count, nccl_type(dtype), ncclSum, comm_, stream);
+  const ncclResult_t r = enqueue();
   if (r != ncclSuccess && r != ncclInProgress) fail(what, r);
   // Non-blocking: nothing else may be queued on the stream before the call is enqueued.
   if (r == ncclInProgress) wait_ready(what + " (enqueueing)", deadline);
-  if (op == ReduceOp::avg && size_ > 1) divide_on_device(dtype, out, count, float(size_), stream);
+  if (then) then();
   done_.record(stream);
   // The collective's kernel waits for the peers: poll its end together with NCCL's own errors.
   const auto since = Clock::now();
@@ -175,6 +173,58 @@ void NcclComm::allreduce(const void* in, void* out, size_t count, DType dtype, R
     }
     back_off(since);
   }
+}
+
+void NcclComm::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                         cudaStream_t stream) {
+  complete(
+      "ncclAllReduce of " + std::to_string(count) + " " + dtype_name(dtype) + " elements (" + op_name(op) + ")",
+      [&] { return ncclAllReduce(in, out, count, nccl_type(dtype), ncclSum, comm_, stream); },
+      [&] {
+        if (op == ReduceOp::avg && size_ > 1) divide_on_device(dtype, out, count, float(size_), stream);
+      },
+      stream);
+}
+
+void NcclComm::allgather(const void* in, void* out, size_t block, DType dtype, cudaStream_t stream) {
+  complete("ncclAllGather of " + std::to_string(block) + " " + dtype_name(dtype) + " elements per rank",
+           [&] { return ncclAllGather(in, out, block, nccl_type(dtype), comm_, stream); }, {}, stream);
+}
+
+void NcclComm::reducescatter(const void* in, void* out, size_t block, DType dtype, ReduceOp op,
+                             cudaStream_t stream) {
+  complete(
+      "ncclReduceScatter of " + std::to_string(block) + " " + dtype_name(dtype) + " elements per rank (" +
+          op_name(op) + ")",
+      [&] { return ncclReduceScatter(in, out, block, nccl_type(dtype), ncclSum, comm_, stream); },
+      [&] {
+        if (op == ReduceOp::avg && size_ > 1) divide_on_device(dtype, out, block, float(size_), stream);
+      },
+      stream);
+}
+
+void NcclComm::broadcast(const void* in, void* out, size_t count, DType dtype, int root, cudaStream_t stream) {
+  complete("ncclBroadcast of " + std::to_string(count) + " " + dtype_name(dtype) + " elements from rank " +
+               std::to_string(root),
+           [&] { return ncclBroadcast(in, out, count, nccl_type(dtype), root, comm_, stream); }, {}, stream);
+}
+
+void NcclComm::alltoall(const void* in, void* out, size_t block, DType dtype, cudaStream_t stream) {
+  const size_t bytes = block * dtype_size(dtype);
+  auto exchange = [&] {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
+      r = ncclSend(static_cast<const char*>(in) + size_t(p) * bytes, block, nccl_type(dtype), p, comm_, stream);
+      if (r == ncclSuccess)
+        r = ncclRecv(static_cast<char*>(out) + size_t(p) * bytes, block, nccl_type(dtype), p, comm_, stream);
+    }
+    const ncclResult_t end = ncclGroupEnd();  // the group is closed whatever happened in it
+    return r != ncclSuccess ? r : end;
+  };
+  complete("alltoall (grouped ncclSend/ncclRecv) of " + std::to_string(block) + " " + dtype_name(dtype) +
+               " elements per peer",
+           exchange, {}, stream);
 }
 
 std::map<std::string, std::string> NcclComm::path_info() const {

@@ -12,6 +12,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -43,6 +44,16 @@ class NcclComm {
   // (this rank's, an asynchronous one such as a dead peer, or the deadline) aborts the
   // communicator and throws IoError / TimeoutError; it cannot be used after that.
   void allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op, cudaStream_t stream);
+  // The other collectives, bounded and failing the same way, each returning once its result is
+  // final. NCCL's in-place layouts: allgather's input at out + rank x block, reducescatter's
+  // output at in + rank x block. `block`: elements per rank.
+  void allgather(const void* in, void* out, size_t block, DType dtype, cudaStream_t stream);
+  void reducescatter(const void* in, void* out, size_t block, DType dtype, ReduceOp op, cudaStream_t stream);
+  void broadcast(const void* in, void* out, size_t count, DType dtype, int root, cudaStream_t stream);
+  // Block p of `in` to rank p, block p of `out` from rank p: a group of ncclSend and ncclRecv
+  // with every rank, itself included (as nccl-tests' alltoall). Out of place only: NCCL reads
+  // `in` while it writes `out`.
+  void alltoall(const void* in, void* out, size_t block, DType dtype, cudaStream_t stream);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -55,6 +66,11 @@ class NcclComm {
   // Polls until the communicator is no longer in progress; throws (after aborting) on an error
   // or when `deadline` passes. `what` names the operation in the message.
   void wait_ready(const std::string& what, Clock::time_point deadline);
+  // Queues a call on `stream` through `enqueue` (which returns NCCL's result) and then `then`
+  // (may be empty: what runs after it on the stream, e.g. avg's division), and waits until all of
+  // it has run: `what` names the call in errors.
+  void complete(const std::string& what, const std::function<ncclResult_t()>& enqueue,
+                const std::function<void()>& then, cudaStream_t stream);
   [[noreturn]] void fail(const std::string& what, ncclResult_t r);
   void abort() noexcept;
 

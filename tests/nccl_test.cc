@@ -1,6 +1,7 @@
 // The NCCL baseline (label gpu): the communicator bootstrapped through our store, allreduces on
-// device buffers checked exactly (collectives/verify.h), a missing rank as a timeout rather than
-// a hang, and NCCL as the trainer's gradient reducer. NCCL needs one GPU per rank: the
+// device buffers checked exactly (collectives/verify.h), every other collective's NCCL call
+// through its descriptor, a missing rank as a timeout rather than a hang, and NCCL as the
+// trainer's gradient reducer. NCCL needs one GPU per rank: the
 // multi-rank tests skip on a machine with fewer GPUs than ranks; every test skips, with the
 // reason, where there is no usable GPU.
 #include <gtest/gtest.h>
@@ -23,6 +24,8 @@
 #include "models/trainer.h"
 #include "models/zoo.h"
 #include "rank_threads.h"
+#include "runner/backends/backend.h"
+#include "runner/backends/collective.h"
 
 namespace m = ringbench::models;
 namespace cu = ringbench::cuda;
@@ -88,7 +91,65 @@ void check_exact(ringbench::NcclComm& comm) {
   }
 }
 
+// Every collective's NCCL call but allreduce's (check_exact's) through its descriptor (runner/
+// backends/ops/), as `ringbench <op> --impl nccl -c 1` runs it: the descriptor's input, layout
+// and check, the result's place poisoned first, in and out of place, f32 and f16, sum and avg
+// where it reduces, counts 0 to a few thousand elements a rank.
+void check_collectives(ringbench::NcclComm& comm) {
+  const int n = comm.size(), rank = comm.rank();
+  cu::Stream stream;
+  const size_t max_count = 4099 * size_t(n);
+  cu::DeviceArray<char> in(max_count * 4, "test"), out(max_count * 4, "test");
+  std::vector<char> host(max_count * 4);
+  for (const ringbench::Collective* c : ringbench::collectives()) {
+    if (c->native) continue;
+    ASSERT_NE(c->nccl, nullptr) << c->name;
+    for (DType t : {DType::f32, DType::f16})
+      for (ReduceOp op : c->reduces ? std::vector{ReduceOp::sum, ReduceOp::avg} : std::vector{ReduceOp::sum})
+        for (size_t raw : {size_t(0), size_t(n), max_count})
+          for (bool inplace : {false, true}) {
+            const size_t count = c->round_count(raw, n), es = ringbench::dtype_size(t);
+            const ringbench::CollectiveLayout at = c->layout(count, rank, n, inplace);
+            std::memset(host.data(), 0xff, host.size());  // NaN wherever the input is not
+            c->fill(t, host.data() + at.in_offset * es, at.in_count, rank, n);
+            ASSERT_EQ(cudaMemset(out.data(), 0xff, max_count * es), cudaSuccess);
+            ASSERT_EQ(cudaStreamSynchronize(0), cudaSuccess);
+            if (count) to_device(inplace ? out.data() : in.data(), host.data(), count * es);
+            c->nccl(comm, {inplace ? out.data() : in.data(), out.data(), in.data(), count, inplace, t, op, rank, n,
+                           stream.get()});
+            if (count) {
+              ASSERT_EQ(cudaMemcpy(host.data(), out.data(), count * es, cudaMemcpyDeviceToHost), cudaSuccess);
+            }
+            EXPECT_EQ(c->check(t, host.data() + at.out_offset * es, at.out_count, rank, n, op), 0u)
+                << c->name << " rank " << rank << " of " << n << ", " << ringbench::dtype_name(t) << " "
+                << ringbench::op_name(op) << ", count " << count << (inplace ? ", in place" : "");
+          }
+  }
+}
+
 }  // namespace
+
+// Where NCCL is built, every collective runs over it: its descriptor has an NCCL call and the
+// nccl backend lacks none (a sweep would skip its points otherwise). No GPU needed.
+TEST(NcclCollectives, EveryCollectiveHasItsNcclCall) {
+  const ringbench::Backend* nccl = ringbench::find_backend("nccl");
+  ASSERT_NE(nccl, nullptr);
+  for (const ringbench::Collective* c : ringbench::collectives()) {
+    EXPECT_TRUE(c->native || c->nccl) << c->name;
+    EXPECT_EQ(ringbench::backend_lacks(*nccl, *c), "") << c->name;
+  }
+}
+
+TEST(NcclCollectives, OneRankExact) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  run_nccl_ranks(1, check_collectives);
+}
+
+TEST(NcclCollectives, TwoRanksExact) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (device_count() < 2) GTEST_SKIP() << "NCCL needs one GPU per rank: " << device_count() << " here";
+  run_nccl_ranks(2, check_collectives);
+}
 
 TEST(Nccl, OneRankExact) {
   if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;

@@ -3,7 +3,8 @@
 // the two buffers, the test data (values unique per (rank, index), so a misrouted block is
 // caught), the exact check of a result, the bus-bandwidth factor (busbw = algbw × factor, as
 // nccl-tests' PERFORMANCE.md defines it), and how each kind of backend runs it: our algorithm
-// over a Transport, the MPI call. The sweep itself (sizes, timing, rows, JSON) is shared.
+// over a Transport, the MPI call, the NCCL call. The sweep itself (sizes, timing, rows, JSON) is
+// shared.
 //
 // Each collective is one file of runner/backends/ops/ that registers its descriptor at static
 // initialization (RINGBENCH_REGISTER_COLLECTIVE), as the backends do: `ringbench <name>` is
@@ -21,9 +22,12 @@
 #include "collectives/dtype.h"
 #include "collectives/transport.h"
 
+struct CUstream_st;  // a cudaStream_t
+
 namespace ringbench {
 
 class Communicator;
+class NcclComm;
 
 // One collective of fixed buffers, set up once for the largest count; only run() is timed.
 class CollectivePlan {
@@ -84,6 +88,20 @@ struct MpiCall {
   int block() const { return static_cast<int>(count / static_cast<size_t>(ranks)); }  // per rank
 };
 
+// One NCCL call of the NCCL baseline, on device buffers of the plan's largest count, laid out
+// as the descriptor's layout says (in place: `in` is `out`).
+struct NcclCall {
+  const void* in;
+  void* out;
+  void* spare;     // a device buffer as large, unused by the layout in place (alltoall copies its input there)
+  size_t count;    // the sweep's count
+  bool inplace;
+  DType dtype;
+  ReduceOp op;
+  int rank, ranks;
+  CUstream_st* stream;
+};
+
 struct Collective {
   std::string name;  // `ringbench <name>`
   int order = 0;     // where it sorts in help
@@ -107,8 +125,11 @@ struct Collective {
   std::unique_ptr<CollectivePlan> (*ring)(Transport& t, const PlanArgs& a) = nullptr;
   // The MPI call (returns MPI's error code); null where MPI is not built.
   int (*mpi)(const MpiCall& call) = nullptr;
+  // The NCCL call (returns once its result is final on the device; throws as NcclComm does);
+  // null where NCCL is not built.
+  void (*nccl)(NcclComm& comm, const NcclCall& call) = nullptr;
   // Where every backend has a way of its own (allreduce: Communicator::allreduce), that; else
-  // the backend runs `ring` or `mpi` (Communicator::plan).
+  // the backend runs `ring`, `mpi` or `nccl` (Communicator::plan).
   std::unique_ptr<CollectivePlan> (*native)(Communicator& comm, const PlanArgs& a) = nullptr;
 };
 

@@ -1,7 +1,9 @@
-// The GPU baseline: ncclAllReduce on device buffers, one GPU per rank, the communicator
-// bootstrapped through our store (rank 0 publishes NCCL's unique id). avg is a sum then a
-// division on the device (exact, as the check wants). Every wait is bounded (the communicator
-// is aborted past twice the peer timeout).
+// The GPU baseline: NCCL on device buffers, one GPU per rank, the communicator bootstrapped
+// through our store (rank 0 publishes NCCL's unique id): ncclAllReduce, and each other
+// collective's own NCCL call (its descriptor's `nccl`: ncclAllGather, ncclReduceScatter,
+// ncclBroadcast, grouped ncclSend/ncclRecv for alltoall). avg is a sum then a division on the
+// device (exact, as the check wants). Every wait is bounded (the communicator is aborted past
+// twice the peer timeout).
 #include <algorithm>
 
 #include "base/errors.h"
@@ -18,25 +20,24 @@
 namespace ringbench {
 namespace {
 
-// The other collectives' NCCL calls (ncclAllGather, ...) are not wired up yet.
-std::string lacks(const Collective& c) {
-  return c.native ? "" : "--impl nccl runs allreduce only for now: " + c.name + " over NCCL is not built yet";
-}
-
 #if RINGBENCH_HAVE_NCCL
-// `ringbench allreduce` hands host buffers: the plan mirrors them on the device, and times the
-// device buffers only.
+// `ringbench <collective>` hands host buffers: the plan mirrors them on the device, and times
+// the device buffers only. `coll`: the collective's NCCL call; null: ncclAllReduce.
 class NcclPlan : public AllreducePlan {
  public:
-  NcclPlan(NcclComm& comm, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op)
+  NcclPlan(NcclComm& comm, const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
+           const Collective* coll = nullptr)
       : host_in_(static_cast<const char*>(in)), host_out_(static_cast<char*>(out)), dtype_(dtype), op_(op),
         esize_(dtype_size(dtype)), dev_in_(std::max<size_t>(max_count * esize_, 64), "nccl input"),
-        dev_out_(std::max<size_t>(max_count * esize_, 64), "nccl output"), comm_(comm) {}
+        dev_out_(std::max<size_t>(max_count * esize_, 64), "nccl output"), comm_(comm), coll_(coll) {}
 
   const char* run(size_t count, bool inplace, size_t offset) override {
     char* out = dev_out_.data() + offset * esize_;
     const char* in = inplace ? out : dev_in_.data() + offset * esize_;
-    comm_.allreduce(in, out, count, dtype_, op_, stream_.get());  // returns once it has run
+    if (coll_)  // returns once it has run, as allreduce()
+      coll_->nccl(comm_, {in, out, dev_in_.data(), count, inplace, dtype_, op_, comm_.rank(), comm_.size(), stream_.get()});
+    else
+      comm_.allreduce(in, out, count, dtype_, op_, stream_.get());
     return "nccl";
   }
   void load_input(size_t count, bool inplace) override {
@@ -60,6 +61,7 @@ class NcclPlan : public AllreducePlan {
   cuda::DeviceArray<char> dev_in_, dev_out_;
   cuda::Stream stream_;
   NcclComm& comm_;
+  const Collective* coll_;
 };
 
 class NcclCommunicator : public Communicator {
@@ -71,7 +73,10 @@ class NcclCommunicator : public Communicator {
                                            const AllreduceOptions&) override {
     return std::make_unique<NcclPlan>(comm_, in, out, max_count, dtype, op);
   }
-  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs&) override { throw Error(lacks(c)); }
+  std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs& a) override {
+    if (!c.nccl) throw Error("--impl nccl: " + c.name + " has no NCCL call");  // every one has (nccl_test)
+    return std::make_unique<NcclPlan>(comm_, a.in, a.out, a.max_count, a.dtype, a.op, &c);
+  }
   std::unique_ptr<models::GradientReducer> gradient_reducer(float* grads, size_t count, DType wire) override {
     if (wire != DType::f32)
       throw Error(std::string("gradients as ") + dtype_name(wire) + " on the wire: not built for nccl yet; "
@@ -93,7 +98,6 @@ Backend nccl() {
   b.over = "NCCL (GPU buffers)";
   b.help = "ncclAllReduce on GPU buffers, one GPU per rank";
   b.unavailable = nccl_unavailable_reason;  // not built, or no GPU here
-  b.lacks = lacks;
   // To NCCL every rank of an emulated cluster is on one host (same hostname and boot id), so it
   // would move data through shared memory or GPU peer copies, bypassing the shaped link.
   b.node_env = [](const std::string& host_id, const std::string& iface) {

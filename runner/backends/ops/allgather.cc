@@ -9,6 +9,9 @@
 #if RINGBENCH_HAVE_MPI
 #include <mpi.h>
 #endif
+#if RINGBENCH_HAVE_NCCL
+#include "collectives/nccl_comm.h"
+#endif
 
 namespace ringbench {
 namespace {
@@ -41,6 +44,18 @@ int mpi(const MpiCall& c) {
 constexpr int (*mpi)(const MpiCall&) = nullptr;
 #endif
 
+#if RINGBENCH_HAVE_NCCL
+// In place, this rank's block already lies at its place in the output (NCCL's in-place layout).
+void nccl(NcclComm& comm, const NcclCall& c) {
+  const size_t block = c.count / static_cast<size_t>(c.ranks);
+  const void* in =
+      c.inplace ? static_cast<const char*>(c.out) + static_cast<size_t>(c.rank) * block * dtype_size(c.dtype) : c.in;
+  comm.allgather(in, c.out, block, c.dtype, c.stream);
+}
+#else
+constexpr void (*nccl)(NcclComm&, const NcclCall&) = nullptr;
+#endif
+
 RINGBENCH_REGISTER_COLLECTIVE(
     allgather, {.name = "allgather",
                 .order = 20,
@@ -51,7 +66,8 @@ RINGBENCH_REGISTER_COLLECTIVE(
                 .fill = fill_distinct,
                 .check = check,
                 .ring = ring,
-                .mpi = mpi});
+                .mpi = mpi,
+                .nccl = nccl});
 
 }  // namespace
 }  // namespace ringbench

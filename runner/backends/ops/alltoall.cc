@@ -9,6 +9,10 @@
 #if RINGBENCH_HAVE_MPI
 #include <mpi.h>
 #endif
+#if RINGBENCH_HAVE_NCCL
+#include "collectives/nccl_comm.h"
+#include "cuda/check.h"
+#endif
 
 namespace ringbench {
 namespace {
@@ -39,6 +43,21 @@ int mpi(const MpiCall& c) {
 constexpr int (*mpi)(const MpiCall&) = nullptr;
 #endif
 
+#if RINGBENCH_HAVE_NCCL
+// In place, the input is first copied to the spare device buffer (NCCL reads the input while it
+// writes the output), inside the timed call, as our in-place alltoall copies its blocks aside.
+void nccl(NcclComm& comm, const NcclCall& c) {
+  const void* in = c.in;
+  if (c.inplace && c.count) {
+    RB_CUDA(cudaMemcpyAsync(c.spare, c.out, c.count * dtype_size(c.dtype), cudaMemcpyDeviceToDevice, c.stream));
+    in = c.spare;
+  }
+  comm.alltoall(in, c.out, c.count / static_cast<size_t>(c.ranks), c.dtype, c.stream);
+}
+#else
+constexpr void (*nccl)(NcclComm&, const NcclCall&) = nullptr;
+#endif
+
 RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .order = 50,
                                          .help = "block p of rank r's input to rank p, as its output's block r",
@@ -51,7 +70,8 @@ RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .fill = fill_distinct,
                                          .check = check,
                                          .ring = ring,
-                                         .mpi = mpi});
+                                         .mpi = mpi,
+                                         .nccl = nccl});
 
 }  // namespace
 }  // namespace ringbench

@@ -11,6 +11,9 @@
 #if RINGBENCH_HAVE_MPI
 #include <mpi.h>
 #endif
+#if RINGBENCH_HAVE_NCCL
+#include "collectives/nccl_comm.h"
+#endif
 
 namespace ringbench {
 namespace {
@@ -37,6 +40,12 @@ int mpi(const MpiCall& c) {
 constexpr int (*mpi)(const MpiCall&) = nullptr;
 #endif
 
+#if RINGBENCH_HAVE_NCCL
+void nccl(NcclComm& comm, const NcclCall& c) { comm.broadcast(c.in, c.out, c.count, c.dtype, 0, c.stream); }
+#else
+constexpr void (*nccl)(NcclComm&, const NcclCall&) = nullptr;
+#endif
+
 RINGBENCH_REGISTER_COLLECTIVE(broadcast, {.name = "broadcast",
                                           .order = 40,
                                           .help = "rank 0's input on every rank",
@@ -46,7 +55,8 @@ RINGBENCH_REGISTER_COLLECTIVE(broadcast, {.name = "broadcast",
                                           .fill = fill_distinct,
                                           .check = check,
                                           .ring = ring,
-                                          .mpi = mpi});
+                                          .mpi = mpi,
+                                          .nccl = nccl});
 
 }  // namespace
 }  // namespace ringbench

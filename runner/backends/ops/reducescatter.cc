@@ -13,6 +13,9 @@
 #if RINGBENCH_HAVE_MPI
 #include <mpi.h>
 #endif
+#if RINGBENCH_HAVE_NCCL
+#include "collectives/nccl_comm.h"
+#endif
 
 namespace ringbench {
 namespace {
@@ -49,6 +52,17 @@ int mpi(const MpiCall& c) {
 constexpr int (*mpi)(const MpiCall&) = nullptr;
 #endif
 
+#if RINGBENCH_HAVE_NCCL
+// In place, the result lands at out + rank x block (NCCL's in-place layout, and ours).
+void nccl(NcclComm& comm, const NcclCall& c) {
+  const size_t block = c.count / static_cast<size_t>(c.ranks);
+  char* out = static_cast<char*>(c.out) + (c.inplace ? static_cast<size_t>(c.rank) * block * dtype_size(c.dtype) : 0);
+  comm.reducescatter(c.in, out, block, c.dtype, c.op, c.stream);
+}
+#else
+constexpr void (*nccl)(NcclComm&, const NcclCall&) = nullptr;
+#endif
+
 RINGBENCH_REGISTER_COLLECTIVE(
     reducescatter, {.name = "reducescatter",
                     .order = 30,
@@ -63,7 +77,8 @@ RINGBENCH_REGISTER_COLLECTIVE(
                     .fill = fill_input,
                     .check = check,
                     .ring = ring,
-                    .mpi = mpi});
+                    .mpi = mpi,
+                    .nccl = nccl});
 
 }  // namespace
 }  // namespace ringbench
