@@ -9,6 +9,10 @@
 #                    the client vanished and serve no one else (server-kill-client.out)
 #   kill-server      over verbs, guest 0's server is SIGKILLed mid-training: the client must fail
 #                    naming the device server (train-kill-server.out, .rc)
+#   stop-client      over verbs, the client is SIGSTOPped mid-training (its connections stay open and
+#                    silent): the server, --timeout 10, must drop it, naming it: by the verbs
+#                    transport's heartbeats between requests, by the request's timeout in the middle
+#                    of one (server-stop-client.out); then the client is SIGKILLed
 # Prints RESULT lines; exit 0 when every step of this guest went as it should.
 STEPS=$1
 BATCH=$2
@@ -25,11 +29,11 @@ barrier secret || status=1
 RINGBENCH_SECRET=$(cat "$GUEST_SHARED/secret")
 export RINGBENCH_SECRET
 
-serve() {  # ROUND PORT TRANSPORT: a device server for one client, in the background
+serve() {  # ROUND PORT TRANSPORT [TIMEOUT]: a device server for one client, in the background
   extra=""
   [ "$3" = verbs ] && extra="--ib-dev $GUEST_IB_DEV"
   # shellcheck disable=SC2086  # extra is a word list
-  "$RB" device-server --addr "$SERVER" --port "$2" --threads 1 --clients 1 --timeout 60 \
+  "$RB" device-server --addr "$SERVER" --port "$2" --threads 1 --clients 1 --timeout "${4:-60}" \
     --transport "$3" $extra > "server-$1.out" 2>&1 &
   SERVER_PID=$!
 }
@@ -94,5 +98,26 @@ else
   rc=$?
   echo "the client exited at uptime $(now)"
   result kill-server "$rc" 1
+fi
+# A client stopped mid-training: its connections stay open; only timeouts can tell.
+barrier remote-stop-client || status=1
+if [ "$GUEST_INDEX" = 0 ]; then
+  serve stop-client 7083 verbs 10
+  wait "$SERVER_PID"
+  result stop-client $? 0
+  echo "the server exited at uptime $(now)"
+  touch "$GUEST_SHARED/server-done"
+else
+  train stop-client 7083 verbs 1000 exec &
+  pid=$!
+  n=0
+  until grep -q '^step' train-stop-client.out 2>/dev/null || [ $n -gt 600 ]; do sleep 0.5; n=$((n + 1)); done
+  echo "stopping the client at uptime $(now)"
+  kill -STOP "$pid"
+  n=0
+  until [ -e "$GUEST_SHARED/server-done" ] || [ $n -gt 240 ]; do sleep 0.5; n=$((n + 1)); done
+  kill -9 "$pid"
+  wait "$pid"
+  result stop-client $? 137
 fi
 exit $status

@@ -1,10 +1,11 @@
 #!/bin/bash
 # remote-in-guests.sh: the device protocol (issue 41) between two qemu guests with Soft-RoCE:
 # `ringbench device-server` in guest 0, a LeNet `train --device remote:...` client in guest 1,
-# over tcp and over verbs (rxe0), then a client and a server SIGKILLed mid-training over verbs
-# (guest-remote.sh). Passes when both trainings exit 0 with the transport asked for in their JSON,
-# the same losses, final hashes, bytes and round trips per step; the server names the killed
-# client as vanished and the client names the killed server.
+# over tcp and over verbs (rxe0), then a client and a server SIGKILLed, and a client SIGSTOPped,
+# mid-training over verbs (guest-remote.sh). Passes when both trainings exit 0 with the transport
+# asked for in their JSON, the same losses, final hashes, bytes and round trips per step; the
+# server names the killed client as vanished, the client the killed server, and the server drops
+# the stopped client within its --timeout (10 s), naming it.
 # Exit: 0 pass, 1 fail, 2 usage, 77 skipped (guest-cluster.sh cannot run guests here).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,6 +67,12 @@ say "  $(grep -m1 'vanished' "$g0/server-kill-client.out" 2>/dev/null)"
 check "server killed: the client fails naming the device server (rc: $(rcs kill-server))" \
   grep -q 'device server.*vanished\|vanished.*device server' "$g1/train-kill-server.out"
 say "  $(grep -m1 'vanished' "$g1/train-kill-server.out" 2>/dev/null)"
+# Stopped between requests, the verbs transport's heartbeats tell; in the middle of one, the
+# request's own --timeout does: either way the server names the client and exits.
+check "client stopped: the server drops it, naming it (rc: $(rcs stop-client))" \
+  grep -q 'client .* ended: client .*\(not even a heartbeat\|did not send the rest of a message\)' \
+  "$g0/server-stop-client.out"
+say "  $(grep -m1 'ended' "$g0/server-stop-client.out" 2>/dev/null)"
 [ "$rc" = 0 ] || fail=1
 say "remote-in-guests: $([ $fail = 0 ] && echo PASS || echo FAIL)"
 exit $fail
