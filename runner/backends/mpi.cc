@@ -183,7 +183,7 @@ Backend mpi() {
   b.float_only = true;
   b.title = "MPI_Allreduce";
   b.over = "MPI";
-  b.help = "MPI_Allreduce, needs mpirun";
+  b.help = "MPI's own collective, e.g. MPI_Allreduce or MPI_Allgather; needs mpirun";
   b.unavailable = unavailable;
   b.make = [](const BackendSetup& s) -> std::unique_ptr<Communicator> {
 #if RINGBENCH_HAVE_MPI

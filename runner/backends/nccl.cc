@@ -96,7 +96,7 @@ Backend nccl() {
   b.gpu_buffers = true;
   b.title = "ncclAllReduce";
   b.over = "NCCL (GPU buffers)";
-  b.help = "ncclAllReduce on GPU buffers, one GPU per rank";
+  b.help = "NCCL's own collective, e.g. ncclAllReduce or ncclAllGather, on GPU buffers; one GPU per rank";
   b.unavailable = nccl_unavailable_reason;  // not built, or no GPU here
   // To NCCL every rank of an emulated cluster is on one host (same hostname and boot id), so it
   // would move data through shared memory or GPU peer copies, bypassing the shaped link.

@@ -62,7 +62,7 @@ void add_allreduce_options(CLI::App& cmd, AllreduceArgs& a) {
   cmd.add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
   cmd.add_option("-w,--warmup_iters", a.warmup, "Untimed iterations per size before timing")->capture_default_str();
   cmd.add_option("-c,--check", a.check, "Verify results exactly (1) or not (0)")->capture_default_str();
-  std::string impls = "Allreduce implementation: ring (ours)";
+  std::string impls = "Implementation of the collective: ring (ours)";
   for (const Backend* b : backends())
     if (!b->ring) impls += ", " + b->name + " (" + b->help + ")";
   cmd.add_option("--impl", a.impl, impls)->capture_default_str();
