@@ -145,6 +145,16 @@ TEST(PairStore, APeersBadFramesAreIoErrorsNamingIt) {
     EXPECT_TRUE(has(error_of([&] { s.get("verbs/conn/1", t); }), "more than 16 bootstrap frames"));
   }
   {
+    // Two counts whose sum leaves int64 (found by remote_link_fuzz): an error, not a wrapped count.
+    SocketPair p;
+    PairStore s(p.fd[0], true, "client 10.0.0.2:5", t);
+    const std::string big("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);  // 2^63 - 1, little-endian
+    p.send(encode(BootFrame{'A', "verbs/ready/arrived", big}));
+    p.send(encode(BootFrame{'A', "verbs/ready/arrived", big}));
+    const std::string e = error_of([&] { s.get("verbs/conn/1", t); });
+    EXPECT_TRUE(has(e, "client 10.0.0.2:5") && has(e, "would overflow")) << e;
+  }
+  {
     SocketPair p;
     PairStore s(p.fd[0], true, "client 10.0.0.2:5", t);
     const auto t0 = Clock::now();

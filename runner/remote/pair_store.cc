@@ -54,8 +54,7 @@ void PairStore::take(const BootFrame& f, net::Clock::time_point deadline) {
   if (f.op == 'S') {
     if (!kv_.emplace(f.key, f.value).second) throw IoError(-1, peer_ + " set bootstrap key '" + f.key + "' again");
   } else if (f.op == 'A' && server_) {
-    const int64_t v = counters_[f.key] += static_cast<int64_t>(get_u64(f.value.data()));
-    send({'R', f.key, i64(v)}, deadline);
+    send({'R', f.key, i64(count(f.key, static_cast<int64_t>(get_u64(f.value.data()))))}, deadline);
   } else {
     throw IoError(-1, peer_ + std::string(": a bootstrap '") + f.op + "' frame where none is due");
   }
@@ -73,8 +72,17 @@ Bytes PairStore::get(const std::string& key, Millis timeout) {
   return kv_[key];
 }
 
+// A counter plus the peer's delta; a sum past int64's range is the peer's error, not wrapped
+// (the barrier's counts are small: anything near 2^63 is a hostile or broken peer).
+int64_t PairStore::count(const std::string& key, int64_t delta) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(counters_[key], delta, &sum))
+    throw IoError(-1, peer_ + ": bootstrap counter '" + key + "' would overflow");
+  return counters_[key] = sum;
+}
+
 int64_t PairStore::add(const std::string& key, int64_t delta) {
-  if (server_) return counters_[key] += delta;
+  if (server_) return count(key, delta);
   const auto deadline = net::Clock::now() + timeout_;
   send({'A', key, i64(delta)}, deadline);
   for (;;) {

@@ -30,6 +30,7 @@ class PairStore final : public Store {
   void send(const BootFrame& f, net::Clock::time_point deadline);
   // Takes a frame that is not the one awaited: stores a set, answers an add (server).
   void take(const BootFrame& f, net::Clock::time_point deadline);
+  int64_t count(const std::string& key, int64_t delta);
 
   int fd_;
   bool server_;
