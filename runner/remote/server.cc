@@ -162,13 +162,10 @@ bool DeviceServer::agree_transport(int fd, const std::string& peer) {
 }
 
 void DeviceServer::serve_session(int fd, const std::string& peer, Channel& tcp) {
-  if (transport_ == LinkTransport::tcp) {
-    Session s(d_, tcp);
-    log_(s.serve());
-    return;
-  }
-  const auto link = open_verbs_channel(fd, "client " + peer, true, d_.config().timeout, verbs_);
-  Session s(d_, *link);
+  std::unique_ptr<Channel> verbs;  // over verbs the requests leave the TCP connection
+  if (transport_ == LinkTransport::verbs)
+    verbs = open_verbs_channel(fd, "client " + peer, true, d_.config().timeout, verbs_);
+  Session s(d_, verbs ? *verbs : tcp);
   log_(s.serve());
 }
 
