@@ -6,7 +6,8 @@
 #
 #   bench/algo_auto_vs_mpi.sh OUTDIR [extra allreduce options for ours]
 # With TABLE=FILE a third arm runs `--algo auto --algo-table FILE` (raw/table-*) beside the
-# built-in rule (raw/auto-*) and Open MPI (raw/mpi-*).
+# built-in rule (raw/auto-*) and Open MPI (raw/mpi-*). ARMS="auto mpi mpi2" picks the arms: mpi2 is a
+# second, identical Open MPI run, the control that shows how far the machine alone moves a ratio.
 # Environment: REPEATS (3), ITERS (20), WARMUP (3), NPROCS ("2 4"), MINBYTES (64K), MAXBYTES (64M),
 # PER_SIZE (0). PER_SIZE=1 runs every size as its own short run, the arms back to back per size
 # (their order flipped each repeat, raw/<arm>-nN-rR-sBYTES.json): this VM's loopback changes speed
@@ -34,13 +35,13 @@ run_arm() {  # run_arm IMPL N REP FILE SIZE-OPTIONS...
   case $impl in
     auto) ours=(--impl ring --algo auto "${extra[@]}") ;;
     table) ours=(--impl ring --algo auto --algo-table "$TABLE" "${extra[@]}") ;;
-    mpi) ours=(--impl mpi) ;;
+    mpi | mpi2) ours=(--impl mpi) ;;
   esac
   mpirun --oversubscribe -np "$n" "${mca[@]}" "$bin" allreduce "${ours[@]}" "$@" \
     -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
 }
 extra=("$@")
-arms=(auto ${TABLE:+table} mpi)
+arms=(${ARMS:-auto ${TABLE:+table} mpi})
 for rep in $(seq 1 "$repeats"); do
   for n in $nprocs; do
     if [ "${PER_SIZE:-0}" = 1 ]; then
