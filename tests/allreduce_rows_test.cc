@@ -26,10 +26,11 @@ std::string error_of(const std::string& value, int iters = 3, size_t count = 102
 }
 
 TEST(AllreduceRows, PackedMeasurementsRoundTrip) {
-  const Measured m{2, {10.0, 20.0, 30.0}};
+  const Measured m{2, {10.0, 20.0, 30.0}, 17.5};
   const Measured back = unpack(pack(m), "k", 0, 3, 1024);
   EXPECT_EQ(back.wrong, 2u);
   EXPECT_EQ(back.us, m.us);
+  EXPECT_EQ(back.cpu_us, 17.5);
 }
 
 TEST(AllreduceRows, ValuesOfTheWrongSizeNameTheKeyAndSender) {
@@ -37,7 +38,7 @@ TEST(AllreduceRows, ValuesOfTheWrongSizeNameTheKeyAndSender) {
   for (const std::string& bad : {std::string(), good.substr(0, 7), good + std::string(1 << 20, 'x'), good + "1"}) {
     const std::string e = error_of(bad);
     EXPECT_NE(e.find("store key allreduce/point/0/1 (from rank 1)"), std::string::npos) << e;
-    EXPECT_NE(e.find("expected 32 bytes (3 timings), got " + std::to_string(bad.size())), std::string::npos) << e;
+    EXPECT_NE(e.find("expected 40 bytes (3 timings), got " + std::to_string(bad.size())), std::string::npos) << e;
   }
 }
 
@@ -47,11 +48,18 @@ TEST(AllreduceRows, TimingsAndCountsOutOfRangeAreRefused) {
     EXPECT_NE(e.find("is not a duration"), std::string::npos) << t << ": " << e;
   }
   EXPECT_NE(error_of(pack(Measured{1025, {1.0, 2.0, 3.0}})).find("1025 wrong elements of 1024"), std::string::npos);
+  for (double c : {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 1e13}) {
+    const std::string e = error_of(pack(Measured{0, {1.0, 2.0, 3.0}, c}));
+    EXPECT_NE(e.find("CPU time"), std::string::npos) << c << ": " << e;
+    EXPECT_NE(e.find("is not a duration"), std::string::npos) << c << ": " << e;
+  }
 }
 
 TEST(AllreduceRows, SummaryIsTheSlowestRank) {
-  const Row r = summarize({Measured{0, {10, 30}}, Measured{1, {20, 20}}}, 1000, find_collective("allreduce").busbw_factor(2));
+  const Row r = summarize({Measured{0, {10, 30}, 8}, Measured{1, {20, 20}, 12}}, 1000,
+                          find_collective("allreduce").busbw_factor(2));
   EXPECT_DOUBLE_EQ(r.time_us, 20);  // both means are 20
+  EXPECT_DOUBLE_EQ(r.cpu_us, 10);   // the ranks' mean CPU time
   EXPECT_DOUBLE_EQ(r.p50_us, 25);   // of the per-iteration maxima 20 and 30
   EXPECT_EQ(r.wrong, 1u);
   EXPECT_DOUBLE_EQ(r.algbw, 1000.0 / 20 / 1e3);

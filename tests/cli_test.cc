@@ -83,8 +83,9 @@ TEST(Cli, LocalRanksWriteTableAndJson) {
   ASSERT_EQ(doc["rows"].size(), 14u);
   for (auto& row : doc["rows"]) {
     for (const char* k : {"bytes", "count", "dtype", "op", "inplace", "time_us", "p50_us", "p99_us",
-                          "algbw_gbps", "busbw_gbps", "wrong"})
+                          "algbw_gbps", "busbw_gbps", "cpu_us", "wrong"})
       EXPECT_TRUE(row.contains(k)) << k;
+    EXPECT_GE(row["cpu_us"].get<double>(), 0);
     EXPECT_EQ(row["wrong"], 0);
     EXPECT_NEAR(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>() * 4.0 / 3.0, 1e-9);
   }

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
+#include "runner/analysis/run.h"
 #include "runner/sweep/sweep_config.h"
+#include "runner/tune/cpu_term.h"
 #include "runner/tune/autotune.h"
 #include "runner/tune/tune_model.h"
 
@@ -103,6 +108,108 @@ TEST(Tune, LatencyBoundKeepsTheDefaultsWhenNothingBeatsThem) {
   EXPECT_EQ(knob(ranked.back(), "segment"), "256K");
   EXPECT_EQ(knob(ranked.back(), "compression"), "none");
   EXPECT_NEAR(ranked.back().step_s, 52e-3, 1e-12);
+}
+
+// The CPU term on the latency-bound case above (β = 0: the link's time does not depend on the
+// bytes, so fp16 saves nothing there). One core, one compute thread and two communication threads
+// compete: at 1 ns of CPU per byte on the wire, fp32's 10 MiB cost 10.5 ms of the core a step and
+// fp16's 5 MiB 5.2 ms, both above the link's 2 ms tail: fp16 ranks first, its step the core's
+// (20 ms of compute + its charge). With a core to spare (4 cores, 2 + 2 threads) nothing is
+// charged and the defaults rank first again.
+TEST(Tune, TheCpuTermPicksTheSmallerWireTypeOnlyWhenCoresAreShared) {
+  CpuTerm shared;
+  shared.cpu_s_per_byte = 1e-9, shared.fitted_sizes = 3, shared.cores = 1, shared.compute_threads = 1,
+  shared.comm_threads = 2;
+  ASSERT_TRUE(shared.competes());
+  const auto ranked = rank_settings(ten_tensors(), grid(), ring_cost(fit(1e-3, 0), 2), shared);
+  EXPECT_EQ(knob(ranked.front(), "compression"), "fp16");
+  EXPECT_DOUBLE_EQ(ranked.front().wire_bytes, 5 * MiB);
+  EXPECT_DOUBLE_EQ(ranked.front().cpu_charge_s, 5 * MiB * 1e-9);
+  EXPECT_NEAR(ranked.front().step_s, 20e-3 + 5 * MiB * 1e-9, 1e-12);
+  EXPECT_GE(ranked.front().step_s, ranked.front().link_step_s);
+  const auto def = std::find_if(ranked.begin(), ranked.end(), [](const Ranked& r) { return r.is_default; });
+  EXPECT_NEAR(def->step_s, 20e-3 + 10 * MiB * 1e-9, 1e-12);  // fp32 on the wire
+  EXPECT_TRUE(std::all_of(ranked.begin(), ranked.end(), [](const Ranked& r) {
+    return r.step_s == std::max(r.link_step_s, r.core_step_s);
+  }));
+
+  CpuTerm spare = shared;
+  spare.cores = 4, spare.compute_threads = 2, spare.comm_threads = 2;
+  EXPECT_FALSE(spare.competes());
+  const auto free_cores = rank_settings(ten_tensors(), grid(), ring_cost(fit(1e-3, 0), 2), spare);
+  EXPECT_TRUE(free_cores.front().is_default);
+  EXPECT_EQ(free_cores.front().cpu_charge_s, 0);
+  EXPECT_NEAR(free_cores.front().step_s, 22e-3, 1e-12);
+}
+
+// The CPU per byte is the slope over the probe's sizes of at least 1M: a fixed per-call cost and
+// the small sizes do not move it; one large size gives its ratio; none gives 0; never negative.
+TEST(Tune, TheCpuPerByteIsTheSlopeOverTheLargeSizes) {
+  auto cpu = [](double bytes) { return 50e-6 + 0.4e-9 * bytes; };
+  int used = 0;
+  EXPECT_NEAR(fit_cpu_per_byte({{4096, 1.0}, {1 << 20, cpu(1 << 20)}, {4 << 20, cpu(4 << 20)}, {16 << 20, cpu(16 << 20)}},
+                               &used),
+              0.4e-9, 1e-15);
+  EXPECT_EQ(used, 3);
+  EXPECT_NEAR(fit_cpu_per_byte({{4096, 1.0}, {1 << 20, 1e-3}}, &used), 1e-3 / (1 << 20), 1e-18);
+  EXPECT_EQ(used, 1);
+  EXPECT_EQ(fit_cpu_per_byte({{4096, 1.0}}, &used), 0);
+  EXPECT_EQ(used, 0);
+  EXPECT_EQ(fit_cpu_per_byte({{1 << 20, 2e-3}, {4 << 20, 1e-3}}), 0);
+}
+
+// A probe run's rows carry each size's CPU time (cpu_us, the ranks' mean); the run loader reads
+// it back and the term is fitted from it, for the ring rows of that transport and N only, and
+// recorded in tune.json with the threads and cores that decide whether it is charged. Rows
+// without cpu_us (a probe from before the term) give a term that is not measured, not charged.
+TEST(Tune, TheCpuTermIsReadFromTheProbesRecordsAndRecorded) {
+  char tmpl[] = "/tmp/tune_test.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto record = [](const std::string& transport, bool with_cpu, double ns_per_byte) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (uint64_t bytes = 4096; bytes <= 16 << 20; bytes *= 4) {
+      nlohmann::json row = {{"bytes", bytes}, {"count", bytes / 4}, {"dtype", "float"}, {"inplace", false},
+                            {"algo", bytes < 65536 ? "direct" : "ring"}, {"time_us", 1e-3 * double(bytes)},
+                            {"algbw_gbps", 1}, {"busbw_gbps", 1}, {"p50_us", 1}, {"p99_us", 1}, {"wrong", 0}};
+      if (with_cpu) row["cpu_us"] = 30 + 1e-3 * ns_per_byte * double(bytes);
+      rows.push_back(row);
+    }
+    return nlohmann::json{
+        {"schema", 1}, {"run_id", "t-1"}, {"sweep", "t"}, {"repeat", 1}, {"profile", "none"}, {"status", "ok"},
+        {"error", ""}, {"started_at", "2026-11-29T00:00:00Z"}, {"cluster", {{"type", "emulated"}, {"link", "10gbit"}}},
+        {"point", "collectives/n2/" + transport + "/none"}, {"kind", "collectives"}, {"nodes", 2},
+        {"transport", transport}, {"collective", "allreduce"},
+        {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}, {"collective", "allreduce"}}}}}};
+  };
+  {
+    std::ofstream out(dir + "/raw.jsonl");
+    auto a = record("tcp", true, 0.5), b = record("verbs", true, 2.0), c = record("shm", false, 0);
+    a["seq"] = 0, b["seq"] = 1, c["seq"] = 2;
+    out << a.dump() << "\n" << b.dump() << "\n" << c.dump() << "\n";
+  }
+  const report::Run run = report::load_run(dir, 0.10);
+  const CpuTerm tcp = cpu_term(run, "tcp", 2, 1, 1);
+  EXPECT_NEAR(tcp.cpu_s_per_byte, 0.5e-9, 1e-15);
+  EXPECT_EQ(tcp.fitted_sizes, 3);  // 1M, 4M, 16M
+  EXPECT_EQ(tcp.min_bytes, double(1 << 20));
+  EXPECT_EQ(tcp.max_bytes, double(16 << 20));
+  EXPECT_EQ(tcp.compute_threads, 1);
+  EXPECT_EQ(tcp.comm_threads, 2);  // the trainer's thread and the TCP transport's I/O thread
+  EXPECT_TRUE(tcp.competes());
+  const nlohmann::json j = tcp.to_json();
+  EXPECT_NEAR(j["cpu_ns_per_byte"].get<double>(), 0.5, 1e-6);
+  EXPECT_EQ(j["cores_per_node"], 1);
+  EXPECT_EQ(j["competes"], true);
+  EXPECT_NE(describe(tcp).find("0.500 ns"), std::string::npos) << describe(tcp);
+  EXPECT_NEAR(cpu_term(run, "verbs", 2, 8, 1).cpu_s_per_byte, 2e-9, 1e-15);
+  EXPECT_TRUE(cpu_term(run, "verbs", 2, 8, 1).competes());  // 8 compute threads + 2 on 8 cores
+  const CpuTerm shm = cpu_term(run, "shm", 2, 1, 1);
+  EXPECT_EQ(shm.fitted_sizes, 0);
+  EXPECT_FALSE(shm.competes());
+  EXPECT_NE(describe(shm).find("not measured"), std::string::npos);
+  EXPECT_EQ(cpu_term(run, "tcp", 4, 1, 1).fitted_sizes, 0);  // no probe at N=4
+  std::filesystem::remove_all(dir);
 }
 
 // train --autotune's search on a fake job: the probe sees ten 1 MiB tensors and a ring of

@@ -132,6 +132,7 @@ void collectives_stats(Point& p) {
       s.algos.insert(str_or(row, "algo", "?"));
       if (auto t = number_at(row, "/time_us")) s.time_us.push_back(*t);
       if (auto b = number_at(row, "/busbw_gbps")) s.busbw.push_back(*b);
+      if (auto c = number_at(row, "/cpu_us"); c && std::isfinite(*c) && *c >= 0) s.cpu_us.push_back(*c);
       s.wrong += wrong;
       s.checked = s.checked || checked;
     }

@@ -26,6 +26,7 @@ struct Straggler {
 struct SizeStats {
   std::set<std::string> algos;
   std::vector<double> time_us, busbw;
+  std::vector<double> cpu_us;  // the ranks' mean CPU time per iteration (rows since tune's CPU term)
   uint64_t wrong = 0;
   bool checked = false;
 };

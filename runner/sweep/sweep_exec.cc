@@ -94,7 +94,7 @@ class LocalExecutor : public Executor {
       : cluster_(cluster), note_(std::move(note)), cpu_ids_(usable_cpus()), cores_(int(cpu_ids_.size())),
         migrate_node_(c.has_migrate ? c.migrate.target_node() : -1), per_node_(c.cluster.ranks_per_node) {
     const int max_nodes = cluster_nodes(c);
-    cpus_per_node_ = c.cluster.cpus_per_node > 0 ? c.cluster.cpus_per_node : std::max(1, cores_ / max_nodes);
+    cpus_per_node_ = local_cpus_per_node(c, max_nodes);
     if (cpus_per_node_ > cores_)
       throw Error("cluster.cpus_per_node is " + std::to_string(cpus_per_node_) + " but this machine has " +
                   std::to_string(cores_) + " usable cores");
@@ -489,6 +489,11 @@ class MpiWorkerExecutor : public Executor {
 
 LaunchOutcome Executor::run_processes(const std::vector<PointProcess>&, Millis, const std::atomic<bool>*) {
   throw Error("this cluster runs no point of processes with their own arguments (remote points)");
+}
+
+int local_cpus_per_node(const SweepConfig& c, int max_nodes) {
+  if (c.cluster.cpus_per_node > 0) return c.cluster.cpus_per_node;
+  return std::max(1, int(usable_cpus().size()) / std::max(1, max_nodes));
 }
 
 std::unique_ptr<Executor> make_local_executor(const SweepConfig& c, EmulatedCluster* cluster,

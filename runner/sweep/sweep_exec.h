@@ -66,6 +66,11 @@ class Executor {
 };
 
 // Local ranks (cluster == nullptr: loopback) or one rank per emulated node.
+// The CPUs each node of a local or emulated cluster gets when the sweep's largest point has
+// `max_nodes` nodes: cluster.cpus_per_node, else this process's usable CPUs split among them (at
+// least 1). Each train rank runs as many compute threads (--threads).
+int local_cpus_per_node(const SweepConfig& c, int max_nodes);
+
 std::unique_ptr<Executor> make_local_executor(const SweepConfig& c, EmulatedCluster* cluster,
                                               const std::string& note);
 

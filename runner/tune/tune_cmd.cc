@@ -17,6 +17,8 @@
 #include "runner/analysis/format.h"
 #include "runner/sweep/sweep_cmd.h"
 #include "runner/sweep/sweep_config.h"
+#include "runner/sweep/sweep_exec.h"
+#include "runner/tune/cpu_term.h"
 #include "runner/tune/tune_model.h"
 
 namespace ringbench {
@@ -127,6 +129,8 @@ json trial_json(const Trial& t) {
   for (const auto& k : tune::modelled_knobs())
     knobs[k] = axis_json(sweep_axes()[axis_index(k)], t.setting.axes[axis_index(k)]);
   return {{"settings", knobs}, {"default", t.setting.is_default}, {"predicted_step_s", t.setting.step_s},
+          {"predicted_link_step_s", t.setting.link_step_s}, {"predicted_core_step_s", t.setting.core_step_s},
+          {"cpu_charge_s", t.setting.cpu_charge_s}, {"wire_bytes_per_step", t.setting.wire_bytes},
           {"predicted_img_s", t.predicted_img_s}, {"measured_img_s", t.measured},
           {"measured_img_s_median", t.measured.empty() ? json(nullptr) : json(t.median())}};
 }
@@ -156,7 +160,8 @@ json tune_point(const SweepConfig& c, const SweepModel& m, int n, const std::str
   const auto def = std::find_if(trials.begin(), trials.end(), [](const Trial& x) { return x.setting.is_default; });
   const auto best = std::max_element(trials.begin(), trials.end(),
                                      [](const Trial& x, const Trial& y) { return x.median() < y.median(); });
-  std::printf("\n| %s b%d N=%d %s | predicted img/s | measured img/s (median of %d, range) | vs defaults |\n|---|---:|---:|---:|\n",
+  std::printf("\n| %s b%d N=%d %s | predicted img/s | CPU term ms/step | measured img/s (median of %d, range) | vs defaults |\n"
+              "|---|---:|---:|---:|---:|\n",
               m.model.c_str(), m.batch, n, t.c_str(), a.repeats);
   for (const auto& tr : trials) {
     std::string spread = tr.measured.empty() ? "failed" : report::fixed(tr.median(), 1);
@@ -164,9 +169,9 @@ json tune_point(const SweepConfig& c, const SweepModel& m, int n, const std::str
       spread += " (" + report::fixed(*std::min_element(tr.measured.begin(), tr.measured.end()), 1) + " to " +
                 report::fixed(*std::max_element(tr.measured.begin(), tr.measured.end()), 1) + ")";
     const bool both = def->median() > 0 && tr.median() > 0;
-    std::printf("| %s%s%s | %.1f | %s | %s |\n", &tr == &*best ? "**chosen**: " : "",
+    std::printf("| %s%s%s | %.1f | %.2f | %s | %s |\n", &tr == &*best ? "**chosen**: " : "",
                 tune::setting_text(tr.setting.axes).c_str(), tr.setting.is_default ? " (defaults)" : "",
-                tr.predicted_img_s, spread.c_str(), both ? (report::fixed(tr.median() / def->median(), 3) + "x").c_str() : "-");
+                tr.predicted_img_s, tr.setting.cpu_charge_s * 1e3, spread.c_str(), both ? (report::fixed(tr.median() / def->median(), 3) + "x").c_str() : "-");
   }
   json out = {{"model", m.model}, {"batch", m.batch}, {"image_size", m.image_size}, {"nodes", n}, {"transport", t},
               {"run_dir", dir}, {"candidates_ranked", ranked.size()}, {"trials", json::array()}};
@@ -238,10 +243,14 @@ int run_tune(const TuneArgs& a) {
           doc["points"].push_back({{"model", m.model}, {"nodes", n}, {"transport", t}, {"not_tuned", reason}});
           continue;
         }
-        const auto ranked = tune::rank_settings(*timeline, c.train.axes, tune::ring_cost(f->fit, n));
+        const tune::CpuTerm cpu = tune::cpu_term(allreduce, t, n, local_cpus_per_node(c, n), c.cluster.ranks_per_node);
+        std::printf("# tune: %s N=%d %s: alpha %.1f us, beta %.3f ns/B; %s\n", m.model.c_str(), n, t.c_str(),
+                    f->fit.alpha_s * 1e6, f->fit.beta_s * 1e9, tune::describe(cpu).c_str());
+        const auto ranked = tune::rank_settings(*timeline, c.train.axes, tune::ring_cost(f->fit, n), cpu);
         const std::string sub = dir + "/measure-" + m.model + "-n" + std::to_string(n) + "-" + t;
         doc["points"].push_back(tune_point(c, m, n, t, ranked, a, sub));
         doc["points"].back()["fit"] = {{"alpha_s", f->fit.alpha_s}, {"beta_s_per_byte", f->fit.beta_s}};
+        doc["points"].back()["cpu_term"] = cpu.to_json();
       }
   }
   const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();

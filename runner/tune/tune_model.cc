@@ -64,7 +64,7 @@ std::vector<predict::BucketTiming> rebucket(const std::vector<predict::BucketTim
 }
 
 std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const AxisLists& space,
-                                  const AllreduceCost& cost) {
+                                  const AllreduceCost& cost, const CpuTerm& cpu) {
   // The search space: the modelled knobs' lists; every other axis at its first listed value.
   AxisLists knobs;
   for (size_t i : axes_of(PointKind::train)) knobs.values[i] = {space.values[i].front()};
@@ -81,7 +81,14 @@ std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const Ax
     t.buckets = rebucket(unfused.buckets, knob_bytes(axes, "first_bucket_mb"), knob_bytes(axes, "fusion_mb"));
     const double segment = double(parse_bytes(axes[axis_index("segment")]));
     const auto p = predict::simulate_step(t, [&](double b) { return cost(wire_bytes(b, axes), segment); });
-    ranked.push_back({axes, p.step_s, p.exposed_s, axes == defaults});
+    Ranked r{axes, p.step_s, p.exposed_s};
+    r.is_default = axes == defaults;
+    for (const auto& b : t.buckets) r.wire_bytes += wire_bytes(b.bytes, axes);
+    r.link_step_s = p.step_s;
+    r.cpu_charge_s = cpu.charge_s(r.wire_bytes);
+    r.core_step_s = t.compute_s + t.optimizer_s + r.cpu_charge_s;
+    r.step_s = std::max(r.link_step_s, r.core_step_s);
+    ranked.push_back(r);
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
     return a.step_s != b.step_s ? a.step_s < b.step_s : off_default(a.axes) < off_default(b.axes);

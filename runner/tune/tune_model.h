@@ -12,6 +12,7 @@
 #include "runner/predict/step_sim.h"
 #include "runner/sweep/axis_lists.h"
 #include "runner/record/point.h"
+#include "runner/tune/cpu_term.h"
 
 namespace ringbench::tune {
 
@@ -38,13 +39,19 @@ std::vector<predict::BucketTiming> rebucket(const std::vector<predict::BucketTim
 struct Ranked {
   std::vector<std::string> axes;  // every sweep axis's value (PointCoords::axes)
   double step_s = 0, exposed_s = 0;
+  double link_step_s = 0;   // the α-β simulator's step (the link's bound)
+  double core_step_s = 0;   // compute + optimizer + cpu_charge_s (the core's bound; step_s is the larger)
+  double cpu_charge_s = 0;  // the CPU term: the communication's CPU per step taken from compute
+  double wire_bytes = 0;    // per step
   bool is_default = false;  // every knob at train's default
 };
 
 // Every combination of the modelled knobs' values in `space` (the train lists), and train's
-// defaults, priced and sorted fastest first (ties: fewer knobs off their default first).
+// defaults, priced and sorted fastest first (ties: fewer knobs off their default first). Each
+// step is the larger of the α-β simulator's and the core's (compute + optimizer + the CPU term's
+// charge for the step's bytes on the wire; cpu_term.h); a term that does not compete charges 0.
 std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const AxisLists& space,
-                                  const AllreduceCost& cost);
+                                  const AllreduceCost& cost, const CpuTerm& cpu = {});
 
 // The k best ranked settings, and the defaults after them where they are not among those (the
 // defaults are measured whether or not they rank high: the speed-up is over them).
