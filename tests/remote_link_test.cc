@@ -23,6 +23,7 @@
 #include "runner/remote/session.h"
 #include "runner/remote/transport_channel.h"
 #include "runner/remote/wire.h"
+#include "tests/error_text.h"
 
 namespace {
 
@@ -31,15 +32,7 @@ using namespace ringbench::remote;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ringbench::testing::error_of;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -29,6 +29,7 @@
 #include "runner/remote/shaper.h"
 #include "runner/remote/wire.h"
 #include "tests/descriptors_exhausted.h"
+#include "tests/served_device.h"
 
 namespace {
 
@@ -38,28 +39,10 @@ using std::chrono::milliseconds;
 
 const std::string kSecret(auth::kSecretBytes, 'k');
 
-struct Served {
+// 10 s: the reference backend's steps on a loaded 2-core machine.
+struct Served : ringbench::testing::ServedDevice {
   explicit Served(uint64_t memory = uint64_t{64} << 20, std::string backend = models::available_backends().front())
-      : device([&] {
-          DeviceConfig c;
-          c.backend = backend;
-          c.memory_bytes = memory;
-          c.timeout = milliseconds(10000);
-          return c;
-        }()),
-        server(device, "127.0.0.1", 0, kSecret, [this](const std::string& s) {
-          std::lock_guard lock(m);
-          log += s + "\n";
-        }) {}
-  DeviceSpec spec(double fraction = 1.0) { return {"127.0.0.1", server.port(), fraction}; }
-  std::string logged() {
-    std::lock_guard lock(m);
-    return log;
-  }
-  Device device;
-  std::mutex m;
-  std::string log;
-  DeviceServer server;
+      : ServedDevice(memory, milliseconds(10000), kSecret, LinkTransport::tcp, std::move(backend)) {}
 };
 
 std::string u64(uint64_t v) {

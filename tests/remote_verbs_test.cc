@@ -23,6 +23,8 @@
 #include "runner/remote/remote_network.h"
 #include "runner/remote/server.h"
 #include "runner/remote/verbs_link.h"
+#include "tests/error_text.h"
+#include "tests/served_device.h"
 
 namespace {
 
@@ -35,40 +37,13 @@ using std::chrono::milliseconds;
 
 const std::string kSecret(auth::kSecretBytes, 'k');
 
-struct Served {
-  explicit Served(LinkTransport t)
-      : device([] {
-          DeviceConfig c;
-          c.backend = models::available_backends().front();
-          c.memory_bytes = uint64_t{1} << 30;
-          c.timeout = milliseconds(20000);  // Soft-RoCE in a TCG guest holds packets for seconds
-          return c;
-        }()),
-        server(device, "127.0.0.1", 0, kSecret,
-               [this](const std::string& s) {
-                 std::lock_guard lock(m);
-                 log += s + "\n";
-               },
-               t) {}
-  DeviceSpec spec(LinkTransport t) { return {"127.0.0.1", server.port(), 1.0, t}; }
-  std::string logged() {
-    std::lock_guard lock(m);
-    return log;
-  }
-  Device device;
-  std::mutex m;
-  std::string log;
-  DeviceServer server;
+// 20 s: Soft-RoCE in a TCG guest holds packets for seconds. Served over `t`; specs name it.
+struct Served : ringbench::testing::ServedDevice {
+  explicit Served(LinkTransport t) : ServedDevice(uint64_t{1} << 30, milliseconds(20000), kSecret, t) {}
+  DeviceSpec spec(LinkTransport t) const { return ServedDevice::spec(1.0, t); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ringbench::testing::error_of;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

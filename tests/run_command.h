@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/error_text.h"
+
 namespace ringbench::testing {
 
 // Unique per process and call: ctest runs tests of one binary as concurrent processes. Every path
@@ -99,17 +101,6 @@ inline ::testing::AssertionResult refused_without_gpu(const CommandResult& r, co
     return ::testing::AssertionFailure() << "the error does not say why:\n" << r.output;
   if (has("[rank")) return ::testing::AssertionFailure() << "a rank started:\n" << r.output;
   return ::testing::AssertionSuccess();
-}
-
-// The message of the E that f throws ("" if none).
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // A whole file's text ("" when it cannot be read).
