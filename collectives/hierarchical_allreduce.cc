@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/errors.h"
+#include "collectives/level_handoff.h"
 #include "collectives/reduce.h"
 #include "collectives/ring_allgather.h"
 #include "collectives/tag.h"
@@ -38,9 +40,11 @@ template <class JobRank>
 }  // namespace
 
 HierarchicalAllreduce::HierarchicalAllreduce(Transport& intra, Transport& inter, const void* in, void* out,
-                                             size_t max_count, DType dtype, ReduceOp op, const AllreduceOptions& opts)
+                                             size_t max_count, DType dtype, ReduceOp op, const AllreduceOptions& opts,
+                                             size_t chunk_bytes)
     : intra_(intra), inter_(inter), dtype_(dtype), op_(op), opts_(opts.ring), max_count_(max_count),
       slot_elems_(slot_elems_for(max_count, dtype_size(dtype), opts.ring, intra.size())),
+      chunk_elems_(chunk_bytes ? std::max<size_t>(1, chunk_bytes / dtype_size(dtype)) : 0),
       bufs_(intra, in, max_count, out, max_count, intra.size() > 1 ? size_t(opts.ring.depth) * slot_elems_ : 0,
             dtype_size(dtype)),
       across_(inter, out, out, max_count, dtype, ReduceOp::sum, opts) {
@@ -64,13 +68,59 @@ const char* HierarchicalAllreduce::run(size_t count, size_t offset) {
 }
 
 void HierarchicalAllreduce::run_levels(size_t count, size_t offset) {
-  const size_t es = bufs_.esize();
-  const uint64_t tag = collective_tag({0x41e7U, count, uint64_t(dtype_), uint64_t(op_), slot_elems_, runs_++});
+  const uint64_t run = runs_++;
+  const uint64_t tag = collective_tag({0x41e7U, count, uint64_t(dtype_), uint64_t(op_), slot_elems_, run});
   const std::string what = describe_allreduce("hier", count, dtype_, op_);
-  const int l = intra_.rank(), nl = intra_.size();
-  // The job's ranks lie node by node: rank = node x L + local rank.
-  auto node_peer = [&](int local) { return inter_.rank() * nl + local; };
-  auto cross_peer = [&](int node) { return node * nl + l; };
+  if (chunk_elems_ && count > chunk_elems_) return run_pipelined(count, offset, tag, what);
+  scatter_level(count, offset, tag, what);
+  cross_level(count, offset, what);
+  gather_level(count, offset, tag, what);
+}
+
+// Chunk k's tag is the run's with k mixed in. The level within the node runs on this thread:
+// reduce-scatter chunk k, then allgather chunk k-1 once it has crossed; the level across runs on
+// its own thread, each chunk once it is reduce-scattered. Both levels keep their message order,
+// the same on every rank, so each level's messages still match in order.
+void HierarchicalAllreduce::run_pipelined(size_t count, size_t offset, uint64_t tag, const std::string& what) {
+  const size_t chunks = (count + chunk_elems_ - 1) / chunk_elems_;
+  auto begin = [&](size_t k) { return offset + k * chunk_elems_; };
+  auto size = [&](size_t k) { return std::min(chunk_elems_, count - k * chunk_elems_); };
+  auto chunk_tag = [&](size_t k) { return collective_tag({tag, k}); };
+  // A bound on one chunk's wait for the other level: each of its steps within its own limit.
+  const int64_t steps = 2 * (intra_.size() + inter_.size());
+  LevelHandoff handoff(steps * transfer_timeout(opts_.timeout, chunk_elems_ * bufs_.esize()),
+                       [&](const std::string& why) {
+                         intra_.abort(what + ": " + why);
+                         inter_.abort(what + ": " + why);
+                       });
+  std::thread across([&] {
+    handoff.run_guarded([&] {
+      for (size_t k = 0; k < chunks; ++k) {
+        handoff.wait_for(LevelHandoff::scattered, k + 1, what + ", chunk " + std::to_string(k) + " within the node");
+        cross_level(size(k), begin(k), what);
+        handoff.advance(LevelHandoff::crossed);
+      }
+    });
+  });
+  handoff.run_guarded([&] {
+    auto gather = [&](size_t k) {
+      handoff.wait_for(LevelHandoff::crossed, k + 1, what + ", chunk " + std::to_string(k) + " across the nodes");
+      gather_level(size(k), begin(k), chunk_tag(k), what);
+    };
+    for (size_t k = 0; k < chunks; ++k) {
+      scatter_level(size(k), begin(k), chunk_tag(k), what);
+      handoff.advance(LevelHandoff::scattered);
+      if (k > 0) gather(k - 1);
+    }
+    gather(chunks - 1);
+  });
+  across.join();
+  handoff.rethrow_first();
+}
+
+void HierarchicalAllreduce::scatter_level(size_t count, size_t offset, uint64_t tag, const std::string& what) {
+  const size_t es = bufs_.esize();
+  auto node_peer = [&](int local) { return inter_.rank() * intra_.size() + local; };
   try {
     if (intra_.size() > 1) {
       reduce_scatter(count, offset, tag);
@@ -80,7 +130,14 @@ void HierarchicalAllreduce::run_levels(size_t count, size_t offset) {
   } catch (const Error& e) {
     rethrow_level(intra_, inter_, e, what + ", within the node (" + intra_.caps().name + ")", node_peer);
   }
-  const Span mine = share(count, l + 1);
+}
+
+// Allreduces this rank's share of elements [offset, offset + count) across the nodes.
+void HierarchicalAllreduce::cross_level(size_t count, size_t offset, const std::string& what) {
+  const size_t es = bufs_.esize();
+  // The job's ranks lie node by node: rank = node x L + local rank.
+  auto cross_peer = [&](int node) { return node * intra_.size() + intra_.rank(); };
+  const Span mine = share(count, intra_.rank() + 1);
   try {
     across_.run(mine.size(), offset + mine.begin);
   } catch (const Error& e) {
@@ -90,6 +147,10 @@ void HierarchicalAllreduce::run_levels(size_t count, size_t offset) {
     char* p = bufs_.out() + (offset + mine.begin) * es;
     divide(dtype_, p, p, mine.size(), float(intra_.size() * inter_.size()));
   }
+}
+
+void HierarchicalAllreduce::gather_level(size_t count, size_t offset, uint64_t tag, const std::string& what) {
+  auto node_peer = [&](int local) { return inter_.rank() * intra_.size() + local; };
   try {
     if (intra_.size() > 1) allgather(count, offset, tag);
   } catch (const Error& e) {

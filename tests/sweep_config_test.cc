@@ -402,6 +402,42 @@ TEST(SweepConfig, RanksPerNodeAndTheHierarchicalAxis) {
                {"cluster.ranks_per_node", "train and collectives points only"});
 }
 
+// hierarchical and hier_chunk are train axes too (issue 44): a train point of several ranks per
+// node runs flat and hierarchical (ids .../hier/...), its chunk passed as --hier-chunk, at one
+// node only flat (one rank has nothing to allreduce), a transport that cannot carry it skipped
+// saying why; the config reads back.
+TEST(SweepConfig, HierarchicalAndItsChunkAreAxesOfTrainPoints) {
+  const SweepConfig c = parse_sweep_config(
+      "name: t\nnodes: [1, 4]\ntransports: [tcp, shm]\nrepeats: 1\ncluster: {type: local, ranks_per_node: 2}\n"
+      "train: {models: [{model: lenet, batch: 8}], settings: [{hierarchical: false}, {hierarchical: true}, "
+      "{hierarchical: true, hier_chunk: 0}]}\n", "t.yaml");
+  std::vector<std::string> ids;
+  for (const auto& p : expand_points(c)) {
+    ids.push_back(p.id + (p.skip.empty() ? "" : " skipped: " + p.skip));
+    const auto args = point_args(c, p, "p.json", "log");
+    EXPECT_EQ(std::find(args.begin(), args.end(), "--hierarchical") != args.end(), p.axis("hierarchical") == "true")
+        << p.id;
+    const auto chunk = std::find(args.begin(), args.end(), "--hier-chunk");
+    EXPECT_EQ(chunk != args.end(), p.axis("hier_chunk") != "4M") << p.id;
+    if (chunk != args.end()) {
+      EXPECT_EQ(*(chunk + 1), "0");
+    }
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "train/lenet/b8/n1/none/none", "train/lenet/b8/n4/tcp/none", "train/lenet/b8/n4/shm/none",
+                     "train/lenet/b8/hier/n4/tcp/none",
+                     "train/lenet/b8/hier/n4/shm/none skipped: --hierarchical --transport shm: the transport across "
+                     "the nodes must reach other hosts (shared memory is already the level within each node)",
+                     "train/lenet/b8/hier/chunk0/n4/tcp/none",
+                     "train/lenet/b8/hier/chunk0/n4/shm/none skipped: --hierarchical --transport shm: the transport "
+                     "across the nodes must reach other hosts (shared memory is already the level within each node)"}));
+  const SweepConfig again = parse_sweep_config(to_yaml(c), "config.yaml");
+  EXPECT_EQ(to_yaml(again), to_yaml(c));
+  expect_error(local_config("train: {models: [lenet], hierarchical: [maybe]}\n"),
+               {"train.hierarchical", "'maybe' is not true or false"});
+  expect_error(local_config("train: {models: [lenet], hier_chunk: [2G]}\n"), {"train.hier_chunk"});
+}
+
 // The collectives' `ops` axis (issue 44): each op is a point whose command is the op itself, ids
 // name every op but allreduce (whose points keep the ids they had), an op with no hierarchical
 // algorithm is skipped saying why (nccl runs every op: not skipped), config.yaml reads back, and a wrong

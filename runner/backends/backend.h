@@ -42,6 +42,7 @@ struct NetArgs {
   // `ranks_per_node` ranks (ranks node x R .. node x R + R-1) and this transport across the nodes.
   bool hierarchical = false;
   int ranks_per_node = 1;
+  size_t hier_chunk_bytes = size_t{4} << 20;  // --hier-chunk: the levels' pipeline chunk (0: not pipelined)
 };
 
 // What a backend gets to connect a command's ranks.

@@ -13,20 +13,26 @@ namespace {
 class HierCommunicator : public Communicator {
  public:
   HierCommunicator(std::unique_ptr<Transport> intra, std::unique_ptr<Transport> inter, std::chrono::milliseconds wait,
-                   size_t segment_bytes)
-      : intra_(std::move(intra)), inter_(std::move(inter)), wait_limit_(wait), segment_bytes_(segment_bytes) {}
+                   size_t segment_bytes, size_t chunk_bytes)
+      : intra_(std::move(intra)), inter_(std::move(inter)), wait_limit_(wait), segment_bytes_(segment_bytes),
+        chunk_bytes_(chunk_bytes) {}
 
   // "shm within nodes of 2 ranks, tcp across 4 nodes"
   std::string levels() const {
     return intra_->caps().name + " within nodes of " + std::to_string(intra_->size()) + " ranks, " +
            inter_->caps().name + " across " + std::to_string(inter_->size()) + " nodes";
   }
+  // "pipelined in chunks of 4194304 B" or "levels one after the other"
+  std::string pipeline() const {
+    return chunk_bytes_ ? "pipelined in chunks of " + std::to_string(chunk_bytes_) + " B" : "levels one after the other";
+  }
   std::map<std::string, std::string> path_info() const override {
     std::map<std::string, std::string> p{
         {"transport", intra_->caps().name + "+" + inter_->caps().name + " (hierarchical)"},
         {"hierarchical", std::to_string(inter_->size()) + " nodes x " + std::to_string(intra_->size()) + " ranks"},
         {"node", std::to_string(inter_->rank())},
-        {"local_rank", std::to_string(intra_->rank())}};
+        {"local_rank", std::to_string(intra_->rank())},
+        {"hierarchical.pipeline", pipeline()}};
     for (auto& [k, v] : intra_->path_info()) p["intra." + k] = v;
     for (auto& [k, v] : inter_->path_info()) p["inter." + k] = v;
     return p;
@@ -34,7 +40,7 @@ class HierCommunicator : public Communicator {
   std::unique_ptr<AllreducePlan> allreduce(const void* in, void* out, size_t max_count, DType dtype, ReduceOp op,
                                            const AllreduceOptions& o) override {
     return std::make_unique<InAndOutOfPlacePlan<HierarchicalAllreduce>>(in, out, [&](const void* from, void* to) {
-      return HierarchicalAllreduce(*intra_, *inter_, from, to, max_count, dtype, op, o);
+      return HierarchicalAllreduce(*intra_, *inter_, from, to, max_count, dtype, op, o, chunk_bytes_);
     });
   }
   std::unique_ptr<CollectivePlan> plan(const Collective& c, const PlanArgs&) override {
@@ -45,8 +51,8 @@ class HierCommunicator : public Communicator {
     ao.ring.timeout = wait_limit_;
     if (segment_bytes_) ao.ring.segment_bytes = segment_bytes_;
     return std::make_unique<models::WireStagedReducer<HierarchicalAllreduce>>(
-        grads, count, wire, "hierarchical ring (ours): " + levels(), [&](void* buf) {
-          return HierarchicalAllreduce(*intra_, *inter_, buf, buf, count, wire, ReduceOp::avg, ao);
+        grads, count, wire, "hierarchical ring (ours): " + levels() + ", " + pipeline(), [&](void* buf) {
+          return HierarchicalAllreduce(*intra_, *inter_, buf, buf, count, wire, ReduceOp::avg, ao, chunk_bytes_);
         });
   }
   void set_gradient_segment(size_t bytes) override { segment_bytes_ = bytes; }
@@ -54,7 +60,7 @@ class HierCommunicator : public Communicator {
  private:
   std::unique_ptr<Transport> intra_, inter_;
   std::chrono::milliseconds wait_limit_;
-  size_t segment_bytes_;
+  size_t segment_bytes_, chunk_bytes_;
 };
 
 const Backend& intra_node_backend() {
@@ -102,7 +108,7 @@ std::unique_ptr<Communicator> make_hierarchical(const BackendSetup& s, const std
                 "host: " + e.what());
   }
   return std::make_unique<HierCommunicator>(std::move(intra), connect(across), 2 * s.timeout,
-                                            s.net.gradient_segment_bytes);
+                                            s.net.gradient_segment_bytes, s.net.hier_chunk_bytes);
 }
 
 }  // namespace ringbench

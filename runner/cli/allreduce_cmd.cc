@@ -159,6 +159,7 @@ NetArgs net_args(const AllreduceArgs& a) {
   net.spin = std::chrono::microseconds(a.spin_us);
   net.hierarchical = a.hierarchical;
   net.ranks_per_node = a.ranks_per_node;
+  net.hier_chunk_bytes = parse_bytes(a.hier_chunk);
   return net;
 }
 
@@ -193,7 +194,7 @@ std::string sweep_shape(const Sweep& s, const AlgoTableEntry* table) {
          " --impl " + a.impl + " --transport " + a.transport + " --dtype " + dtype_name(s.dtype) + " --op " +
          op_name(s.op) + " --segment " + a.segment + " --min-segment " + a.min_segment + " --algo " + a.algo +
          " --direct-max " + a.direct_max + " --ranks-per-node " + std::to_string(a.ranks_per_node) +
-         (a.hierarchical ? " --hierarchical" : "") + (table ? " --algo-table: " + ranges_text(*table) : "");
+         (a.hierarchical ? " --hierarchical --hier-chunk " + a.hier_chunk : "") + (table ? " --algo-table: " + ranges_text(*table) : "");
 }
 
 
@@ -220,6 +221,7 @@ json sweep_meta(const RankJob& job, const Sweep& s, const Backend& backend, cons
                             {"depth", a.depth}, {"sockets_per_peer", a.sockets_per_peer},
                             {"algo", a.algo}, {"direct_max_bytes", parse_bytes(a.direct_max)},
                             {"ranks_per_node", a.ranks_per_node}, {"hierarchical", a.hierarchical},
+                            {"hier_chunk_bytes", parse_bytes(a.hier_chunk)},
                             {"algo_table", table ? json(a.algo_table) : json(nullptr)},
                             {"algo_table_ranges", table ? json(ranges_text(*table)) : json(nullptr)}}}});
   if (backend.options.as_run) meta["options"].update(options_json(backend.options.as_run()));
@@ -260,14 +262,16 @@ void print_header(const RankJob& job, const Sweep& s, const Backend& backend, co
                 parse_bytes(a.direct_max));
   if (table) std::printf(" --algo-table %s", a.algo_table.c_str());
   std::printf(" --ranks-per-node %d%s", a.ranks_per_node, a.hierarchical ? " --hierarchical" : "");
+  if (a.hierarchical) std::printf(" --hier-chunk %zu", parse_bytes(a.hier_chunk));
   if (backend.options.as_run)
     std::printf(" --transport %s%s", backend.name.c_str(), options_line(backend.options.as_run()).c_str());
   std::printf("\n");
   if (a.hierarchical)
     std::printf("# algorithm per row: hier: reduce-scatter within each node of %d ranks over %s, allreduce of each "
-                "rank's share across the %d nodes over %s (%s), allgather within the node\n",
+                "rank's share across the %d nodes over %s (%s), allgather within the node; %s\n",
                 a.ranks_per_node, hosts[0]["path"].value("intra.transport", "?").c_str(), n / a.ranks_per_node,
-                backend.name.c_str(), a.algo == "auto" ? "rd or direct for small shares, ring above" : a.algo.c_str());
+                backend.name.c_str(), a.algo == "auto" ? "rd or direct for small shares, ring above" : a.algo.c_str(),
+                hosts[0]["path"].value("hierarchical.pipeline", "?").c_str());
   else if (backend.ring && coll.takes_algo)
     std::printf("# algorithm per row: %s\n", a.algo == "auto" ? auto_text(a, n, table).c_str() : a.algo.c_str());
   for (auto& h : hosts) {

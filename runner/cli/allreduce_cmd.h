@@ -31,6 +31,7 @@ struct AllreduceArgs {
   int spin_us = 200;
   bool hierarchical = false;  // allreduce in two levels: shm within each node, --transport across
   int ranks_per_node = 1;     // the nodes: consecutive ranks, this many each
+  std::string hier_chunk = "4M";  // --hierarchical: the levels' pipeline chunk ("0": one after the other)
 };
 
 // `argv` is the full command line, for re-executing local ranks and for the metadata.

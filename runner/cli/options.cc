@@ -26,6 +26,10 @@ void add_rank_options(CLI::App& cmd, Args& a) {
   cmd.add_flag("--hierarchical", a.hierarchical, "Allreduce in two levels (Horovod's hierarchical allreduce): "
                "reduce-scatter within each node over shm, allreduce of each rank's share across the nodes over "
                "--transport (one ring per local rank), allgather within the node");
+  cmd.add_option("--hier-chunk", a.hier_chunk, "--hierarchical: the chunk the levels are pipelined in (while one "
+                 "chunk crosses the nodes, the next is reduce-scattered and the previous allgathered within the "
+                 "node); 0 runs the three phases one after the other on the whole buffer")
+      ->capture_default_str();
 }
 
 }  // namespace

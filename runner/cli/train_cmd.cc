@@ -94,6 +94,7 @@ std::unique_ptr<Communicator> connect_ranks(const RankJob& job, const TrainArgs&
   net_args.gradient_segment_bytes = parse_bytes(a.segment);
   net_args.hierarchical = a.hierarchical;
   net_args.ranks_per_node = a.ranks_per_node;
+  net_args.hier_chunk_bytes = parse_bytes(a.hier_chunk);
   return comm_backend.make({*job.store, job.rank, job.n, *job.world, job.timeout, net_args, key_prefix});
 }
 
@@ -230,6 +231,7 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                {"batch_per_rank", a.batch},
                {"transport", n > 1 ? a.transport : "none"}, {"allreduce", t.trainer.reducer()},
                {"ranks_per_node", a.ranks_per_node}, {"hierarchical", a.hierarchical},
+               {"hier_chunk_bytes", parse_bytes(a.hier_chunk)},
                {"path", t.path}, {"warmup", a.warmup}, {"steps", measured_steps},
                {"data", a.data}, {"overlap", !a.no_overlap},
                {"sgd", {{"lr_base", a.lr}, {"lr", a.lr * n}, {"momentum", a.momentum},

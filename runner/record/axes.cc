@@ -71,8 +71,16 @@ std::vector<Axis> declare_axes() {
       // others (collectives/allgather/n4/...), and the report gives each its own table and plot.
       {.kind = PointKind::collectives, .key = "collective", .config_key = "ops", .flag = "",
        .default_value = "allreduce", .names = collective_values},
+      // Our allreduce in two levels on a cluster of several ranks per node: the collectives' (ids
+      // collectives/hier/...) and train's gradients (ids train/.../hier/...).
       {.kind = PointKind::collectives, .key = "hierarchical", .flag = "--hierarchical", .type = AxisType::flag,
-       .default_value = "false", .id_prefix = "hier", .label = "hierarchical", .communication = true},
+       .default_value = "false", .id_prefix = "hier", .label = "hierarchical", .communication = true,
+       .also = PointKind::train},
+      // The hierarchical allreduce's pipeline chunk (0: the levels one after the other); a flat
+      // point ignores it, so list it in settings beside hierarchical: true.
+      {.kind = PointKind::collectives, .key = "hier_chunk", .flag = "--hier-chunk", .type = AxisType::bytes,
+       .default_value = train.hier_chunk, .id_prefix = "chunk", .label = "chunk ", .min = 0, .max = double(1 << 30),
+       .communication = true, .also = PointKind::train},
       // Our allreduce's algorithm (auto: the built-in rule); measured alone, each gets a fit of
       // its own at every size, from which `predict --algo-table` chooses.
       {.kind = PointKind::collectives, .key = "algo", .flag = "--algo", .default_value = "auto", .id_prefix = "algo-",
@@ -94,7 +102,7 @@ const std::vector<Axis>& sweep_axes() {
 std::vector<size_t> axes_of(PointKind kind) {
   std::vector<size_t> v;
   for (size_t i = 0; i < sweep_axes().size(); ++i)
-    if (sweep_axes()[i].kind == kind) v.push_back(i);
+    if (sweep_axes()[i].in(kind)) v.push_back(i);
   return v;
 }
 

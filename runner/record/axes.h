@@ -41,13 +41,17 @@ struct Axis {
   // `ringbench tune`, `train --autotune` and a sweep's `tuned: true` choose it: the step model
   // prices it (runner/tune/tune_model.h).
   bool tuned = false;
+  // A second section the axis sits in, with the same key, flag and values (hierarchical: train's
+  // and collectives'); none for most.
+  std::optional<PointKind> also{};
 
+  bool in(PointKind k) const { return kind == k || also == k; }
   const std::string& config() const { return config_key.empty() ? key : config_key; }
 };
 
 // Every axis, in declaration order (the order of loops, ids, columns and sorting).
 const std::vector<Axis>& sweep_axes();
-// The axes of one point kind, as indexes into sweep_axes().
+// The axes of one point kind (those that also sit in its section included), as indexes into sweep_axes().
 std::vector<size_t> axes_of(PointKind kind);
 // The index of `key` in sweep_axes(); throws std::logic_error for an unknown key (a typo in code).
 size_t axis_index(const std::string& key);

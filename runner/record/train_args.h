@@ -52,6 +52,7 @@ struct TrainArgs {
   int autotune_top_k = 3, autotune_repeats = 3, autotune_steps = 5;
   bool hierarchical = false;  // gradients allreduced in two levels: shm within each node, --transport across
   int ranks_per_node = 1;     // the nodes: consecutive ranks, this many each
+  std::string hier_chunk = "4M";  // --hierarchical: the levels' pipeline chunk ("0": one after the other)
   VgpuTrainArgs vgpu;  // --profile, --allow-profile-mismatch, --vgpu-catalog, --vgpu-scheduler
   migrate::MigrateArgs migrate;  // --migrate-*: move a rank to another node during the run
 };

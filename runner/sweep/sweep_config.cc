@@ -336,6 +336,16 @@ std::string collectives_unfit(const SweepConfig& c, const SweepPoint& p) {
   return hierarchical_unfit(point_ranks(c, p), c.cluster.ranks_per_node, *b);
 }
 
+// Why train point p cannot run as configured ("" when it can): hierarchical on a backend or a
+// cluster that cannot carry it, or with --autotune (whose cost model is the flat ring's).
+std::string train_unfit(const SweepConfig& c, const SweepPoint& p) {
+  if (p.axis("hierarchical") != "true") return "";
+  const Backend* b = find_backend(p.transport);
+  if (!b) return "";  // an unknown transport is the config's error, already reported
+  if (c.train.tuned && b->ring) return "--hierarchical with tuned: true: --autotune prices the flat ring only";
+  return hierarchical_unfit(point_ranks(c, p), c.cluster.ranks_per_node, *b);
+}
+
 void for_each_point(const SweepConfig& c, const std::function<void(const SweepPoint&)>& visit) {
   std::unique_ptr<vgpu::Catalog> own;
   if ((c.has_sharing || (c.has_infer && c.infer.has_sharing)) && !c.vgpu_catalog.empty()) own = std::make_unique<vgpu::Catalog>(vgpu::Catalog::load(c.vgpu_catalog));
@@ -353,6 +363,7 @@ void for_each_point(const SweepConfig& c, const std::function<void(const SweepPo
                 p.axes = *values;
                 p.id = "train/" + m.model + "/b" + std::to_string(m.batch) + size_suffix(m.image_size) +
                        axes_id(PointKind::train, p.axes) + "/n" + std::to_string(n) + "/" + t + "/" + profile;
+                p.skip = train_unfit(c, p);
                 visit(p);
               }
             }
