@@ -13,8 +13,10 @@ namespace ringbench::models {
 // inference_only: see NetworkOptions.
 std::unique_ptr<Network> make_reference_network(const Graph& g, int batch, bool inference_only = false);
 // precision: fp32 or bf16 (std::invalid_argument without native bf16 instructions).
+// plain_params: see NetworkOptions.
 std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only = false,
-                                             Precision precision = Precision::fp32);  // RINGBENCH_HAVE_DNNL
+                                             Precision precision = Precision::fp32,
+                                             bool plain_params = false);  // RINGBENCH_HAVE_DNNL
 
 // "cudnn" (RINGBENCH_HAVE_CUDA; models/cuda/cudnn_network.cc): cuDNN, cuBLAS and our kernels on
 // the current CUDA device. fp32 unless allow_tf32 (make_network: RINGBENCH_CUDNN_TF32=1).

@@ -21,7 +21,7 @@ void OnednnNetwork::plan_backward_data(int i, const typename Primitive::primitiv
   std::vector<Op>& b = bwd_[i];
   const bool dfr = deferred(p);
   const memory dd = convert(io.dy, pd.diff_dst_desc(), b, "reorder diff_dst", i);
-  const memory wd = convert(io.w_plain, pd.weights_desc(), b, "reorder weights", i, dfr);
+  const memory wd = convert(io.w_forward ? io.w_forward : io.w_master, pd.weights_desc(), b, "reorder weights", i, dfr);
   std::vector<Op> post;
   const memory ds = sink(p, first_contribution(p, i, 0), pd.diff_src_desc(), post, dfr);
   b.push_back(prim_op(note(family, pd), Primitive(pd),
@@ -30,7 +30,7 @@ void OnednnNetwork::plan_backward_data(int i, const typename Primitive::primitiv
 }
 
 // A weighted layer's weight (and bias) gradients, into the flat gradient buffer: directly where
-// `pd` produces the plain layout, else through weights_to_plain().
+// `pd` produces the master weights' layout, else through weights_to_master().
 template <class Primitive>
 void OnednnNetwork::plan_backward_weights(int i, const typename Primitive::primitive_desc& pd, const WeightedIo& io,
                                           const std::string& family) {
@@ -39,12 +39,12 @@ void OnednnNetwork::plan_backward_weights(int i, const typename Primitive::primi
   std::vector<Op>& b = bwd_[i];
   const memory src_w = convert(io.src, pd.src_desc(), b, "reorder src", i);
   const memory dd_w = convert(io.dy, pd.diff_dst_desc(), b, "reorder diff_dst", i);
-  const memory gw_plain = view(io.w_plain_md, Buf::grads, param_offset(i, 0));
-  const memory gw = pd.diff_weights_desc() == io.w_plain_md ? gw_plain : alloc(pd.diff_weights_desc());
+  const memory gw_master = view(io.w_master_md, Buf::grads, param_offset(i, 0));
+  const memory gw = pd.diff_weights_desc() == io.w_master_md ? gw_master : alloc(pd.diff_weights_desc());
   Args wargs{{DNNL_ARG_SRC, src_w}, {DNNL_ARG_DIFF_DST, dd_w}, {DNNL_ARG_DIFF_WEIGHTS, gw}};
   if (io.bias) wargs[DNNL_ARG_DIFF_BIAS] = view(io.b_md, Buf::grads, param_offset(i, 1));
   b.push_back(prim_op(note(family, pd), Primitive(pd), std::move(wargs)));
-  if (gw.get() != gw_plain.get()) weights_to_plain(gw, gw_plain, b);
+  if (gw.get() != gw_master.get()) weights_to_master(gw, gw_master, b);
   planning_weights_ = false;
 }
 
@@ -60,6 +60,11 @@ void OnednnNetwork::setup_conv(int i) {
   const memory::dims wdims = grouped ? memory::dims{s.groups, s.out_channels / s.groups, in.c / s.groups, s.kh, s.kw}
                                      : memory::dims{s.out_channels, in.c, s.kh, s.kw};
   const Md w_plain_md(wdims, f32, grouped ? Tag::goihw : Tag::oihw);  // = the flat [O, I/g, kh, kw]
+  // bf16 training: the fp32 master weights (and their gradients and momentum) as bwd_weights
+  // writes them, where that needs no padding; every rank picks the same (param_layout.h).
+  const bool blocked = blocked_weights_ && !grouped && blockable(s.out_channels, in.c);
+  const Md w_master_md = blocked ? Md(wdims, f32, Tag::OIhw16i16o) : w_plain_md;
+  if (blocked) param_layout_.blocked.push_back({param_offset(i, 0), s.out_channels, in.c, s.kh, s.kw});
   // Weights in the network's type (reordered from the fp32 flat parameters each forward); their
   // gradients and the bias in fp32 (bf16: oneDNN accumulates them in fp32).
   const Md w_any(wdims, dt_, Tag::any), dw_any(wdims, f32, Tag::any);
@@ -71,8 +76,8 @@ void OnednnNetwork::setup_conv(int i) {
   const convolution_forward::primitive_desc fpd(
       {prop_kind::forward_training, alg, src_any, w_any, b_md, dst_any, strides, pad_l, pad_r}, eng_);
   std::vector<Op>& f = fwd_[i];
-  const memory w_plain = view(w_plain_md, Buf::params, param_offset(i, 0));
-  const memory w = convert(w_plain, fpd.weights_desc(), weight_ops(f), "reorder weights", -1);
+  const memory w_master = view(w_master_md, Buf::params, param_offset(i, 0));
+  const memory w = convert(w_master, fpd.weights_desc(), weight_ops(f), "reorder weights", -1);
   const memory src = convert(act_[p].y, fpd.src_desc(), f, "reorder src", -1);
   act_[i] = make_act(fpd.dst_desc());
   Args fargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, act_[i].y}};
@@ -81,7 +86,7 @@ void OnednnNetwork::setup_conv(int i) {
   if (inference_) return;
 
   // Backward data (first: it reads the weights, which may change once the gradients are out).
-  const WeightedIo io{src, act_[i].dy, w_plain, w_plain_md, b_md, s.bias};
+  const WeightedIo io{src, act_[i].dy, w_master, w_master_md, b_md, s.bias, dt_ == f32 ? memory() : w};
   const convolution_backward_data::primitive_desc bdpd({alg, src_any, w_any, dst_any, strides, pad_l, pad_r}, eng_,
                                                        fpd);
   plan_backward_data<convolution_backward_data>(i, bdpd, io, "conv bwd_data");

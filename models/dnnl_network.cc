@@ -20,7 +20,10 @@
 //
 // FCs run on plain NCHW with the flat weights in place (the weights are the big tensor there);
 // convs reorder their weights to the blocked layout they want once per forward, and their
-// weight gradients back into the flat buffer in backward. An inference-only network reorders
+// weight gradients back into the flat buffer in backward. bf16 training keeps the conv weights
+// that need no padding in the flat buffers as OIhw16i16o fp32 (param_layout.h), the layout
+// bwd_weights writes: their gradients need no reorder, the forward converts them to bf16 within
+// blocks, and backward data reorders the forward's bf16 copy (half the bytes of the master). An inference-only network reorders
 // the weights once instead, in bind() and again in params_changed() (the same reorder
 // primitives into the same memories, so the outputs do not change).
 //
@@ -87,11 +90,13 @@ Dt network_data_type(Precision precision) {
 
 }  // namespace
 
-OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only, Precision precision)
+OnednnNetwork::OnednnNetwork(const Graph& g, int batch, bool inference_only, Precision precision,
+                             bool plain_params)
     : g_(g),
       batch_(batch),
       inference_(inference_only),
       dt_(network_data_type(precision)),
+      blocked_weights_(!inference_only && !plain_params && dt_ == bf16),
       eng_(dnnl::engine::kind::cpu, 0),
       strm_(eng_) {
   check_network_args(g_, batch, "onednn network");
@@ -245,13 +250,19 @@ memory OnednnNetwork::sink(int p, bool first, const Md& produced, std::vector<Op
   return s;
 }
 
-// Blocked weight gradients into the flat (plain) gradient buffer. oneDNN 2.6's direct reorder
+// Blocked weight gradients into the flat gradient buffer's layout for them (plain, or a blocked
+// master layout: a plain reorder). oneDNN 2.6's direct reorder
 // from the layouts blocked "i-major, o-minor" (OIhw16i16o, bwd_weights' choice for 1x1 convs)
 // to plain is pathologically slow for large power-of-two input counts (4.1 ms for 1024x1024
 // on AVX-512, single thread), while going through the transposed blocking takes 0.3 + 0.3 ms.
-void OnednnNetwork::weights_to_plain(const memory& from, const memory& plain, std::vector<Op>& ops) {
+void OnednnNetwork::weights_to_master(const memory& from, const memory& master, std::vector<Op>& ops) {
   const Md& md = from.get_desc();
   const memory::dims dims = md.dims();
+  if (master.get_desc() != Md(dims, f32, dims.size() == 5 ? Tag::goihw : Tag::oihw)) {
+    ops.push_back(reorder_op(from, master, "reorder diff_weights", false, false));
+    return;
+  }
+  const memory& plain = master;
   using Detour = std::pair<Tag, Tag>;  // slow source layout, intermediate
   const std::vector<Detour> detours =
       dims.size() == 5 ? std::vector<Detour>{{Tag::gOIhw16i16o, Tag::gOIhw16o16i}, {Tag::gOIhw8i8o, Tag::gOIhw8o8i}}
@@ -285,7 +296,9 @@ void OnednnNetwork::setup_outputs() {
 }
 
 std::string OnednnNetwork::describe() const {
-  return describe_impls(dt_ == f32 ? "onednn" : "onednn (bf16)", impls_);
+  std::string out = describe_impls(dt_ == f32 ? "onednn" : "onednn (bf16)", impls_);
+  if (!param_layout_.plain()) out += "; fp32 master weights: " + param_layout_.describe();
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,8 +549,9 @@ std::vector<PrimitiveTime> OnednnNetwork::profile(int reps) {
 
 using onednn::OnednnNetwork;
 
-std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only, Precision precision) {
-  return std::make_unique<OnednnNetwork>(g, batch, inference_only, precision);
+std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inference_only, Precision precision,
+                                             bool plain_params) {
+  return std::make_unique<OnednnNetwork>(g, batch, inference_only, precision, plain_params);
 }
 
 std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, int reps, Precision precision) {
@@ -545,6 +559,7 @@ std::vector<PrimitiveTime> profile_onednn_primitives(const Graph& g, int batch, 
   OnednnNetwork net(g, batch, false, precision);
   std::vector<float> params(g.param_count), grads(g.param_count), state(g.state_count);
   init_params(g, 1, params.data(), state.data());
+  to_param_layout(net.param_layout(), params.data());
   net.bind(params.data(), grads.data(), state.data());
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

@@ -97,13 +97,15 @@ struct Op {
 
 class OnednnNetwork final : public Network {
  public:
-  OnednnNetwork(const Graph& g, int batch, bool inference_only = false, Precision precision = Precision::fp32);
+  OnednnNetwork(const Graph& g, int batch, bool inference_only = false, Precision precision = Precision::fp32,
+                bool plain_params = false);
 
   const Graph& graph() const override { return g_; }
   int batch() const override { return batch_; }
   std::string backend() const override { return "onednn"; }
   std::string describe() const override;
   bool inference_only() const override { return inference_; }
+  ParamLayout param_layout() const override { return param_layout_; }
   Precision precision() const override { return dt_ == bf16 ? Precision::bf16 : Precision::fp32; }
   std::vector<LayerPrecision> layer_precisions() const override { return layer_precisions_; }
 
@@ -141,9 +143,12 @@ class OnednnNetwork final : public Network {
   struct WeightedIo {  // what conv's and fc's backward plans share
     memory src;      // the input as the forward primitive read it
     memory dy;       // the node's output gradient, as the forward primitive's dst is laid out
-    memory w_plain;  // the plain weights in the flat parameter buffer
-    Md w_plain_md, b_md;
+    memory w_master; // the fp32 weights in the flat parameter buffer (plain, or param_layout_'s)
+    Md w_master_md, b_md;
     bool bias;
+    // bf16: the forward's bf16 copy of the weights, this step's, which backward data reorders
+    // (half the bytes of the fp32 master); empty: from w_master
+    memory w_forward = {};
   };
   struct OutputIo {
     Md plain;
@@ -176,7 +181,7 @@ class OnednnNetwork final : public Network {
                  bool deferred = false);
   void fold(int p, bool first, const memory& contrib, std::vector<Op>& ops, bool deferred);
   memory sink(int p, bool first, const Md& produced, std::vector<Op>& post, bool deferred);
-  void weights_to_plain(const memory& from, const memory& plain, std::vector<Op>& ops);
+  void weights_to_master(const memory& from, const memory& master, std::vector<Op>& ops);
   template <class Primitive>
   void plan_backward_data(int i, const typename Primitive::primitive_desc& pd, const WeightedIo& io,
                           const std::string& family);
@@ -207,6 +212,10 @@ class OnednnNetwork final : public Network {
   // its backward plan (NetworkOptions::inference_only).
   bool inference_;
   Dt dt_;  // activations' and the convs', fcs', batch norms', ... arithmetic (f32 or bf16)
+  // bf16 training: conv weights that need no padding live in the flat buffers as OIhw16i16o
+  // (what bwd_weights writes), listed in param_layout_.
+  bool blocked_weights_;
+  ParamLayout param_layout_;
   std::vector<LayerPrecision> layer_precisions_;  // the layers computing in another one
   dnnl::engine eng_;
   dnnl::stream strm_;

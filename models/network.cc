@@ -138,7 +138,7 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
     throw std::invalid_argument(why);
   if (backend == "reference") return make_reference_network(g, batch, options.inference_only);
 #if RINGBENCH_HAVE_DNNL
-  if (backend == "onednn") return make_onednn_network(g, batch, options.inference_only, options.precision);
+  if (backend == "onednn") return make_onednn_network(g, batch, options.inference_only, options.precision, options.plain_params);
 #else
   if (backend == "onednn")
     throw std::invalid_argument("this ringbench was built without oneDNN (RINGBENCH_WITH_DNNL=OFF): "

@@ -16,6 +16,7 @@
 
 #include "models/device_gate.h"
 #include "models/graph.h"
+#include "models/param_layout.h"
 
 namespace ringbench::models {
 
@@ -103,6 +104,12 @@ class Network {
   virtual Precision precision() const { return Precision::fp32; }
   virtual std::vector<LayerPrecision> layer_precisions() const { return {}; }
 
+  // How the parameter tensors lie in the flat buffers bind() takes (parameters, their gradients
+  // and the optimizer's momentum alike): plain, the graph's layout, unless the backend lists a
+  // tensor (param_layout.h). Fixed when the network is built; the caller fills the buffers in
+  // this layout (to_param_layout) and converts what leaves them (to_plain_params).
+  virtual ParamLayout param_layout() const { return {}; }
+
   // Built with NetworkOptions::inference_only: forward(training = false) only.
   virtual bool inference_only() const { return false; }
 
@@ -130,6 +137,9 @@ struct NetworkOptions {
   bool measure_conv_algos = false;
   bool inference_only = false;
   Precision precision = Precision::fp32;
+  // oneDNN bf16 training keeps the conv weights whose channel counts are multiples of 16 in its
+  // blocked layout (Network::param_layout); true keeps every tensor plain (the tests' baseline).
+  bool plain_params = false;
 };
 
 // "reference" (naive loops, the numerical oracle), "onednn" (when built with it) or "cudnn"

@@ -104,6 +104,7 @@ Forwarded forward_once(m::Network& net, bool training, bool backward = false, fl
   const m::Graph& g = net.graph();
   std::vector<float> params(g.param_count), grads(g.param_count), state(g.state_count);
   m::init_params(g, 3, params.data(), state.data());
+  m::to_param_layout(net.param_layout(), params.data());  // bf16 training: its blocked conv weights
   net.bind(params.data(), net.inference_only() ? nullptr : grads.data(), state.data());
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

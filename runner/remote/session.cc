@@ -311,9 +311,11 @@ void Session::open_network(const std::string& payload) {
     const uint64_t left = std::max<uint64_t>(1, seat_.cap_bytes - std::min(seat_.cap_bytes, charged_));
     DeviceMemoryScope build(left);
     try {
+      // The client reads and writes these buffers as the graph lays them out: plain.
       n.net = models::make_network(d_.config().backend, g, int(spec->batch),
                                    {.inference_only = spec->inference_only,
-                                    .precision = static_cast<models::Precision>(spec->precision)});
+                                    .precision = static_cast<models::Precision>(spec->precision),
+                                    .plain_params = true});
       auto ptr = [&](uint32_t b) { return b ? buffer(b).data.data() : nullptr; };
       n.net->bind(ptr(n.params), ptr(n.grads), ptr(n.state));
     } catch (const DeviceOutOfMemory& e) {
