@@ -54,11 +54,7 @@ ring_args="-b 1M -e 1M -n 100000 -w 1 -c 1 --iface eth0 --timeout $RB_TIMEOUT"
 steps=""
 for t in $TRANSPORTS; do for mode in $FAULT_MODES; do steps+="${steps:+ }$t:$mode"; done; done
 
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd -P)
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
+open_summary  # OUT, SUMMARY, say
 say "fault-in-guests: $NODES guests, transports '$TRANSPORTS', victim rank $VICTIM after ${DELAY}s, modes '$FAULT_MODES', ringbench --timeout $RB_TIMEOUT (bounds: error $((2 * RB_TIMEOUT))s, exit $((2 * RB_TIMEOUT + 10))s after the fault)"
 t0=$(date +%s)
 BUILD=$(cd "$BUILD" && pwd -P)

@@ -41,6 +41,15 @@ train() {  # ROUND PORT TRANSPORT STEPS [exec]: LeNet on the remote device (exec
   ${5:+exec} "$RB" train --model lenet --batch "$BATCH" --steps "$4" --warmup 1 --threads 1 --seed 7 --log-every 1 \
     --timeout 120 --device "remote:$SERVER:$2,transport=$3" --json "train-$1.json" > "train-$1.out" 2>&1
 }
+training() {  # ROUND PORT: a long training over verbs in the background (its pid in pid), once it took a step
+  train "$1" "$2" verbs 1000 exec &
+  pid=$!
+  await "grep -q ^step train-$1.out" 600
+}
+await() {  # TEST HALF-SECONDS: until the command TEST succeeds, at most that many half seconds
+  n=0
+  until $1 2>/dev/null || [ $n -gt "$2" ]; do sleep 0.5; n=$((n + 1)); done
+}
 result() {  # ROUND RC EXPECTED
   echo "$2" > "$GUEST_INDEX-$1.rc"
   echo "RESULT remote round=$1 guest=$GUEST_INDEX rc=$2 uptime=$(now)"
@@ -68,10 +77,7 @@ if [ "$GUEST_INDEX" = 0 ]; then
   wait "$SERVER_PID"
   result kill-client $? 0
 else
-  train kill-client 7081 verbs 1000 exec &
-  pid=$!
-  n=0
-  until grep -q '^step' train-kill-client.out 2>/dev/null || [ $n -gt 600 ]; do sleep 0.5; n=$((n + 1)); done
+  training kill-client 7081
   echo "killing the client at uptime $(now)"
   kill -9 "$pid"
   wait "$pid"
@@ -82,17 +88,13 @@ fi
 barrier remote-kill-server || status=1
 if [ "$GUEST_INDEX" = 0 ]; then
   serve kill-server 7082 verbs
-  n=0
-  until [ -e "$GUEST_SHARED/client-training" ] || [ $((n += 1)) -gt 1200 ]; do sleep 0.5; done
+  await "test -e $GUEST_SHARED/client-training" 1200
   echo "killing the server at uptime $(now)"
   kill -9 "$SERVER_PID"
   wait "$SERVER_PID"
   result kill-server $? 137
 else
-  train kill-server 7082 verbs 1000 exec &
-  pid=$!
-  n=0
-  until grep -q '^step' train-kill-server.out 2>/dev/null || [ $n -gt 600 ]; do sleep 0.5; n=$((n + 1)); done
+  training kill-server 7082
   touch "$GUEST_SHARED/client-training"
   wait "$pid"
   rc=$?
@@ -108,14 +110,10 @@ if [ "$GUEST_INDEX" = 0 ]; then
   echo "the server exited at uptime $(now)"
   touch "$GUEST_SHARED/server-done"
 else
-  train stop-client 7083 verbs 1000 exec &
-  pid=$!
-  n=0
-  until grep -q '^step' train-stop-client.out 2>/dev/null || [ $n -gt 600 ]; do sleep 0.5; n=$((n + 1)); done
+  training stop-client 7083
   echo "stopping the client at uptime $(now)"
   kill -STOP "$pid"
-  n=0
-  until [ -e "$GUEST_SHARED/server-done" ] || [ $n -gt 240 ]; do sleep 0.5; n=$((n + 1)); done
+  await "test -e $GUEST_SHARED/server-done" 240
   kill -9 "$pid"
   wait "$pid"
   result stop-client $? 137

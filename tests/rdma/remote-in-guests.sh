@@ -25,11 +25,7 @@ OUT=${OUT:-$REPO/results/guests-remote-$(date -u +%Y%m%d-%H%M%S)}
 [ "$(id -u)" = 0 ] || { echo "remote-in-guests: SKIP: needs root (guest network)" >&2; exit 77; }
 [ -x "$BUILD/runner/ringbench" ] || { echo "remote-in-guests: no $BUILD/runner/ringbench (build first)" >&2; exit 2; }
 command -v jq > /dev/null || { echo "remote-in-guests: SKIP: needs jq" >&2; exit 77; }
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd -P)
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
+open_summary  # OUT, SUMMARY, say
 say "remote-in-guests: LeNet batch $BATCH, $STEPS steps, build $BUILD, $(date -u +%FT%TZ)"
 say "note: guests run under qemu TCG (emulated CPU): this proves the path, not performance"
 t0=$(date +%s)

@@ -71,11 +71,7 @@ if [ "$UNIT_TESTS" = auto ]; then
 fi
 most=0
 for n in $NODES; do [ "$n" -gt "$most" ] && most=$n; done
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd -P)
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
+open_summary  # OUT, SUMMARY, say
 T_ALL=$(date +%s)
 say "ring-in-guests: transports '$TRANSPORTS', nodes '$NODES', ring args '$RING_ARGS', unit tests '$UNIT_TESTS', build $BUILD, $(date -u +%FT%TZ)"
 say "note: guests run under qemu TCG (emulated CPU); the speeds below prove the path, not performance"

@@ -43,11 +43,7 @@ done
 command -v jq > /dev/null || apt-get install -y -qq jq > /dev/null 2>&1 || { echo "train-jpeg-in-guests: SKIP: needs jq" >&2; exit 77; }
 BUILD=$(cd "$BUILD" && pwd -P)
 OUT=${OUT:-$REPO/results/train-jpeg-guests-$(date -u +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd -P)
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
+open_summary  # OUT, SUMMARY, say
 T0=$(date +%s)
 # shellcheck source=guest-scenario.sh
 . "$HERE/guest-scenario.sh"  # cluster_begin
