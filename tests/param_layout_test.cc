@@ -3,7 +3,7 @@
 // weight or gradient is reordered to plain each step. The permutation is oneDNN's, the network
 // lists exactly the tensors it blocks, and training in the blocked layout gives what the plain
 // one gives, bit for bit, on one rank and on two ranks whose allreduce sums the blocked buffers;
-// what leaves the buffers (host_params, host_momentum) is plain.
+// what leaves the buffers (host_params, host_momentum) is plain, and restore() takes plain values.
 #include <gtest/gtest.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -150,6 +150,31 @@ TEST(Bf16MasterLayout, TwoRanksAllreduceTheBlockedGradients) {
   SKIP_WITHOUT_BF16();
   const m::Graph g = mobilenet();
   EXPECT_TRUE(train_two_ranks(g, false) == train_two_ranks(g, true)) << "blocked and plain ranks ended apart";
+}
+
+// Trainer::restore (checkpoints, migration) takes plain values: restored into either layout,
+// training goes on alike.
+TEST(Bf16MasterLayout, RestoreTakesPlainValues) {
+  SKIP_WITHOUT_BF16();
+  const m::Graph g = mobilenet();
+  auto first = bf16_net(g, 4, false);
+  m::TrainOptions o;
+  o.sgd = {.lr = 0.02f, .momentum = 0.9f, .weight_decay = 1e-3f};
+  m::Trainer t(*first, o, nullptr);
+  ringbench::testing::SliceSource src(g.input_dims(), 10, 4, 0);
+  for (int s = 0; s < 2; ++s) t.step(src);
+  auto resumed = [&](bool plain_params) {
+    auto net = bf16_net(g, 4, plain_params);
+    m::Trainer r(*net, o, nullptr);
+    r.restore(t.host_params(), t.host_momentum(), t.host_state(), 2);
+    ringbench::testing::SliceSource more(g.input_dims(), 10, 4, 0);
+    std::vector<double> losses;
+    for (int s = 0; s < 2; ++s) losses.push_back(r.step(more).loss);
+    return std::make_pair(losses, r.host_params());
+  };
+  const auto blocked = resumed(false), plain = resumed(true);
+  EXPECT_EQ(blocked.first, plain.first);
+  EXPECT_TRUE(blocked.second == plain.second) << "host_params differ 2 steps after the restore";
 }
 
 }  // namespace
