@@ -164,19 +164,26 @@ class TempRun {
          {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}, {"collective", op}}}}}});
   }
   // An allreduce point over tcp on `nodes` nodes whose rows took seconds(bytes), flat (the ring)
-  // or hierarchical.
-  void allreduce(int nodes, bool hierarchical, const std::function<double(double bytes)>& seconds) {
+  // or hierarchical; `chunk`: pipelined in chunks of that many bytes (the record says so, as
+  // `allreduce --hier-chunk` writes it), -1: the levels one after the other, saying so (hier_chunk
+  // 0), 0: a record from before the pipeline (neither). Every row's busbw is `busbw`.
+  void allreduce(int nodes, bool hierarchical, const std::function<double(double bytes)>& seconds, long chunk = 0,
+                 double busbw = 1) {
     json rows = json::array();
     for (uint64_t bytes = 65536; bytes <= 16 << 20; bytes *= 4)
       rows.push_back({{"bytes", bytes}, {"count", bytes / 4}, {"dtype", "float"}, {"inplace", false},
                       {"algo", hierarchical ? "hier" : "ring"}, {"time_us", 1e6 * seconds(double(bytes))},
-                      {"algbw_gbps", 1}, {"busbw_gbps", 1}, {"p50_us", 1}, {"p99_us", 1}, {"wrong", 0}});
-    add({{"point", std::string("collectives/") + (hierarchical ? "hier/" : "") + "n" + std::to_string(nodes) + "/tcp/none"},
-         {"kind", "collectives"}, {"nodes", nodes}, {"transport", "tcp"}, {"collective", "allreduce"},
-         {"hierarchical", hierarchical},
-         {"collectives", {{"rows", rows}, {"meta", {{"impl", "ring"}, {"collective", "allreduce"}}}}}});
+                      {"algbw_gbps", 1}, {"busbw_gbps", busbw}, {"p50_us", 1}, {"p99_us", 1}, {"wrong", 0}});
+    json meta = {{"impl", "ring"}, {"collective", "allreduce"}};
+    if (chunk) meta["options"] = {{"hier_chunk_bytes", std::max(0L, chunk)}};
+    json rec = {{"point", std::string("collectives/") + (hierarchical ? "hier/" : "") + (chunk < 0 ? "chunk0/" : "") +
+                              "n" + std::to_string(nodes) + "/tcp/none"},
+                {"kind", "collectives"}, {"nodes", nodes}, {"transport", "tcp"}, {"collective", "allreduce"},
+                {"hierarchical", hierarchical}, {"collectives", {{"rows", rows}, {"meta", meta}}}};
+    if (chunk < 0) rec["hier_chunk"] = "0";
+    add(rec);
   }
-  void train(int nodes, double step, bool timeline = true, bool hierarchical = false) {
+  void train(int nodes, double step, bool timeline = true, bool hierarchical = false, bool hier_axis = false) {
     auto over_ranks = [](double v) { return json{{"mean_over_ranks", v}, {"max_over_ranks", v}}; };
     json summary = {{"total_img_s", {{"mean", 32 * nodes / step}, {"ci95", 0}}},
                     {"img_s_per_rank", {{"mean", 32 / step}, {"ci95", 0}}},
@@ -187,10 +194,15 @@ class TempRun {
       summary["timeline"] = {{"bucket_bytes", {1 << 20, 1 << 20}}, {"bucket_ready_s", {0.006, 0.009}},
                              {"bucket_allreduce_s", nodes > 1 ? json{0.004, 0.004} : json::array()}};
     const std::string t = nodes > 1 ? "tcp" : "none";
-    add({{"point", "train/lenet/b32/n" + std::to_string(nodes) + "/" + t + "/none"}, {"kind", "train"},
-         {"nodes", nodes}, {"transport", t}, {"model", "lenet"}, {"batch", 32}, {"image_size", 0},
-         {"train", {{"summary", summary}, {"ranks", json::array()},
-                    {"meta", {{"backend", "onednn"}, {"hierarchical", hierarchical}}}}}});
+    // hier_axis: the sweep's hierarchical axis set (ids .../hier/...), as a sweep listing it writes.
+    json rec = {{"point", "train/lenet/b32/" + std::string(hier_axis ? "hier/" : "") + "n" + std::to_string(nodes) +
+                              "/" + t + "/none"},
+                {"kind", "train"}, {"nodes", nodes}, {"transport", t}, {"model", "lenet"}, {"batch", 32},
+                {"image_size", 0},
+                {"train", {{"summary", summary}, {"ranks", json::array()},
+                           {"meta", {{"backend", "onednn"}, {"hierarchical", hierarchical}}}}}};
+    if (hier_axis) rec["hierarchical"] = true;
+    add(rec);
   }
   const std::string& dir() const { return dir_; }
   json cluster = {{"type", "emulated"}, {"link", "1gbit"}};  // every record's
@@ -441,14 +453,90 @@ TEST(PredictHierarchical, TheLevelWithinTheNodeIsFittedOnWhatTheLevelAcrossLeave
   ASSERT_TRUE(within.has_value());
   EXPECT_NEAR(within->alpha_s / 20e-6, 1, 1e-6);
   EXPECT_NEAR(within->beta_s / 1e-9, 1, 1e-6);
-  const HierCost cost{"tcp", 4, 2, across, within};
+  const HierCost cost{"tcp", 4, 2, across, within, 0};
   EXPECT_NEAR(cost.seconds(hier[2].bytes) / hier[2].seconds, 1, 1e-9);
   // Hierarchical points no slower than the level across alone leave nothing to fit: the level
   // across alone (an upper bound on the gain).
   for (auto& h : hier) h.seconds = hierarchical_seconds(across, 4, h.bytes);
   EXPECT_FALSE(fit_within(across, 4, 2, hier).has_value());
-  const HierCost across_only{"tcp", 4, 2, across, std::nullopt};
+  const HierCost across_only{"tcp", 4, 2, across, std::nullopt, 0};
   EXPECT_DOUBLE_EQ(across_only.seconds(1 << 20), hierarchical_seconds(across, 4, 1 << 20));
+}
+
+// Pipelined in chunks, the levels overlap: the level within is free where the level across is the
+// slower (K chunks across, plus one chunk's reduce-scatter and allgather), and the other way
+// round; with either level free the chunks' times add up; a buffer of one chunk runs the levels
+// one after the other.
+TEST(PredictHierarchical, PipelinedLevelsCostTheSlowerOnePerChunkPlusFillAndDrain) {
+  auto per_chunk = [](double time_per_chunk) { return [=](double b) { return time_per_chunk * b / 100; }; };
+  auto zero = [](double) { return 0.0; };
+  EXPECT_DOUBLE_EQ(pipelined_seconds(400, 100, per_chunk(1), per_chunk(1)), 4 * 1 + 0.5 + 0.5);
+  EXPECT_DOUBLE_EQ(pipelined_seconds(400, 100, per_chunk(2), per_chunk(1)), 4 * 2 + 0.5 + 0.5);
+  // Within-bound (each crossing done before the level within needs it): the level within never waits.
+  EXPECT_DOUBLE_EQ(pipelined_seconds(400, 100, per_chunk(1), per_chunk(2)), 4 * 2);
+  EXPECT_DOUBLE_EQ(pipelined_seconds(350, 100, per_chunk(1), zero), 3.5);
+  EXPECT_DOUBLE_EQ(pipelined_seconds(350, 100, zero, per_chunk(1)), 3.5);
+  CostFit across, within;
+  across.algo = within.algo = "ring";
+  across.alpha_s = 50e-6, across.beta_s = 8e-9;
+  within.alpha_s = 20e-6, within.beta_s = 1e-9;
+  const HierCost serial{"tcp", 4, 2, across, within, 0}, piped{"tcp", 4, 2, across, within, 1 << 20};
+  const double b = 16 << 20;
+  EXPECT_DOUBLE_EQ(piped.seconds(1 << 20), serial.seconds(1 << 20));  // one chunk
+  const double x = hierarchical_seconds(across, 4, 1 << 20), w = within.seconds(2, 1 << 20);
+  EXPECT_NEAR(piped.seconds(b), 16 * std::max(x, w) + w, 1e-12);
+  EXPECT_LT(piped.seconds(b), serial.seconds(b));
+}
+
+// With flat, one-after-the-other (hier_chunk 0) and pipelined points, the level within is fitted
+// on the one-after-the-other point (where the levels' times add up) and prices the pipelined one:
+// its both-levels column is a prediction; the measured gain is the pipelined point's.
+TEST(PredictHierarchical, TheSerialPointsFitTheLevelWithinAndThePipelinedOnesAreChecked) {
+  const double alpha = 50e-6, beta = 8e-9, alpha_node = 20e-6, beta_node = 2e-9;
+  CostFit across, within;
+  across.algo = within.algo = "ring";
+  across.alpha_s = alpha, across.beta_s = beta, within.alpha_s = alpha_node, within.beta_s = beta_node;
+  const HierCost truth{"tcp", 4, 2, across, within, 4 << 20};
+  TempRun run;
+  run.cluster["ranks_per_node"] = 2;
+  run.allreduce(4, false, [&](double b) { return across.seconds(8, b); }, 0, 1.0);
+  run.allreduce(4, true, [&](double b) { return hierarchical_seconds(across, 4, b) + within.seconds(2, b); }, -1, 0.8);
+  run.allreduce(4, true, [&](double b) { return truth.seconds(b); }, 4 << 20, 1.1);
+  const report::Run loaded = report::load_run(run.dir(), 0.1);
+  const auto predictions = predict_hierarchical(loaded, check_model(loaded).fits);
+  ASSERT_EQ(predictions.size(), 1u);
+  const HierCost& c = predictions[0].cost;
+  EXPECT_EQ(c.chunk_bytes, size_t{4} << 20);
+  ASSERT_TRUE(c.within.has_value());
+  EXPECT_NEAR(c.within->beta_s / beta_node, 1, 1e-6);
+  for (const HierRow& r : predictions[0].rows) {
+    EXPECT_DOUBLE_EQ(r.hier_busbw, 1.1) << r.bytes;  // the pipelined point's
+    EXPECT_DOUBLE_EQ(r.serial_busbw, 0.8) << r.bytes;
+    ASSERT_TRUE(r.hier_model_s.has_value());
+    EXPECT_NEAR(*r.hier_model_s / truth.seconds(double(r.bytes)), 1, 1e-6) << r.bytes;
+  }
+  const std::string md = md_hierarchical(predictions);
+  EXPECT_NE(md.find("pipelined in chunks of 4M"), std::string::npos) << md;
+  EXPECT_NE(md.find("levels one after the other hier/flat"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 16M | 1.000 | 1.100 | 0.800x | 1.100x |"), std::string::npos) << md;
+}
+
+// A sweep with train: {hierarchical: [false, true]}: the hierarchical point's measured gain over
+// its flat peer beside the gain the flat point's replay predicts.
+TEST(ModelCheck, AHierarchicalTrainPointChecksThePredictedGain) {
+  const double alpha = 50e-6, beta = 1e-9, alpha_node = 10e-6, beta_node = 0.5e-9;
+  TempRun run;
+  run.cluster["ranks_per_node"] = 2;
+  run.allreduce(2, false, [&](double b) { return 6 * alpha + 1.5 * b * beta; });
+  run.allreduce(2, true, [&](double b) { return 2 * alpha + b * beta + 2 * alpha_node + b * beta_node; }, -1);
+  run.train(2, 0.015);
+  run.train(2, 0.012, true, true, true);
+  const report::Run loaded = report::load_run(run.dir(), 0.1);
+  const ModelCheck mc = check_model(loaded);
+  ASSERT_EQ(mc.rows.size(), 2u) << (mc.unchecked.empty() ? "" : mc.unchecked[0]);
+  const std::string md = md_hierarchical_training(mc);
+  EXPECT_NE(md.find("measured gain"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 8533.3 | 1.250x | "), std::string::npos) << md;  // flat: 4 ranks x 32 / 0.015 s; gain 0.015 / 0.012
 }
 
 // A run of 2 nodes x 2 ranks: the flat train point's buckets are priced with the flat ring at its

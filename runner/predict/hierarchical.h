@@ -2,7 +2,8 @@
 // hierarchical_allreduce.h) costs, and gains over the flat ring, on a run's cluster of M nodes of
 // R ranks. The flat ring of N = R·M consecutive ranks crosses each node's link once each way,
 // carrying 2(N-1)/N of the buffer: t = 2(N-1)·α + 2(N-1)/N·B·β. The hierarchical allreduce runs
-// three phases one after the other:
+// three phases (one after the other on the whole buffer with --hier-chunk 0, else pipelined in
+// chunks, below):
 //   - a reduce-scatter among the node's R ranks over shared memory,
 //   - R rings across the nodes, each carrying 2(M-1)/M of a share of B/R, side by side on the
 //     same link: 2(M-1)·α + 2(M-1)/M·B·β, with α and β fitted on the run's flat ring points,
@@ -13,9 +14,20 @@
 // the level across the nodes; without such points the level is left out (free): an upper bound
 // on the gain. (The level across uses the ring's terms at every size; the real one runs rd or
 // direct for small shares.)
+//
+// Pipelined in chunks of C bytes (K = ceil(B/C) chunks), the levels overlap: chunk k crosses
+// the nodes while chunk k+1 is reduce-scattered and chunk k-1 allgathered within the node. The
+// model replays that schedule with each chunk's terms (the reduce-scatter and the allgather each
+// half of the level within's), so a buffer costs about K·max(across(C), within(C)) plus one
+// chunk's reduce-scatter (fill) and allgather (drain), and the level across pays its 2(M-1)·α
+// once per chunk. It assumes the two levels do not slow each other down (the link and the
+// node's memory and CPU apart: on an emulated cluster whose nodes share cores they do), and
+// takes α_node and β_node from points that ran the levels one after the other (--hier-chunk 0),
+// where the sum holds: for the pipelined points it is then a prediction, not a fit.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,8 +49,19 @@ struct HierCost {
   int nodes = 0, per_node = 0;
   CostFit across;                 // the flat ring's fit at N = nodes x per_node, priced at `nodes`
   std::optional<CostFit> within;  // the level within the node (ring terms at per_node); none: not measured
-  double seconds(double bytes) const;  // both levels, or the one across alone
+  size_t chunk_bytes = 0;         // pipelined in chunks of this many bytes; 0: the levels one after the other
+  double seconds(double bytes) const;  // both levels (or the one across alone), in this cost's form
 };
+
+// The pipelined schedule (above) of `bytes` in chunks of `chunk` bytes, given one chunk's time
+// across the nodes and within the node (reduce-scatter and allgather together).
+double pipelined_seconds(double bytes, double chunk, const std::function<double(double)>& across,
+                         const std::function<double(double)>& within);
+
+// The pipeline chunk a point ran with (collectives: its records' meta.options.hier_chunk_bytes;
+// train: its hier_chunk axis, where hierarchical); 0 for the levels one after the other and for
+// records from before the pipeline.
+size_t hier_chunk_of(const report::Point& p);
 
 // The level within the node from the hierarchical allreduce's measured (bytes, seconds): what
 // each size took beyond `across` at `nodes`, fitted with the ring's terms at `per_node`. None
@@ -55,7 +78,9 @@ struct HierRow {
   uint64_t bytes = 0;
   double flat_predicted_s = 0, hier_predicted_s = 0;  // the level across alone: an upper bound on the gain
   std::optional<double> hier_model_s;                 // both levels, where the level within was fitted
-  double flat_busbw = 0, hier_busbw = 0;  // measured medians (GB/s); 0 where not measured
+  // Measured medians (GB/s); 0 where not measured. hier: the pipelined point where the run has
+  // one, else the one with the levels one after the other; serial: the latter, beside a pipelined one.
+  double flat_busbw = 0, hier_busbw = 0, serial_busbw = 0;
   double predicted_ratio() const { return flat_predicted_s / hier_predicted_s; }
   double measured_ratio() const { return flat_busbw > 0 ? hier_busbw / flat_busbw : 0; }
 };

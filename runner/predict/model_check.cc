@@ -8,6 +8,7 @@
 #include "base/errors.h"
 #include "runner/predict/step_sim.h"
 #include "runner/analysis/format.h"
+#include "runner/record/axes.h"
 
 namespace ringbench::predict {
 namespace {
@@ -92,7 +93,7 @@ std::string fit_name(const TransportFit& f, const std::vector<TransportFit>& fit
 
 std::string hier_name(const HierCost& c) {
   return c.transport + " hier " + std::to_string(c.nodes) + "x" + std::to_string(c.per_node) +
-         (c.within ? "" : " (across only)");
+         (c.within ? "" : " (across only)") + (c.chunk_bytes ? " pipelined" : "");
 }
 
 // What prices a point's buckets: the flat fits at its N ranks, or one hierarchical cost.
@@ -148,8 +149,10 @@ double mean_of(const Point& p, const char* pointer) {
   return p.ok().empty() ? 0 : sum / double(p.ok().size());
 }
 
-// Whether the point's records say it ran the hierarchical allreduce (train --hierarchical).
+// Whether the point ran the hierarchical allreduce (train --hierarchical): its sweep axis, or its
+// records' meta (a sweep's records keep only part of it).
 bool ran_hierarchical(const Point& p) {
+  if (p.axes[axis_index("hierarchical")] == "true") return true;
   for (const Record* r : p.ok())
     if (const json* h = report::find_at(r->j, "/train/meta/hierarchical"); h && h->is_boolean() && h->get<bool>())
       return true;

@@ -86,6 +86,7 @@ json hierarchical_json(const std::vector<HierPrediction>& predictions) {
                       {"hier_model_s", r.hier_model_s ? json(*r.hier_model_s) : json(nullptr)},
                       {"flat_busbw_gbps", r.flat_busbw},
                       {"hier_busbw_gbps", r.hier_busbw > 0 ? json(r.hier_busbw) : json(nullptr)},
+                      {"serial_hier_busbw_gbps", r.serial_busbw > 0 ? json(r.serial_busbw) : json(nullptr)},
                       {"measured_ratio", r.hier_busbw > 0 ? json(r.measured_ratio()) : json(nullptr)}});
     const HierCost& c = hp.cost;
     const json within = c.within ? json{{"alpha_s", c.within->alpha_s}, {"beta_s_per_byte", c.within->beta_s},
@@ -93,7 +94,7 @@ json hierarchical_json(const std::vector<HierPrediction>& predictions) {
                                  : json(nullptr);
     out.push_back({{"transport", c.transport}, {"nodes", c.nodes}, {"ranks_per_node", c.per_node},
                    {"alpha_s", c.across.alpha_s}, {"beta_s_per_byte", c.across.beta_s}, {"r2", c.across.r2},
-                   {"within_node", within}, {"rows", rows}});
+                   {"within_node", within}, {"chunk_bytes", c.chunk_bytes}, {"rows", rows}});
   }
   return out;
 }
