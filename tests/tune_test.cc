@@ -9,7 +9,9 @@
 
 #include "runner/analysis/run.h"
 #include "runner/sweep/sweep_config.h"
+#include "runner/sweep/sweep_exec.h"
 #include "runner/tune/cpu_term.h"
+#include "runner/tune/tune_cmd.h"
 #include "runner/tune/autotune.h"
 #include "runner/tune/tune_model.h"
 
@@ -210,6 +212,26 @@ TEST(Tune, TheCpuTermIsReadFromTheProbesRecordsAndRecorded) {
   EXPECT_NE(describe(shm).find("not measured"), std::string::npos);
   EXPECT_EQ(cpu_term(run, "tcp", 4, 1, 1).fitted_sizes, 0);  // no probe at N=4
   std::filesystem::remove_all(dir);
+}
+
+// The one-rank timeline probe computes on the cores a node of the tuned job will have, not on the
+// whole machine: its compute is what the core bound (and every prediction) starts from. A config's
+// own cpus_per_node is kept.
+TEST(Tune, TheTimelineProbeRunsOnTheCoresOfTheSmallestTunedN) {
+  auto config = [](const std::string& cluster) {
+    return parse_sweep_config("name: t\nnodes: [4, 2]\ntransports: [tcp]\ncluster: {" + cluster +
+                                  "}\ntrain: {models: [lenet], fusion_mb: [1, 4]}\n",
+                              "t.yaml");
+  };
+  const SweepConfig c = config("type: local");
+  const SweepConfig probe = timeline_probe(c, 7);
+  EXPECT_EQ(probe.nodes, std::vector<int>{1});
+  EXPECT_EQ(probe.train.steps, 7);
+  EXPECT_EQ(probe.cluster.cpus_per_node, local_cpus_per_node(c, 2));
+  EXPECT_GE(probe.cluster.cpus_per_node, 1);
+  ASSERT_EQ(probe.train.axes.settings.size(), 1u);
+  EXPECT_EQ(probe.train.axes.settings[0][axis_index("fusion_mb")], "0");
+  EXPECT_EQ(timeline_probe(config("type: local, cpus_per_node: 3"), 7).cluster.cpus_per_node, 3);
 }
 
 // train --autotune's search on a fake job: the probe sees ten 1 MiB tensors and a ring of

@@ -75,19 +75,6 @@ SweepConfig sub_sweep(const SweepConfig& c, const std::string& suffix) {
   return s;
 }
 
-// One rank per model, nothing fused (a bucket per tensor: when backward releases each).
-SweepConfig timeline_probe(const SweepConfig& c, int steps) {
-  SweepConfig s = sub_sweep(c, "probe-timeline");
-  s.nodes = {1};
-  s.repeats = 1;
-  s.train.steps = steps;
-  std::vector<std::string> unfused = axis_defaults();
-  for (size_t i : axes_of(PointKind::train)) unfused[i] = c.train.axes.values[i].front();
-  unfused[axis_index("fusion_mb")] = "0";
-  s.train.axes.settings = {unfused};
-  return s;
-}
-
 // One allreduce size sweep per N >= 2 and transport.
 SweepConfig allreduce_probe(const SweepConfig& c, const std::string& max_bytes) {
   SweepConfig s = sub_sweep(c, "probe-allreduce");
@@ -182,6 +169,22 @@ json tune_point(const SweepConfig& c, const SweepModel& m, int n, const std::str
 }
 
 }  // namespace
+
+SweepConfig timeline_probe(const SweepConfig& c, int steps) {
+  SweepConfig s = sub_sweep(c, "probe-timeline");
+  int smallest = 0;
+  for (int n : c.nodes)
+    if (n > 1 && (smallest == 0 || n < smallest)) smallest = n;
+  s.cluster.cpus_per_node = local_cpus_per_node(c, std::max(smallest, 1));
+  s.nodes = {1};
+  s.repeats = 1;
+  s.train.steps = steps;
+  std::vector<std::string> unfused = axis_defaults();
+  for (size_t i : axes_of(PointKind::train)) unfused[i] = c.train.axes.values[i].front();
+  unfused[axis_index("fusion_mb")] = "0";
+  s.train.axes.settings = {unfused};
+  return s;
+}
 
 void add_tune_options(CLI::App& cmd, TuneArgs& a) {
   cmd.add_option("config", a.config, "A sweep config: its cluster, nodes, transports and train models, and its train "

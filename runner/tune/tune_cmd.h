@@ -15,6 +15,8 @@ class App;
 
 namespace ringbench {
 
+struct SweepConfig;
+
 struct TuneArgs {
   std::string config;  // a sweep config: cluster, nodes, transports, train models, and the knobs' lists
   // Without a config: one model on a local or emulated cluster over the grid.
@@ -26,6 +28,11 @@ struct TuneArgs {
 };
 
 void add_tune_options(CLI::App& cmd, TuneArgs& a);
+
+// The one-rank timeline probe: each model at N=1, nothing fused (a bucket per tensor, with the time
+// backward released it), on as many cores as a node of the smallest N >= 2 gets (the compute the
+// ranks will have: on 2 cores, N=2 gives each node 1, where N=1 alone would get 2).
+SweepConfig timeline_probe(const SweepConfig& c, int steps);
 int run_tune(const TuneArgs& a);
 
 }  // namespace ringbench
