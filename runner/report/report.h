@@ -74,7 +74,7 @@
 //                link gbps, latency_us, shaped_by}
 //   collectives  (kind collectives) the `ringbench allreduce --json` document's "rows"
 //                (bytes, count, dtype, inplace, algo, time_us, algbw_gbps, busbw_gbps, p50_us,
-//                p99_us, wrong) and a "meta" subset (impl, algo options, hosts: [{rank, host, path}])
+//                p99_us, cpu_us (since tune's CPU term), wrong) and a "meta" subset (impl, algo options, hosts: [{rank, host, path}])
 #pragma once
 
 #include <string>
