@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/run_command.h"
@@ -53,6 +55,31 @@ TEST(HierarchicalCli, TrainingAgreesOnEveryRankAndSaysSo) {
   EXPECT_EQ(doc["meta"]["path"]["inter.transport"], "tcp");
   EXPECT_EQ(doc["meta"]["path"]["intra.transport"], "shm");
   std::remove(json.c_str());
+}
+
+// Training through the pipelined levels (LeNet's gradients in chunks of 16 KiB) ends with the
+// same parameters, bit for bit, as with the levels one after the other: at 2 ranks per node and 2
+// nodes every sum is one addition, whatever the chunks.
+TEST(HierarchicalCli, PipelinedTrainingEndsWhereTheLevelsOneAfterTheOtherEnd) {
+  std::string checkpoint[2];
+  for (int pipelined : {0, 1}) {
+    const std::string json = temp_path("hier-train-chunk") + ".json";
+    checkpoint[pipelined] = temp_path("hier-train-chunk") + ".ckpt";
+    auto r = run_command(kBin + " train --model lenet --batch 8 --steps 3 --warmup 1 --ranks 4 --ranks-per-node 2 "
+                         "--hierarchical --threads 1 --hier-chunk " + (pipelined ? "16K" : "0") +
+                         " --save-checkpoint " + checkpoint[pipelined] + " --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto doc = read_json(json);
+    EXPECT_EQ(doc["meta"]["hier_chunk_bytes"], pipelined ? 16384 : 0);
+    EXPECT_EQ(doc["meta"]["path"]["hierarchical.pipeline"],
+              pipelined ? "pipelined in chunks of 16384 B" : "levels one after the other");
+    std::remove(json.c_str());
+  }
+  std::ifstream a(checkpoint[0], std::ios::binary), b(checkpoint[1], std::ios::binary);
+  const std::string bytes_a((std::istreambuf_iterator<char>(a)), {}), bytes_b((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(bytes_a.empty());
+  EXPECT_TRUE(bytes_a == bytes_b) << "the pipelined run's parameters differ from the one-after-the-other run's";
+  for (const auto& c : checkpoint) std::remove(c.c_str());
 }
 
 TEST(HierarchicalCli, CombinationsThatCannotRunAreClearErrors) {
