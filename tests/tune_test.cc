@@ -238,6 +238,33 @@ TEST(Tune, TheTimelineProbeRunsOnTheCoresOfTheSmallestTunedN) {
 // β = 1 ns/B, α = 0 (the bandwidth-bound case above); the samples' times are a table in which the
 // second-best predicted setting is fastest. The search measures the top 2 and the defaults
 // alternately, picks the best measured (not the best predicted), and leaves the job on it.
+Ranked setting(const char* fusion_mb, const char* segment, double step_s) {
+  Ranked r;
+  r.axes = axis_defaults();
+  r.axes[axis_index("fusion_mb")] = fusion_mb;
+  r.axes[axis_index("segment")] = segment;
+  r.step_s = step_s;
+  return r;
+}
+
+TEST(Tune, NearTiesPutAnotherBucketSizeAmongTheMeasured) {
+  std::vector<Ranked> ranked = {setting("1", "256K", 1.000), setting("1", "1M", 1.001), setting("1", "4M", 1.002),
+                                setting("4", "256K", 1.010), setting("16", "256K", 1.015), setting("64", "256K", 1.100)};
+  auto c = candidates(ranked, 3);
+  ASSERT_EQ(c.size(), 3u);  // none of these is train's defaults
+  EXPECT_EQ(c[0].axes, ranked[0].axes);
+  EXPECT_EQ(knob(c[1], "fusion_mb"), "4");  // within 2% of the best: a tie, and a new bucket size
+  EXPECT_EQ(knob(c[2], "fusion_mb"), "16");
+  // No tie beyond the tolerance: the ranking stands.
+  ranked[3].step_s = ranked[4].step_s = 1.05;
+  c = candidates(ranked, 3);
+  EXPECT_EQ(c[1].axes, ranked[1].axes);
+  EXPECT_EQ(c[2].axes, ranked[2].axes);
+  // Nor with no tolerance.
+  ranked[3].step_s = ranked[4].step_s = 1.001;
+  EXPECT_EQ(candidates(ranked, 3, 0)[1].axes, ranked[1].axes);
+}
+
 TEST(Tune, AutotunePicksTheBestMeasuredOfTheTopKAndTheDefaults) {
   const AxisLists space = grid();
   const auto ranked = rank_settings(ten_tensors(), space, ring_cost(fit(0, 1e-9), 2));

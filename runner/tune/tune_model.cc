@@ -96,8 +96,27 @@ std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const Ax
   return ranked;
 }
 
-std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k) {
-  std::vector<Ranked> out(ranked.begin(), ranked.begin() + std::min<size_t>(size_t(std::max(k, 0)), ranked.size()));
+std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k, double tie) {
+  const size_t want = std::min<size_t>(size_t(std::max(k, 0)), ranked.size());
+  std::vector<Ranked> out;
+  std::vector<bool> taken(ranked.size(), false);
+  auto take = [&](size_t i) {
+    out.push_back(ranked[i]);
+    taken[i] = true;
+  };
+  // Among the near ties, a fusion_mb not yet taken first; then the next best.
+  const size_t fusion = axis_index("fusion_mb");
+  auto fusion_new = [&](const Ranked& r) {
+    return std::none_of(out.begin(), out.end(), [&](const Ranked& o) { return o.axes[fusion] == r.axes[fusion]; });
+  };
+  while (out.size() < want) {
+    size_t pick = ranked.size();
+    for (size_t i = 0; i < ranked.size() && pick == ranked.size(); ++i)
+      if (!taken[i] && ranked[i].step_s <= ranked.front().step_s * (1 + tie) && fusion_new(ranked[i])) pick = i;
+    for (size_t i = 0; i < ranked.size() && pick == ranked.size(); ++i)
+      if (!taken[i]) pick = i;
+    take(pick);
+  }
   if (std::none_of(out.begin(), out.end(), [](const Ranked& r) { return r.is_default; }))
     for (const auto& r : ranked)
       if (r.is_default) out.push_back(r);

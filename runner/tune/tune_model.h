@@ -53,9 +53,14 @@ struct Ranked {
 std::vector<Ranked> rank_settings(const predict::StepTimeline& unfused, const AxisLists& space,
                                   const AllreduceCost& cost, const CpuTerm& cpu = {});
 
-// The k best ranked settings, and the defaults after them where they are not among those (the
-// defaults are measured whether or not they rank high: the speed-up is over them).
-std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k);
+// The k settings to measure, and the defaults after them where they are not among those (the
+// defaults are measured whether or not they rank high: the speed-up is over them). The k are the
+// best ranked, except that settings predicted within `tie` of the best step count as ties, and
+// among ties one with a fusion_mb not yet taken goes first: the bucket size acts through the
+// number of messages, which the model prices by α alone, and α fits near 0 where the link is
+// bandwidth-bound, so the model cannot tell bucket sizes apart that a measurement can.
+constexpr double kTie = 0.02;  // about the model's median error (results/model-check-*)
+std::vector<Ranked> candidates(const std::vector<Ranked>& ranked, int k, double tie = kTie);
 
 // The grid: fusion_mb {1, 4, 16, 64} x first_bucket_mb {0.25, 1, 4} x compression
 // {none, fp16} x segment {256K, 1M, 4M}; every other axis at its default.
