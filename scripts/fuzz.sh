@@ -11,7 +11,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${RINGBENCH_FUZZ_SECONDS:-60} seed=${RINGBENCH_FUZZ_SEED:-1} dir=$root/build-fuzz mode=both targets=()
 all=(store_protocol_fuzz tcp_transport_fuzz sweep_config_fuzz raw_jsonl_fuzz sweep_messages_fuzz verbs_wire_fuzz migration_stream_fuzz
-     checkpoint_fuzz image_set_fuzz remote_request_fuzz remote_decode_fuzz remote_reply_fuzz remote_link_fuzz whatif_fuzz algo_table_fuzz)
+     checkpoint_fuzz image_set_fuzz remote_request_fuzz remote_decode_fuzz remote_reply_fuzz remote_link_fuzz whatif_fuzz algo_table_fuzz
+     allreduce_rows_fuzz)
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
