@@ -21,19 +21,12 @@
 #include "models/param_layout.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
+#include "bf16_cpu.h"
 #include "train_helpers.h"
 
 namespace m = ringbench::models;
 
 namespace {
-
-bool cpu_has_bf16() {
-  const auto need = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & need) == need;
-}
-
-#define SKIP_WITHOUT_BF16() \
-  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no native bf16 instructions (AVX512-BF16 or AMX)"
 
 std::unique_ptr<m::Network> bf16_net(const m::Graph& g, int batch, bool plain_params) {
   return m::make_network("onednn", g, batch, {.precision = m::Precision::bf16, .plain_params = plain_params});
