@@ -118,9 +118,14 @@ void HierarchicalAllreduce::run_pipelined(size_t count, size_t offset, uint64_t 
   handoff.rethrow_first();
 }
 
+// A failure within the node, its peer named by job rank (rank = node x L + local rank).
+void HierarchicalAllreduce::rethrow_within_node(const Error& e, const std::string& what) {
+  auto node_peer = [&](int local) { return inter_.rank() * intra_.size() + local; };
+  rethrow_level(intra_, inter_, e, what + ", within the node (" + intra_.caps().name + ")", node_peer);
+}
+
 void HierarchicalAllreduce::scatter_level(size_t count, size_t offset, uint64_t tag, const std::string& what) {
   const size_t es = bufs_.esize();
-  auto node_peer = [&](int local) { return inter_.rank() * intra_.size() + local; };
   try {
     if (intra_.size() > 1) {
       reduce_scatter(count, offset, tag);
@@ -128,7 +133,7 @@ void HierarchicalAllreduce::scatter_level(size_t count, size_t offset, uint64_t 
       std::memcpy(bufs_.out() + offset * es, bufs_.in() + offset * es, count * es);
     }
   } catch (const Error& e) {
-    rethrow_level(intra_, inter_, e, what + ", within the node (" + intra_.caps().name + ")", node_peer);
+    rethrow_within_node(e, what);
   }
 }
 
@@ -150,11 +155,10 @@ void HierarchicalAllreduce::cross_level(size_t count, size_t offset, const std::
 }
 
 void HierarchicalAllreduce::gather_level(size_t count, size_t offset, uint64_t tag, const std::string& what) {
-  auto node_peer = [&](int local) { return inter_.rank() * intra_.size() + local; };
   try {
     if (intra_.size() > 1) allgather(count, offset, tag);
   } catch (const Error& e) {
-    rethrow_level(intra_, inter_, e, what + ", within the node (" + intra_.caps().name + ")", node_peer);
+    rethrow_within_node(e, what);
   }
 }
 

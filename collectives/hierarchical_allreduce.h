@@ -25,6 +25,8 @@
 
 namespace ringbench {
 
+class Error;
+
 class HierarchicalAllreduce {
  public:
   // The default chunk: a few chunks at the training buckets' sizes (1-25 MiB), each large enough
@@ -49,6 +51,7 @@ class HierarchicalAllreduce {
   void scatter_level(size_t count, size_t offset, uint64_t tag, const std::string& what);
   void cross_level(size_t count, size_t offset, const std::string& what);
   void gather_level(size_t count, size_t offset, uint64_t tag, const std::string& what);
+  [[noreturn]] void rethrow_within_node(const Error& e, const std::string& what);
   void run_pipelined(size_t count, size_t offset, uint64_t tag, const std::string& what);
 
   Transport &intra_, &inter_;

@@ -1,10 +1,13 @@
 // The mean of a sample and its 95% Student-t confidence interval, as training runs and sweep
-// reports give them.
+// reports give them; the least-squares line through (x, y) points.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <iterator>
+#include <optional>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace ringbench {
@@ -35,6 +38,34 @@ inline MeanCi mean_ci(const std::vector<double>& v) {
   for (double x : v) ss += (x - r.mean) * (x - r.mean);
   r.ci95 = t95(v.size()) * std::sqrt(ss / double(v.size() - 1)) / std::sqrt(double(v.size()));
   return r;
+}
+
+// The least-squares line y = intercept + slope * x, and its r²: nullopt below two distinct x,
+// where there is no slope to fit.
+struct LineFit {
+  double intercept = 0, slope = 0, r2 = 0;
+  size_t points = 0, distinct_x = 0;
+  double at(double x) const { return intercept + slope * x; }
+};
+
+inline std::optional<LineFit> fit_line(const std::vector<std::pair<double, double>>& xy) {
+  std::set<double> xs;
+  for (const auto& p : xy) xs.insert(p.first);
+  if (xs.size() < 2) return std::nullopt;
+  const double n = double(xy.size());
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : xy) mx += x / n, my += y / n;
+  double sxx = 0, sxy = 0, syy = 0;
+  for (const auto& [x, y] : xy) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my), syy += (y - my) * (y - my);
+  LineFit f;
+  f.slope = sxy / sxx;
+  f.intercept = my - f.slope * mx;
+  double ss_res = 0;
+  for (const auto& [x, y] : xy) ss_res += (y - f.at(x)) * (y - f.at(x));
+  f.r2 = syy > 0 ? 1 - ss_res / syy : 1;
+  f.points = xy.size();
+  f.distinct_x = xs.size();
+  return f;
 }
 
 }  // namespace ringbench

@@ -9,6 +9,7 @@
 
 #include "base/bytes.h"
 #include "runner/analysis/format.h"
+#include "runner/analysis/stats.h"
 #include "runner/record/json_fields.h"
 
 namespace ringbench::report {
@@ -127,22 +128,14 @@ std::vector<MigrationRow> migration_rows(const std::vector<const Point*>& pts) {
 }
 
 std::optional<StunFit> fit_stun(const std::vector<std::pair<double, double>>& xy) {
-  std::set<double> sizes;
-  for (const auto& [x, y] : xy) sizes.insert(x);
-  if (sizes.size() < 2) return std::nullopt;
-  const double n = double(xy.size());
-  double mx = 0, my = 0;
-  for (const auto& [x, y] : xy) mx += x / n, my += y / n;
-  double sxx = 0, sxy = 0, syy = 0;
-  for (const auto& [x, y] : xy) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my), syy += (y - my) * (y - my);
+  const auto line = fit_line(xy);
+  if (!line) return std::nullopt;
   StunFit f;
-  f.s_per_byte = sxy / sxx;
-  f.t0_s = my - f.s_per_byte * mx;
-  double ss_res = 0;
-  for (const auto& [x, y] : xy) ss_res += (y - f.at(x)) * (y - f.at(x));
-  f.r2 = syy > 0 ? 1 - ss_res / syy : 1;
-  f.runs = xy.size();
-  f.sizes = sizes.size();
+  f.s_per_byte = line->slope;
+  f.t0_s = line->intercept;
+  f.r2 = line->r2;
+  f.runs = line->points;
+  f.sizes = line->distinct_x;
   return f;
 }
 

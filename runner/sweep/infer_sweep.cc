@@ -9,17 +9,12 @@
 #include "runner/record/yaml_reader.h"
 #include "vgpu/catalog.h"
 #include "runner/record/point.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench {
 namespace {
 
 const std::vector<std::string> kScenarios{"offline", "single-stream", "server"};
-
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 InferModel parse_model(const YamlReader& r, const YAML::Node& node, const std::string& where) {
   InferModel m;
@@ -178,8 +173,8 @@ std::vector<std::string> infer_args(const InferSweep& s, const std::string& mode
   }
   std::vector<std::string> a = {"infer", "--model", model, "--max-batch", std::to_string(max_batch),
                                 "--backend", s.backend, "--scenarios", scenarios,
-                                "--min-duration", num(s.min_duration_s), "--min-queries", std::to_string(s.min_queries),
-                                "--max-duration", num(s.max_duration_s), "--seed", std::to_string(seed)};
+                                "--min-duration", report::num6(s.min_duration_s), "--min-queries", std::to_string(s.min_queries),
+                                "--max-duration", report::num6(s.max_duration_s), "--seed", std::to_string(seed)};
   if (image_size) a.insert(a.end(), {"--image-size", std::to_string(image_size)});
   if (offline && shared) a.insert(a.end(), {"--batches", std::to_string(max_batch)});
   if (offline && !shared && !s.batches.empty()) {
@@ -191,8 +186,8 @@ std::vector<std::string> infer_args(const InferSweep& s, const std::string& mode
     a.insert(a.end(), {"--batches", b});
   }
   if (std::find(run.begin(), run.end(), "server") != run.end())
-    a.insert(a.end(), {"--latency-bound-ms", num(s.latency_bound_ms), "--batch-timeout-ms", num(s.batch_timeout_ms),
-                       "--server-qps", num(s.server_qps)});
+    a.insert(a.end(), {"--latency-bound-ms", report::num6(s.latency_bound_ms), "--batch-timeout-ms", report::num6(s.batch_timeout_ms),
+                       "--server-qps", report::num6(s.server_qps)});
   return a;
 }
 

@@ -4,15 +4,10 @@
 #include <sstream>
 
 #include "runner/backends/backend.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench {
 namespace {
-
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 // The `ringbench train` options of a train or share point (without --json).
 std::vector<std::string> train_args(const SweepConfig& c, const SweepPoint& p) {
@@ -57,7 +52,7 @@ std::vector<std::string> share_args(const SweepConfig& c, const SweepPoint& p, c
   std::vector<std::string> a = {"vgpu"};
   if (!c.vgpu_catalog.empty()) a.insert(a.end(), {"--vgpu-catalog", c.vgpu_catalog});
   a.insert(a.end(), {"share", "--profile", p.profile, "--vms", std::to_string(p.vms), "--policy", p.policy,
-                     "--slice-ms", num(sharing.slice_ms), "--timeout", num(share_timeout), "--json", json_path,
+                     "--slice-ms", report::num6(sharing.slice_ms), "--timeout", report::num6(share_timeout), "--json", json_path,
                      "--log-dir", log_base + ".vms", "--"});
   return a;
 }
@@ -104,7 +99,7 @@ std::vector<std::string> point_args(const SweepConfig& c, const SweepPoint& p, c
     return a;
   }
   const CollectivesSweep& k = c.collectives;
-  std::vector<std::string> a = {p.axis("collective"), "-b", k.min_bytes, "-e", k.max_bytes, "-f", num(k.step_factor),
+  std::vector<std::string> a = {p.axis("collective"), "-b", k.min_bytes, "-e", k.max_bytes, "-f", report::num6(k.step_factor),
                                 "-n", std::to_string(k.iters), "-w", std::to_string(k.warmup_iters),
                                 "-c", k.check ? "1" : "0", "-d", k.dtype, "--json", json_path};
   for (auto& x : axes_args(PointKind::collectives, p.axes)) a.push_back(x);

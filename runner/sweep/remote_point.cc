@@ -14,6 +14,7 @@
 #include "runner/sweep/remote_sweep.h"
 #include "runner/sweep/sweep_config.h"
 #include "runner/sweep/sweep_exec.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench {
 namespace {
@@ -22,12 +23,6 @@ using json = nlohmann::json;
 
 constexpr int kDeviceNode = 0, kClientNode = 0;  // loopback setups: all on the device's node
 constexpr int kLinkDeviceNode = 1;              // link setups: the server on node 1, clients on node 0
-
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 // 1/k of the device, rounded down so that k of them never promise more than the whole.
 std::string fraction_text(int clients) {
@@ -82,10 +77,10 @@ LaunchOutcome run_remote_point(const RemoteSweep& s, const SweepPoint& p, uint64
     const std::string addr = p.setup == "link" ? exec.node_addr(device_node) : "127.0.0.1";
     PointProcess server{{"device-server", "--addr", addr, "--port", port, "--threads", std::to_string(threads),
                          "--clients", std::to_string(p.clients), "--max-clients", std::to_string(p.clients),
-                         "--policy", s.policy, "--timeout", num(std::max(10.0, timeout_s / 2))},
+                         "--policy", s.policy, "--timeout", report::num6(std::max(10.0, timeout_s / 2))},
                         {"RINGBENCH_SECRET=" + secret}, device_node, log_base + ".server.log"};
     if (p.setup == "link")
-      server.args.insert(server.args.end(), {"--link-gbps", num(p.link_gbps), "--link-latency-us", num(p.latency_us)});
+      server.args.insert(server.args.end(), {"--link-gbps", report::num6(p.link_gbps), "--link-latency-us", report::num6(p.latency_us)});
     if (p.transport == "verbs") server.args.insert(server.args.end(), {"--transport", "verbs"});
     procs.push_back(server);
     const std::string device = "remote:" + addr + ":" + port + ",fraction=" + fraction_text(p.clients) +

@@ -10,17 +10,12 @@
 #include "runner/sweep/sweep_config.h"
 #include "runner/record/yaml_reader.h"
 #include "vgpu/scheduler.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench {
 namespace {
 
 using json = nlohmann::json;
-
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 void parse_links(const YamlReader& r, RemoteSweep& s, double latency_us, double cluster_gbps) {
   if (!r.has("links")) return;
@@ -138,8 +133,8 @@ void for_each_remote_point(const RemoteSweep& s, int repeat, const std::function
         SweepPoint p = point("link", 1, t, 2);
         p.link_gbps = l.gbps;
         p.latency_us = l.latency_us;
-        p.id = base + t + "/" + (l.gbps > 0 ? num(l.gbps) + "gbit" : std::string("unshaped")) + "/" +
-               num(l.latency_us) + "us";
+        p.id = base + t + "/" + (l.gbps > 0 ? report::num6(l.gbps) + "gbit" : std::string("unshaped")) + "/" +
+               report::num6(l.latency_us) + "us";
         visit(p);
       }
   }

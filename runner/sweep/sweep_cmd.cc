@@ -33,6 +33,7 @@
 #include "runner/job/world.h"
 #include "vgpu/catalog.h"
 #include "vgpu/detect.h"
+#include "runner/analysis/format.h"
 
 namespace ringbench {
 namespace {
@@ -75,12 +76,6 @@ std::string fmt_duration(double s) {
   else
     std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
   return buf;
-}
-
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
 }
 
 // What of the point's JSON goes into its raw record (see runner/report/report.h).
@@ -152,21 +147,21 @@ json result_subset(const SweepPoint& p, const json& doc) {
 // "123.4 QPS at the p99 bound" in total, or that some VM met it at no rate.
 std::string qps_total_text(const json& qps_at_bound) {
   const json& t = qps_at_bound.value("total", json());
-  return t.is_number() ? num(std::round(t.get<double>() * 10) / 10) + " QPS at the p99 bound"
+  return t.is_number() ? report::num6(std::round(t.get<double>() * 10) / 10) + " QPS at the p99 bound"
                        : "no QPS met the p99 bound on every VM";
 }
 
 // A migrate point's progress line: the job's img/s, and the stun or why the rank did not move.
 std::string migration_text(const json& doc) {
   const std::string img =
-      "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
+      "ok " + report::num6(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
   const json m = doc.value("migration", json());
   if (!m.is_object()) return img + "; no migration recorded";
   if (!m.value("moved", false))
     return img + "; the migration failed, the rank resumed on its node: " + m.value("error", "?");
-  return img + "; " + m.value("method", "?") + " of " + num(m.value("framebuffer_bytes", 0.0) / (1 << 20)) +
-         " MiB: stun " + num(std::round(m.value("stun_s", 0.0) * 1000) / 1000) + " s, " +
-         num(std::round(m.value("stun_bytes", 0.0) / (1 << 20) * 10) / 10) + " MiB copied stunned";
+  return img + "; " + m.value("method", "?") + " of " + report::num6(m.value("framebuffer_bytes", 0.0) / (1 << 20)) +
+         " MiB: stun " + report::num6(std::round(m.value("stun_s", 0.0) * 1000) / 1000) + " s, " +
+         report::num6(std::round(m.value("stun_bytes", 0.0) / (1 << 20) * 10) / 10) + " MiB copied stunned";
 }
 
 // Why a point failed, in one line: the timeout, the JSON's error, or the ranks' logs. Under
@@ -174,7 +169,7 @@ std::string migration_text(const json& doc) {
 std::string failure(const LaunchOutcome& o, const json& doc, const std::string& log_base, double timeout_s,
                     int standby, const SweepPoint& p) {
   if (o.timed_out)
-    return "timed out after " + num(timeout_s) + " s and was killed (logs: " + log_base + ".*.log)";
+    return "timed out after " + report::num6(timeout_s) + " s and was killed (logs: " + log_base + ".*.log)";
   if (doc.contains("error")) return doc["error"].get<std::string>();
   for (size_t r = 0; r < o.exit_codes.size(); ++r) {
     if (o.exit_codes[r] == 0) continue;
@@ -373,12 +368,12 @@ PointVerdict judge_point(json& rec, const SweepPoint& p, const LaunchOutcome& o,
   } else if (o.ok() && have) {
     rec.update({{"status", "ok"}, {"error", ""}});
     if (p.kind == PointKind::share)
-      v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
+      v.summary = "ok " + report::num6(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) +
                   " img/s over " + std::to_string(p.vms) + " VM(s)";
     else if (p.kind == PointKind::migrate)
       v.summary = migration_text(doc);
     else if (p.kind == PointKind::train || p.kind == PointKind::remote)
-      v.summary = "ok " + num(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
+      v.summary = "ok " + report::num6(std::round(doc["summary"]["total_img_s"]["mean"].get<double>() * 10) / 10) + " img/s";
     else if (p.kind == PointKind::infer && p.shared() && doc["summary"].contains("qps_at_bound"))
       v.summary = "ok " + qps_total_text(doc["summary"]["qps_at_bound"]) + " over " + std::to_string(p.vms) + " VM(s)";
     else
