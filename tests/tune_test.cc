@@ -217,6 +217,25 @@ TEST(Tune, TheCpuTermIsReadFromTheProbesRecordsAndRecorded) {
 // The one-rank timeline probe computes on the cores a node of the tuned job will have, not on the
 // whole machine: its compute is what the core bound (and every prediction) starts from. A config's
 // own cpus_per_node is kept.
+TEST(Tune, AJobsCpuTermNodeIsItsBusiestGroupOfRanksSharingCpus) {
+  CpuTerm t;
+  // Two emulated nodes on one host, CPUs apart: each node one rank, 1 thread on 1 CPU, plus
+  // 2 communication threads; a third rank elsewhere with CPUs to spare.
+  set_busiest_node(t, {{"a", {0}, 1}, {"a", {1}, 1}, {"b", {0, 1, 2, 3}, 1}}, 2);
+  EXPECT_EQ(t.cores, 1);
+  EXPECT_EQ(t.compute_threads, 1);
+  EXPECT_EQ(t.comm_threads, 2);
+  // Two ranks on the same CPUs of one host share them; the same CPU numbers on another host do not.
+  set_busiest_node(t, {{"a", {0, 1}, 2}, {"a", {0, 1}, 2}, {"b", {0, 1}, 1}}, 1);
+  EXPECT_EQ(t.cores, 2);
+  EXPECT_EQ(t.compute_threads, 4);
+  EXPECT_EQ(t.comm_threads, 2);
+  // A GPU job: no compute threads on the CPU.
+  set_busiest_node(t, {{"a", {0, 1}, 0}, {"b", {0, 1}, 0}}, 2);
+  t.cpu_s_per_byte = 1e-9;
+  EXPECT_FALSE(t.competes());
+}
+
 TEST(Tune, TheTimelineProbeRunsOnTheCoresOfTheSmallestTunedN) {
   auto config = [](const std::string& cluster) {
     return parse_sweep_config("name: t\nnodes: [4, 2]\ntransports: [tcp]\ncluster: {" + cluster +
@@ -282,7 +301,9 @@ TEST(Tune, AutotunePicksTheBestMeasuredOfTheTopKAndTheDefaults) {
     for (int i = 0; i < 10; ++i) r.bucket_ready_s.push_back(1e-3 * (i + 1));
     return r;
   };
-  job.allreduce_s = [](size_t bytes) { return double(bytes) * 1e-9; };
+  job.allreduce = [](size_t bytes) { return AllreduceTiming{double(bytes) * 1e-9, double(bytes) * 2e-9}; };
+  job.cpus = {"h", {0, 1, 2, 3, 4, 5, 6, 7}, 1};  // a CPU to spare: the term is not charged
+  job.comm_threads_per_rank = 2;
   job.share = [&](const std::string& key, const nlohmann::json& mine) {
     if (key.rfind("sample/", 0) != 0) return std::vector<nlohmann::json>{mine, mine};
     const double secs = current == ranked[1].axes ? 0.1 : 0.2;  // the slower rank's time counts
@@ -293,6 +314,13 @@ TEST(Tune, AutotunePicksTheBestMeasuredOfTheTopKAndTheDefaults) {
   o.top_k = 2, o.repeats = 2, o.steps = 4;
   const AutotuneResult r = autotune(job, o, space, axis_defaults());
   EXPECT_NEAR(r.fit.beta_s, 1e-9, 1e-12);
+  // The CPU term from the same probe (the test's shares give both ranks the same figures).
+  EXPECT_NEAR(r.cpu.cpu_s_per_byte, 2e-9, 1e-15);
+  EXPECT_EQ(r.cpu.cores, 8);
+  EXPECT_EQ(r.cpu.compute_threads, 2);
+  EXPECT_EQ(r.cpu.comm_threads, 4);
+  EXPECT_FALSE(r.cpu.competes());
+  EXPECT_TRUE(r.to_json()["cpu_term"].is_object());
   EXPECT_EQ(r.ranked, ranked.size());
   ASSERT_EQ(r.samples.size(), 6u);  // (2 + the defaults) x 2, repeats outermost
   for (size_t i = 0; i < r.samples.size(); ++i) {
@@ -310,6 +338,15 @@ TEST(Tune, AutotunePicksTheBestMeasuredOfTheTopKAndTheDefaults) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "trial,repeat,compression,fusion_mb,first_bucket_mb,segment,default,predicted_img_s,measured_img_s,seconds,chosen");
+
+  // Where the ranks' threads outnumber their CPUs, the ranking charges the term, as tune's does.
+  job.cpus = {"h", {0, 1}, 2};
+  const AutotuneResult shared = autotune(job, o, space, axis_defaults());
+  EXPECT_TRUE(shared.cpu.competes());
+  const auto charged = rank_settings(ten_tensors(), space, ring_cost(shared.fit, 2), shared.cpu);
+  EXPECT_GT(charged[0].cpu_charge_s, 0);
+  EXPECT_EQ(shared.samples[0].axes, charged[0].axes);
+  EXPECT_DOUBLE_EQ(shared.samples[0].predicted_img_s, 2 * 8 / charged[0].step_s);
 }
 
 }  // namespace

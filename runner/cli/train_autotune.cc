@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 
 #include "base/bytes.h"
 #include "base/errors.h"
 #include "base/output_file.h"
+#include "runner/job/metadata.h"
 #include "runner/job/world.h"
+#include "runner/migrate/target_process.h"
 #include "runner/record/axes.h"
 #include "runner/tune/autotune.h"
+#include "runner/tune/cpu_term.h"
 
 namespace ringbench {
 namespace {
@@ -40,6 +44,12 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 // Ring allreduces of fp32 zeros (the values do not change the time) in one buffer made for the
 // largest size the probe takes.
 class AllreduceProbe {
@@ -52,16 +62,18 @@ class AllreduceProbe {
     o.ring.timeout = timeout;
     plan_ = comm.allreduce(buf_.data(), buf_.data(), buf_.size(), DType::f32, ReduceOp::sum, o);
   }
-  double seconds(size_t bytes) {
+  // The compute threads are idle here, so the process's CPU time is the communication's.
+  tune::AllreduceTiming run(size_t bytes) {
     const int iters = bytes >= (16u << 20) ? 3 : 5;
     plan_->run(bytes / sizeof(float), true);  // warm-up
     std::vector<double> t;
+    const double cpu0 = process_cpu_s();
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
       plan_->run(bytes / sizeof(float), true);
       t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    return median_of(t);
+    return {median_of(t), (process_cpu_s() - cpu0) / iters};
   }
 
  private:
@@ -134,7 +146,9 @@ TrainArgs autotune_job(const AutotuneHooks& h, json& record) {
                   std::to_string(r.step) + ": lower --lr");
     return r;
   };
-  tj.allreduce_s = [&](size_t bytes) { return probe.seconds(bytes); };
+  tj.allreduce = [&](size_t bytes) { return probe.run(bytes); };
+  tj.cpus = {host_info()["host"].get<std::string>(), migrate::affinity(), h.threads};
+  tj.comm_threads_per_rank = tune::comm_threads_per_rank(h.a.transport);
   tj.share = [&](const std::string& key, const json& mine) { return share(job, key, mine); };
   tj.say = [&](const std::string& line) {
     if (job.rank == 0) std::printf("%s\n", line.c_str()), std::fflush(stdout);

@@ -23,6 +23,7 @@ struct AutotuneHooks {
   Communicator* comm;  // none with one rank (an error)
   models::BatchSource& source;
   std::function<models::ReducerFactory(const TrainArgs&)> reducers;  // the gradient reducers of `a`'s wire type
+  int threads = 1;  // this rank's compute threads on the CPU (tune's CPU term); 0 where a device computes
 };
 
 // Searches, leaves the job on the chosen setting, writes --autotune-log (rank 0) and returns

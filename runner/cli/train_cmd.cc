@@ -542,7 +542,8 @@ int train_rank(RankJob& job, const TrainPlan& p, json& doc, VgpuSetup& vgpu) {
                                  [&](const TrainArgs& t) {
                                    return reducers(comm.get(), p.comm_backend.gpu_buffers, p.where.device == "cuda",
                                                    a.stage_piece, gradient_wire(t));
-                                 }},
+                                 },
+                                 p.where.device == "cpu" ? c.threads : 0},
                                 tuning)
                  : a;
   const TrainSetup setup{tuned, p.graph, p.where, c, trainer, path, hosts};

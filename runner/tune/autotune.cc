@@ -91,10 +91,45 @@ predict::StepTimeline probe_timeline(const AutotuneJob& job, const AutotuneOptio
   return job_timeline(job.share("timeline", own_timeline(recs)), job.bucket_bytes());
 }
 
-predict::CostFit probe_allreduce(const AutotuneJob& job) {
+double mean_of(const AutotuneJob& job, const std::string& key, double mine) {
+  const auto all = numbers(job.share(key, mine), key);
+  double sum = 0;
+  for (double v : all) sum += v;
+  return sum / double(all.size());
+}
+
+json cpus_json(const RankCpus& c) { return {{"host", c.host}, {"cpus", c.cpus}, {"compute_threads", c.compute_threads}}; }
+
+RankCpus cpus_of(const json& j, size_t rank) {
+  const auto bad = [&] { return Error("autotune: rank " + std::to_string(rank) + " shared malformed CPUs"); };
+  if (!j.is_object() || !j.value("host", json()).is_string() || !j.value("cpus", json()).is_array() ||
+      !j.value("compute_threads", json()).is_number_integer())
+    throw bad();
+  RankCpus c{j["host"].get<std::string>(), {}, j["compute_threads"].get<int>()};
+  if (c.compute_threads < 0 || c.compute_threads > 4096 || j["cpus"].size() > 4096) throw bad();
+  for (const auto& v : j["cpus"]) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1 << 20) throw bad();
+    c.cpus.push_back(v.get<int>());
+  }
+  return c;
+}
+
+// The ring's α-β fit (the slowest rank's time per size) and the CPU term (the ranks' mean CPU per
+// size, as `ringbench allreduce` rows carry it; the node from every rank's CPUs).
+predict::CostFit probe_allreduce(const AutotuneJob& job, CpuTerm& cpu) {
   std::vector<predict::CostSample> samples;
-  for (size_t bytes : probe_sizes(job.gradient_bytes))
-    samples.push_back({job.nodes, double(bytes), slowest(job, "allreduce/" + std::to_string(bytes), job.allreduce_s(bytes))});
+  std::vector<std::pair<double, double>> cpu_samples;
+  for (size_t bytes : probe_sizes(job.gradient_bytes)) {
+    const AllreduceTiming t = job.allreduce(bytes);
+    const std::string key = "allreduce/" + std::to_string(bytes);
+    samples.push_back({job.nodes, double(bytes), slowest(job, key, t.seconds)});
+    cpu_samples.push_back({double(bytes), mean_of(job, key + "/cpu", t.cpu_s)});
+  }
+  cpu = fit_cpu_term(cpu_samples, 0, 0, 0);
+  std::vector<RankCpus> ranks;
+  const auto all = job.share("cpus", cpus_json(job.cpus));
+  for (size_t r = 0; r < all.size(); ++r) ranks.push_back(cpus_of(all[r], r));
+  set_busiest_node(cpu, ranks, job.comm_threads_per_rank);
   return predict::fit_cost("ring", samples);
 }
 
@@ -163,7 +198,7 @@ json AutotuneResult::to_json() const {
   return {{"tuned", true}, {"chosen", knobs(chosen)}, {"defaults", knobs(defaults)},
           {"predicted_img_s", predicted_img_s(chosen)}, {"measured_img_s_median", best},
           {"defaults_img_s_median", def}, {"speedup_over_defaults", def > 0 ? json(best / def) : json(nullptr)},
-          {"fit", {{"alpha_s", fit.alpha_s}, {"beta_s_per_byte", fit.beta_s}, {"r2", fit.r2}}},
+          {"fit", {{"alpha_s", fit.alpha_s}, {"beta_s_per_byte", fit.beta_s}, {"r2", fit.r2}}}, {"cpu_term", cpu.to_json()},
           {"settings_ranked", ranked}, {"steps", steps}, {"probe_s", probe_s}, {"wall_s", wall_s}, {"samples", rows}};
 }
 
@@ -176,15 +211,16 @@ AutotuneResult autotune(const AutotuneJob& job, const AutotuneOptions& o, const 
     if (std::find(modelled_knobs().begin(), modelled_knobs().end(), sweep_axes()[i].key) == modelled_knobs().end())
       searched.values[i] = {start[i]};
   const predict::StepTimeline timeline = probe_timeline(job, o, start, r.steps);
-  r.fit = probe_allreduce(job);
+  r.fit = probe_allreduce(job, r.cpu);
   r.probe_s = seconds_since(t0);
-  const auto ranked = rank_settings(timeline, searched, ring_cost(r.fit, job.nodes));
+  const auto ranked = rank_settings(timeline, searched, ring_cost(r.fit, job.nodes), r.cpu);
   r.ranked = ranked.size();
   const auto cands = candidates(ranked, o.top_k);
   for (const auto& c : cands)
     if (c.is_default) r.defaults = c.axes;
   job.say("# autotune: probe " + fixed(r.probe_s, 1) + " s (alpha " + fixed(r.fit.alpha_s * 1e6, 1) + " us, beta " +
-          fixed(r.fit.beta_s * 1e9, 3) + " ns/B); " + std::to_string(r.ranked) + " settings ranked; measuring " +
+          fixed(r.fit.beta_s * 1e9, 3) + " ns/B; " + describe(r.cpu) + "); " + std::to_string(r.ranked) +
+          " settings ranked; measuring " +
           std::to_string(cands.size()) + " x " + std::to_string(o.repeats) + " samples of " + std::to_string(o.steps) +
           " steps, alternating");
   for (int rep = 0; rep < o.repeats; ++rep)

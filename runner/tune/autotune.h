@@ -2,7 +2,8 @@
 // Horovod's --autotune searches inside its job. Every rank runs the same steps:
 //   1. probe: one warm-up and `steps` steps with nothing fused (a bucket per tensor, each with the
 //      time backward released it), and one ring allreduce size sweep on the job's own ranks;
-//   2. fit α and β (predict's fit), rank every setting of the space by predict's step simulator;
+//   2. fit α and β (predict's fit) and the CPU term (cpu_term.h), rank every setting of the space
+//      as `ringbench tune` does (rank_settings);
 //   3. the k best predicted and the job's defaults, alternating (repeats outermost), each sample
 //      one warm-up step after the switch and `steps` timed steps;
 //   4. the best measured median wins, and the job trains on with it.
@@ -31,6 +32,10 @@ struct AutotuneOptions {
   std::string log;  // CSV, one row per sample (HOROVOD_AUTOTUNE_LOG), rewritten by rank 0 after each
 };
 
+struct AllreduceTiming {
+  double seconds = 0, cpu_s = 0;
+};
+
 // What the training job lends the search. Every call is collective: each rank makes the same
 // calls in the same order.
 struct AutotuneJob {
@@ -41,9 +46,13 @@ struct AutotuneJob {
   // The current plan's buckets' fp32 bytes, in the order backward releases them.
   std::function<std::vector<double>()> bucket_bytes;
   std::function<models::StepRecord()> step;  // one training step
-  // One ring allreduce of `bytes` of fp32 at the ring's default segment: the median seconds of a
-  // few after a warm-up.
-  std::function<double(size_t bytes)> allreduce_s;
+  // Ring allreduces of `bytes` of fp32 at the ring's default segment: the median seconds of a
+  // few after a warm-up, and this process's CPU seconds per allreduce over them.
+  std::function<AllreduceTiming(size_t bytes)> allreduce;
+  // This rank's host, CPUs and compute threads, and the transport's communication threads per
+  // rank: the CPU term's node (cpu_term.h). Its CPU per byte is fitted from the probe.
+  RankCpus cpus;
+  int comm_threads_per_rank = 2;
   // Every rank's `mine`, in rank order, on every rank; `key` is unique per call.
   std::function<std::vector<nlohmann::json>(const std::string& key, const nlohmann::json& mine)> share;
   std::function<void(const std::string& line)> say;  // a progress line (rank 0 prints it)
@@ -60,6 +69,7 @@ struct AutotuneResult {
   std::vector<std::string> chosen, defaults;  // axes
   std::vector<AutotuneSample> samples;
   predict::CostFit fit;
+  CpuTerm cpu;        // the CPU term the ranking charged (tune's, from this job's probe)
   size_t ranked = 0;  // settings the model priced
   int steps = 0;      // training steps the search took (probe and samples)
   double probe_s = 0, wall_s = 0;

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <set>
 
 #include "runner/analysis/format.h"
+#include "runner/analysis/stats.h"
 #include "runner/analysis/run.h"
 
 namespace ringbench::tune {
@@ -23,12 +26,10 @@ double fit_cpu_per_byte(const std::vector<std::pair<double, double>>& samples, i
     if (s.first >= double(1 << 20)) big.push_back(s);
   if (used) *used = int(big.size());
   if (big.empty()) return 0;
-  if (big.size() == 1) return std::max(0.0, big[0].second / big[0].first);
-  double mx = 0, my = 0;
-  for (const auto& [x, y] : big) mx += x / double(big.size()), my += y / double(big.size());
-  double sxy = 0, sxx = 0;
-  for (const auto& [x, y] : big) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
-  return sxx > 0 ? std::max(0.0, sxy / sxx) : std::max(0.0, my / mx);
+  if (const auto line = fit_line(big)) return std::max(0.0, line->slope);
+  double x = 0, y = 0;  // one size: the line through the origin
+  for (const auto& s : big) x += s.first, y += s.second;
+  return std::max(0.0, y / x);
 }
 
 std::vector<std::pair<double, double>> cpu_samples(const report::Run& probe, const std::string& transport, int nodes) {
@@ -47,20 +48,47 @@ std::vector<std::pair<double, double>> cpu_samples(const report::Run& probe, con
 
 int comm_threads_per_rank(const std::string& transport) { return transport == "tcp" || transport == "verbs" ? 2 : 1; }
 
-CpuTerm cpu_term(const report::Run& probe, const std::string& transport, int nodes, int cores_per_node,
-                 int ranks_per_node) {
+CpuTerm fit_cpu_term(const std::vector<std::pair<double, double>>& samples, int cores, int compute_threads,
+                     int comm_threads) {
   CpuTerm t;
-  const auto samples = cpu_samples(probe, transport, nodes);
   t.cpu_s_per_byte = fit_cpu_per_byte(samples, &t.fitted_sizes);
   for (const auto& [bytes, cpu] : samples)
     if (bytes >= double(1 << 20)) {
       t.min_bytes = t.min_bytes == 0 ? bytes : std::min(t.min_bytes, bytes);
       t.max_bytes = std::max(t.max_bytes, bytes);
     }
-  t.cores = cores_per_node;
-  t.compute_threads = ranks_per_node * cores_per_node;  // a sweep's train rank: --threads cpus_per_node
-  t.comm_threads = ranks_per_node * comm_threads_per_rank(transport);
+  t.cores = cores;
+  t.compute_threads = compute_threads;
+  t.comm_threads = comm_threads;
   return t;
+}
+
+void set_busiest_node(CpuTerm& t, const std::vector<RankCpus>& ranks, int comm_threads_per_rank) {
+  int best_over = std::numeric_limits<int>::min();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    // The ranks on r's host whose CPUs overlap r's, and every CPU any of them may run on.
+    std::set<int> cores(ranks[r].cpus.begin(), ranks[r].cpus.end());
+    int compute = 0, sharing = 0;
+    for (const auto& o : ranks) {
+      if (o.host != ranks[r].host) continue;
+      const bool overlaps = std::any_of(o.cpus.begin(), o.cpus.end(), [&](int c) {
+        return std::find(ranks[r].cpus.begin(), ranks[r].cpus.end(), c) != ranks[r].cpus.end();
+      });
+      if (!overlaps) continue;
+      cores.insert(o.cpus.begin(), o.cpus.end());
+      compute += o.compute_threads;
+      ++sharing;
+    }
+    const int comm = sharing * comm_threads_per_rank, over = compute + comm - int(cores.size());
+    if (over > best_over) best_over = over, t.cores = int(cores.size()), t.compute_threads = compute, t.comm_threads = comm;
+  }
+}
+
+CpuTerm cpu_term(const report::Run& probe, const std::string& transport, int nodes, int cores_per_node,
+                 int ranks_per_node) {
+  // A sweep's train rank runs --threads cpus_per_node.
+  return fit_cpu_term(cpu_samples(probe, transport, nodes), cores_per_node, ranks_per_node * cores_per_node,
+                      ranks_per_node * comm_threads_per_rank(transport));
 }
 
 std::string describe(const CpuTerm& t) {

@@ -46,6 +46,20 @@ std::vector<std::pair<double, double>> cpu_samples(const report::Run& probe, con
 // transport's I/O (tcp) or progress (verbs) thread.
 int comm_threads_per_rank(const std::string& transport);
 
+// The term from (bytes, CPU seconds per allreduce) samples, with a node's cores and threads.
+CpuTerm fit_cpu_term(const std::vector<std::pair<double, double>>& samples, int cores, int compute_threads,
+                     int comm_threads);
+
+// A training job's own node (`train --autotune`): each rank's host, CPUs (its affinity) and
+// compute threads, in rank order. The ranks whose CPUs overlap on one host share those cores;
+// the node is the group whose threads most outnumber its cores, so every rank picks the same.
+struct RankCpus {
+  std::string host;
+  std::vector<int> cpus;
+  int compute_threads = 1;  // 0 where a device computes
+};
+void set_busiest_node(CpuTerm& t, const std::vector<RankCpus>& ranks, int comm_threads_per_rank);
+
 // The term for one (transport, N) of the probe, with the node's cores and threads.
 CpuTerm cpu_term(const report::Run& probe, const std::string& transport, int nodes, int cores_per_node,
                  int ranks_per_node);
