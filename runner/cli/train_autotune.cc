@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 
 #include "base/bytes.h"
 #include "base/errors.h"
@@ -44,12 +43,6 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
 // Ring allreduces of fp32 zeros (the values do not change the time) in one buffer made for the
 // largest size the probe takes.
 class AllreduceProbe {
@@ -67,13 +60,13 @@ class AllreduceProbe {
     const int iters = bytes >= (16u << 20) ? 3 : 5;
     plan_->run(bytes / sizeof(float), true);  // warm-up
     std::vector<double> t;
-    const double cpu0 = process_cpu_s();
+    const double cpu0 = models::process_cpu_seconds();
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
       plan_->run(bytes / sizeof(float), true);
       t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    return {median_of(t), (process_cpu_s() - cpu0) / iters};
+    return {median_of(t), (models::process_cpu_seconds() - cpu0) / iters};
   }
 
  private:
