@@ -192,9 +192,9 @@ later=()
 # The later passes precompile nlohmann/json and GoogleTest (RINGBENCH_PCH): ~35% less compile
 # time for runner/ and tests/, on the build lane that bounds CI's time.
 # build.sh turns CUDA on in a new tree where nvcc is: only the cuda pass's tree has it.
-# They also compile each library in unity batches (RINGBENCH_UNITY): ~35% less library compile
-# time; the release tree keeps one object per file, so that each file is checked on its own.
-no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON -DRINGBENCH_UNITY=ON -DRINGBENCH_WITH_CUDA=OFF"
+# Every tree compiles each library in unity batches (RINGBENCH_UNITY, on by default): ~35% less
+# library compile time.
+no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON -DRINGBENCH_WITH_CUDA=OFF"
 [ "$sanitizers" = on ] && wanted asan && later+=("asan $root/build-asan select_asan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined $no_bench")
 [ "$sanitizers" = on ] && wanted tsan && later+=("tsan $root/build-tsan select_tsan \
