@@ -1,7 +1,5 @@
 #include "models/trainer.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -10,18 +8,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/cpu_time.h"
 #include "base/errors.h"
 #include "collectives/reduce.h"
 #include "models/loss.h"
 #include "models/wire_staged_reducer.h"
 
 namespace ringbench::models {
-
-double process_cpu_seconds() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;  // not on Linux: reads as no CPU time
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 namespace {
 using Clock = std::chrono::steady_clock;

@@ -91,11 +91,6 @@ struct StepRecord {
   std::vector<double> bucket_ready_s, bucket_allreduce_s;
 };
 
-// This process's CPU time in seconds, all its threads'. The kernel adds the time of a thread
-// running on another CPU at its next tick, so a difference over one short step can be off by a
-// tick or so; over a whole run it is exact to that much at either end.
-double process_cpu_seconds();
-
 class Trainer {
  public:
   // More than one rank: `make_reducer` connects the trainer now, or (empty) connect() does later.

@@ -16,8 +16,9 @@
 #include <utility>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <vector>
+
+#include "base/cpu_time.h"
 
 namespace ringbench::testing {
 
@@ -54,12 +55,6 @@ class DescriptorsExhausted {
   rlimit saved_{};
   std::vector<int> fds_;
 };
-
-inline double process_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 // Connects to 127.0.0.1:port while this process is out of descriptors (the socket is made
 // before), so that the server's accept() fails with EMFILE and the connection waits in its

@@ -31,7 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::DescriptorsExhausted;
-using testing::process_cpu_seconds;
 
 Millis elapsed_since(Clock::time_point start) {
   return std::chrono::duration_cast<Millis>(Clock::now() - start);

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <iostream>
 #include <new>
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_time.h"
 #include "base/errors.h"
 #include "runner/backends/backend.h"
 #include "runner/backends/collective.h"
@@ -300,12 +300,6 @@ struct Bench {
   char *in, *out;
 };
 
-double process_cpu_us() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
-}
-
 // This rank's measurement of one point: the check's wrong elements (-c 1) and every timed
 // iteration; `algo` is the algorithm that ran.
 Measured measure(const Bench& b, const RankJob& job, size_t count, bool inplace, const char*& algo) {
@@ -324,13 +318,13 @@ Measured measure(const Bench& b, const RankJob& job, size_t count, bool inplace,
     m.wrong = b.coll.check(b.s.dtype, b.out + at.out_offset * es, at.out_count, job.rank, job.n, b.s.op);
   }
   for (int i = 0; i < a.warmup; ++i) b.impl.run(count, inplace);
-  const double cpu0 = process_cpu_us();
+  const double cpu0 = process_cpu_seconds();
   for (int i = 0; i < a.iters; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     algo = b.impl.run(count, inplace);
     m.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
-  m.cpu_us = a.iters > 0 ? (process_cpu_us() - cpu0) / a.iters : 0;
+  m.cpu_us = a.iters > 0 ? 1e6 * (process_cpu_seconds() - cpu0) / a.iters : 0;
   return m;
 }
 

@@ -1,25 +1,18 @@
 #include "runner/cli/data_cmd.h"
 
-#include <time.h>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <vector>
 
+#include "base/cpu_time.h"
 #include "base/errors.h"
 #include "input/image_set.h"
 #include "input/pipeline.h"
 
 namespace ringbench {
 namespace {
-
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 int run_make(const DataArgs& a) {
   if (a.kind != "imagenet-like") throw Error("data make: '" + a.kind + "' is not a kind of set: use imagenet-like");
@@ -57,11 +50,11 @@ int run_bench(const DataArgs& a) {
   std::vector<int32_t> labels(size_t(a.batch));
   p.next(images.data(), labels.data());  // the threads started, the first batch made
   const input::PipelineTotals t0 = p.totals();
-  const double cpu0 = process_cpu_s();
+  const double cpu0 = process_cpu_seconds();
   const auto w0 = std::chrono::steady_clock::now();
   for (int64_t b = 0; b < a.batches; ++b) p.next(images.data(), labels.data());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  const double cpu = process_cpu_s() - cpu0;
+  const double cpu = process_cpu_seconds() - cpu0;
   const input::PipelineTotals t1 = p.totals();
   const double img = double(a.batches) * a.batch;
   std::printf("# data bench: %s; batch %d, %dx%d crops, %d threads, %lld batches after the first\n",

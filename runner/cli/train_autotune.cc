@@ -5,8 +5,10 @@
 #include <cstdio>
 
 #include "base/bytes.h"
+#include "base/cpu_time.h"
 #include "base/errors.h"
 #include "base/output_file.h"
+#include "runner/analysis/format.h"
 #include "runner/job/metadata.h"
 #include "runner/job/world.h"
 #include "runner/migrate/target_process.h"
@@ -38,11 +40,6 @@ std::vector<std::string> start_axes(const TrainArgs& a) {
   return v;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 // Ring allreduces of fp32 zeros (the values do not change the time) in one buffer made for the
 // largest size the probe takes.
 class AllreduceProbe {
@@ -60,13 +57,13 @@ class AllreduceProbe {
     const int iters = bytes >= (16u << 20) ? 3 : 5;
     plan_->run(bytes / sizeof(float), true);  // warm-up
     std::vector<double> t;
-    const double cpu0 = models::process_cpu_seconds();
+    const double cpu0 = process_cpu_seconds();
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
       plan_->run(bytes / sizeof(float), true);
       t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    return {median_of(t), (models::process_cpu_seconds() - cpu0) / iters};
+    return {report::median(t), (process_cpu_seconds() - cpu0) / iters};
   }
 
  private:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "collectives/allreduce.h"
+#include "base/cpu_time.h"
 #include "base/errors.h"
 #include "base/device_memory.h"
 #include "base/output_file.h"
@@ -297,7 +298,7 @@ struct Steps {
 
 // The measured window's CPU time so far (0 before it begins).
 double window_cpu_s(const Steps& st) {
-  return st.cpu_before + (st.cpu_mark >= 0 ? m::process_cpu_seconds() - st.cpu_mark : 0);
+  return st.cpu_before + (st.cpu_mark >= 0 ? process_cpu_seconds() - st.cpu_mark : 0);
 }
 
 // How many CPUs this rank kept busy over its measured steps: its CPU time over its wall time,
@@ -341,14 +342,14 @@ Steps train_steps(m::Trainer& trainer, m::BatchSource& source, const TrainArgs& 
   if (from.begin_ns) {  // a migration target, measuring since its source began
     st.begin = Clock::time_point(std::chrono::nanoseconds(from.begin_ns));
     st.cpu_before = from.cpu_s;
-    st.cpu_mark = m::process_cpu_seconds();
+    st.cpu_mark = process_cpu_seconds();
   }
   for (int64_t s = from.steps_done; s < total_steps; ++s) {
     const bool measuring = s >= a.warmup;
     if (s == a.warmup) {
       if (vgpu.gate) vgpu.gate->begin_measuring();  // VMs sharing the device measure together
       st.begin = Clock::now();
-      st.cpu_mark = m::process_cpu_seconds();
+      st.cpu_mark = process_cpu_seconds();
     }
     double stalled = 0;  // at this step's boundary, for a migration: part of the job's step
     if (mig && mig->before_step(s, trainer, loop_state(st, s, traced, source)) == migrate::Migration::Next::leave) {

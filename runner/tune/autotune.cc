@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "base/output_file.h"
+#include "runner/analysis/format.h"
 #include "runner/predict/step_sim.h"
 #include "runner/record/axes.h"
 
@@ -21,13 +22,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 // A shared number: the value every rank published, each checked (it came over the store).
@@ -167,7 +161,7 @@ double AutotuneResult::median_img_s(const std::vector<std::string>& axes) const 
   std::vector<double> v;
   for (const auto& s : samples)
     if (s.axes == axes) v.push_back(s.measured_img_s);
-  return median_of(v);
+  return report::median(v);
 }
 
 double AutotuneResult::predicted_img_s(const std::vector<std::string>& axes) const {
