@@ -12,7 +12,7 @@ config=${1:-$root/configs/quick.yaml}
 shift || true
 echo "run.sh: 1/3 checking the Debian packages ringbench needs (installs what is missing: a minute or two the first time)"
 "$root/scripts/install-deps.sh"
-echo "run.sh: 2/3 building build/ringbench (a first build takes ~4-5 min on 2 cores, longer with CUDA; an up-to-date one seconds)"
+echo "run.sh: 2/3 building build/ringbench (a first build takes ~6 min on 2 cores, longer with CUDA; an up-to-date one seconds)"
 "$root/scripts/build.sh" "$root/build" 2>&1 | "$root/scripts/progress.sh" "$root/build.log" "build" ||
   { echo "run.sh: the build failed; its output is in $root/build.log" >&2; exit 1; }
 echo "run.sh: 3/3 running the sweep $config (one line per point with the time left; then the report)"

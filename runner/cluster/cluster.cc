@@ -469,7 +469,13 @@ bool can_emulate_cluster(std::string* why) {
   for (const auto& [argv, what] : steps) {
     ProcessOutput o = run_tool(argv);
     if (!o.ok()) {
-      problem = std::string(what) + ": `" + shown(argv) + "` failed: " + o.message() + "; " + kLocalHint;
+      // `ip -n` makes / a slave mount before it enters the namespace: where / is no mount point
+      // (a chroot) that fails whatever the kernel has, and the step's own hint would mislead.
+      const bool chroot = o.message().find("make-rslave") != std::string::npos;
+      problem = (chroot ? std::string("`ip -n` cannot enter a namespace: / is not a mount point (in a chroot, "
+                                      "`mount --bind ROOT ROOT` before entering it)")
+                        : std::string(what)) +
+                ": `" + shown(argv) + "` failed: " + o.message() + "; " + kLocalHint;
       break;
     }
     created = true;
