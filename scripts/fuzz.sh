@@ -34,7 +34,7 @@ if [ $mode != run ]; then
   command -v clang++ >/dev/null || { echo "scripts/fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 1; }
   "$root/scripts/build.sh" --configure-only "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DRINGBENCH_FUZZ=ON -DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_BUILD_TESTS=OFF -DRINGBENCH_WITH_CUDA=OFF \
-    -DRINGBENCH_WITH_VERBS=OFF -DRINGBENCH_WITH_DNNL=OFF -DRINGBENCH_PCH=ON -DRINGBENCH_UNITY=ON || exit 1
+    -DRINGBENCH_WITH_VERBS=OFF -DRINGBENCH_WITH_DNNL=OFF -DRINGBENCH_PCH=ON || exit 1
   "$root/scripts/build.sh" --build-only "$dir" "${targets[@]}" || exit 1
 fi
 [ $mode = build ] && exit 0
