@@ -24,6 +24,7 @@
 #include "runner/job/gpu.h"
 #include "runner/job/metadata.h"
 #include "runner/job/mpi_util.h"
+#include "runner/job/slurm.h"
 #include "runner/migrate/target_process.h"
 #include "runner/sweep/point_args.h"
 #include "base/subprocess.h"
@@ -408,10 +409,13 @@ class MpiWorkerExecutor : public Executor {
               {"note", std::to_string(w_.size) + " qemu TCG guests under mpirun: an emulated CPU, so "
                        "speeds prove the path, not the hardware's speed; " + placement}};
     return {{"type", "mpirun"}, {"link", nullptr}, {"cpus_per_node", nullptr},
-            {"note", std::to_string(w_.size) + " sweep ranks under mpirun; " + placement}};
+            {"note", std::to_string(w_.size) + " sweep ranks under " + launcher_name() + "; " + placement}};
   }
 
   json describe() const override { return {{"type", "mpirun"}, {"ranks", w_.size}, {"hosts", host_records()}}; }
+
+  // What started the sweep ranks, as the header and the report name it.
+  static std::string launcher_name() { return launched_by_slurm() ? "srun" : "mpirun"; }
 
   void finish() {
     w_.store->set(cmd_key(++seq_), json{{"op", "done"}}.dump());
@@ -420,7 +424,8 @@ class MpiWorkerExecutor : public Executor {
  private:
   // The MPI_Allreduce baseline needs its ranks to be MPI ranks of one job, which the children
   // of the sweep ranks are not. Rank 0 therefore starts a job of its own: mpirun on the hosts of
-  // sweep ranks 0..N-1, through the same launcher (ssh) that started the sweep, while those
+  // sweep ranks 0..N-1, through the same launcher that started the sweep (ssh; srun inside a
+  // Slurm allocation, Open MPI's choice there), while those
   // ranks wait for the next point. The outer job's Open MPI/PMIx variables are dropped, so the
   // inner mpirun starts a fresh job instead of joining the outer one (the same on Open MPI 4
   // and 5). A sub-communicator of the outer job would have no timeout: one hung point would hang
@@ -441,6 +446,9 @@ class MpiWorkerExecutor : public Executor {
       l.argv.insert(l.argv.end(), {"--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface});
     append_rank_command(l.argv, job.args);
     l.unset = {"OMPI_", "PMIX_", "ORTE_", "OPAL_", "PRTE_"};
+    // Under srun the sweep's own step holds the allocation's CPUs, and since Slurm 20.11 a new
+    // step waits for free ones: Open MPI's srun of its daemons would wait until the deadline.
+    if (launched_by_slurm()) l.env.push_back("SLURM_OVERLAP=1");
     l.log_path = job.log_base + ".mpirun.log";
     return run_ranks({l}, job.timeout, kGrace, stop);
   }
