@@ -20,6 +20,9 @@ if(RINGBENCH_HAVE_CUDA)
   # package dpkg-shlibdeps could name: they are looked up there and left out of Depends.
   get_filename_component(RINGBENCH_CUDA_LIBDIR "${CMAKE_CUDA_COMPILER}" DIRECTORY)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${RINGBENCH_CUDA_LIBDIR}/../lib64;${RINGBENCH_CUDA_LIBDIR}/../lib")
+  # So apt cannot check them: its postinst names the ones missing and what to install.
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/cmake/deb-cuda/postinst")
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 endif()
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "ringbench maintainers <ringbench@localhost>")

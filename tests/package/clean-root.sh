@@ -3,7 +3,9 @@
 # with apt into a fresh Debian 12 minbase root (debootstrap; no compiler, no ringbench build
 # dependencies), and runs from there, chrooted: `ringbench --version`, `ringbench doctor`, and a
 # tiny local sweep (LeNet on 1 and 2 ranks over TCP, an allreduce of 4-16 KiB) whose run
-# directory must hold an ok point of each kind and a report.
+# directory must hold an ok point of each kind and a report. From a tree built with CUDA
+# (ringbench-cuda), the postinst must first name the CUDA libraries missing from the root, and
+# then the toolkit's libraries are bound in, standing in for NVIDIA's packages.
 #   tests/package/clean-root.sh --build-dir DIR --out DIR
 # Root only; skipped (77) without root, or where debootstrap cannot reach a Debian mirror. The
 # minbase root is cached as a tarball and apt's downloads beside it (RINGBENCH_ROOT_CACHE,
@@ -66,6 +68,26 @@ in_root sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
   { tail -20 "$out/apt.log"; echo "FAIL: the package did not install (log: $out/apt.log)"; exit 1; }
 # Nothing of the build tree is reachable from the root: the binary is the package's.
 [ "$(in_root sh -c 'command -v ringbench')" = /usr/bin/ringbench ] || { echo "FAIL: no /usr/bin/ringbench"; exit 1; }
+if [ "$(dpkg-deb --field "$deb" Package)" = ringbench-cuda ]; then
+  # NVIDIA's libraries are no Debian packages, so not in Depends: the postinst must have named
+  # the missing ones, and every library not found must be one of the toolkit's.
+  cuda_lib=$(ldd "$build/runner/ringbench" | awk '/libcudart/ {print $3}')
+  cuda_lib=$(dirname "$(readlink -f "$cuda_lib")")
+  grep "ringbench-cuda: " "$out/apt.log" | cut -c1-200
+  grep -q "ringbench-cuda: these libraries are not found: .*libcudart" "$out/apt.log" ||
+    { tail -20 "$out/apt.log"; echo "FAIL: the postinst did not name the missing CUDA libraries"; exit 1; }
+  for lib in $(in_root ldd /usr/bin/ringbench | awk '/not found/ {print $1}'); do
+    [ -e "$cuda_lib/$lib" ] || { echo "FAIL: $lib is not found and is not CUDA's: it belongs in Depends"; exit 1; }
+  done
+  # Standing in for NVIDIA's runtime packages: the toolkit's libraries at the same path, read
+  # only, registered with the loader as NVIDIA's packages do (/etc/ld.so.conf.d).
+  echo "clean-root: CUDA's libraries from $cuda_lib bound into the root (for NVIDIA's packages)"
+  mkdir -p "$chroot_dir$cuda_lib"
+  mount --bind "$cuda_lib" "$chroot_dir$cuda_lib" && mounted+=("$chroot_dir$cuda_lib")
+  mount -o remount,bind,ro "$chroot_dir$cuda_lib"
+  echo "$cuda_lib" > "$chroot_dir/etc/ld.so.conf.d/nvidia-cuda.conf"
+  in_root ldconfig
+fi
 if in_root ldd /usr/bin/ringbench | grep -q "not found"; then
   in_root ldd /usr/bin/ringbench | grep "not found"; echo "FAIL: a library the package links is not in its Depends"; exit 1
 fi
