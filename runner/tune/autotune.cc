@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include "base/errors.h"
 #include "base/output_file.h"
@@ -15,14 +14,9 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using report::fixed;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 // A shared number: the value every rank published, each checked (it came over the store).
 std::vector<double> numbers(const std::vector<json>& all, const std::string& what) {
