@@ -3,20 +3,16 @@
 alternate, so repeat r of every setting ran side by side): the median and geometric mean of the
 paired img/s ratios, and a 95% t interval of the geometric mean (on the log ratios).
 Usage: paired_ci.py CHECK_DIR 'COMPRESSION/FUSION/FIRST/SEGMENT'"""
-import collections
-import json
 import math
+import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tune-n4-20261129"))
+from summarize_check import img_s_by_setting  # noqa: E402
+
 T95 = {4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201}
-by = collections.defaultdict(dict)
-for line in open(sys.argv[1] + "/raw.jsonl"):
-    d = json.loads(line)
-    if d.get("kind") != "train" or d.get("status") != "ok":
-        continue
-    key = f'{d["compression"]}/{d["fusion_mb"]:g}/{d["first_bucket_mb"]:g}/{d["segment"]}'
-    by[key][d["repeat"]] = d["train"]["summary"]["total_img_s"]["mean"]
+by = img_s_by_setting(sys.argv[1])
 choice = sys.argv[2]
 print(f"| {choice} against | repeats | paired ratio, median | geometric mean | 95% interval |")
 print("|---|---:|---:|---:|---|")
