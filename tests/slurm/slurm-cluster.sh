@@ -101,14 +101,23 @@ CONF
 }
 
 slurm_down() {
-  local f pid i n
+  local f pid i n left pids=()
   [ -n "${SLURM_DIR:-}" ] || return 0
-  for f in "$SLURM_DIR"/slurmd-*.pid "$SLURM_DIR/slurmctld.pid" "$SLURM_DIR/munge/munged.pid"; do
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
-    kill "$pid" 2> /dev/null || continue
+  trap '' TERM INT  # a second signal must not leave daemons behind halfway through
+  # Every daemon told at once (a slurmd takes about 2 s to stop), then each waited for.
+  for f in "$SLURM_DIR"/slurmd-*.pid "$SLURM_DIR/slurmctld.pid"; do
+    [ -f "$f" ] && pid=$(cat "$f") && kill "$pid" 2> /dev/null && pids+=("$pid")
+  done
+  for pid in "${pids[@]}"; do
     for i in $(seq 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.2; done
   done
-  for n in ctl sw $(seq -f 'n%g' 0 $((SLURM_NODES - 1))); do ip netns delete "$slurm_prefix-$n" 2> /dev/null; done
+  [ -f "$SLURM_DIR/munge/munged.pid" ] && kill "$(cat "$SLURM_DIR/munge/munged.pid")" 2> /dev/null
+  # What a failed or killed run left on the nodes (a job step's slurmstepd, ranks) goes too.
+  for n in ctl sw $(seq -f 'n%g' 0 $((SLURM_NODES - 1))); do
+    left=$(ip netns pids "$slurm_prefix-$n" 2> /dev/null)
+    # shellcheck disable=SC2086  # a list of pids
+    [ -n "$left" ] && kill -9 $left 2> /dev/null
+    ip netns delete "$slurm_prefix-$n" 2> /dev/null
+  done
   return 0
 }
