@@ -24,7 +24,6 @@
 #include "runner/job/gpu.h"
 #include "runner/job/metadata.h"
 #include "runner/job/mpi_util.h"
-#include "runner/job/slurm.h"
 #include "runner/migrate/target_process.h"
 #include "runner/sweep/point_args.h"
 #include "base/subprocess.h"
@@ -414,8 +413,9 @@ class MpiWorkerExecutor : public Executor {
 
   json describe() const override { return {{"type", "mpirun"}, {"ranks", w_.size}, {"hosts", host_records()}}; }
 
-  // What started the sweep ranks, as the header and the report name it.
-  static std::string launcher_name() { return launched_by_slurm() ? "srun" : "mpirun"; }
+  // What started the sweep ranks, as the header and the report name it (the world knows: a
+  // rank under mpirun inside an allocation has Slurm's variables too).
+  std::string launcher_name() const { return w_.launcher == "slurm" ? "srun" : "mpirun"; }
 
   void finish() {
     w_.store->set(cmd_key(++seq_), json{{"op", "done"}}.dump());
@@ -446,9 +446,11 @@ class MpiWorkerExecutor : public Executor {
       l.argv.insert(l.argv.end(), {"--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface});
     append_rank_command(l.argv, job.args);
     l.unset = {"OMPI_", "PMIX_", "ORTE_", "OPAL_", "PRTE_"};
-    // Under srun the sweep's own step holds the allocation's CPUs, and since Slurm 20.11 a new
-    // step waits for free ones: Open MPI's srun of its daemons would wait until the deadline.
-    if (launched_by_slurm()) l.env.push_back("SLURM_OVERLAP=1");
+    // Inside a Slurm allocation Open MPI starts its daemons with srun, as a new step; the
+    // sweep's own step (srun's tasks, or the outer mpirun's daemons) holds the allocation's
+    // CPUs, and since Slurm 20.11 a new step waits for free ones, so it would wait until the
+    // point's deadline. Elsewhere the variable means nothing.
+    if (std::getenv("SLURM_JOB_ID")) l.env.push_back("SLURM_OVERLAP=1");
     l.log_path = job.log_base + ".mpirun.log";
     return run_ranks({l}, job.timeout, kGrace, stop);
   }
