@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "backend_compare.h"
+#include "collectives/reduce.h"
 #include "cuda/fast_div.h"
 #include "models/cuda/bn_act_kernels.h"
 #include "models/cuda/layer_kernels.h"
@@ -159,6 +161,33 @@ TEST(EmulatedKernels, ElementwiseAndCopies) {
   for (int r = 0; r < 3; ++r)
     for (int i = 0; i < 8; ++i)
       ASSERT_EQ(dst[size_t(r * 8 + i)], i >= 2 && i < 7 ? x[size_t(r * 5 + i - 2)] : -1.0f);
+}
+
+// The casts around bf16/fp16 convolutions and fc layers, over several blocks and a ragged end.
+// The emulation rounds with the host's exact conversions (collectives/reduce.h), so this checks
+// the kernels' indexing, types and accumulation; CudnnPrecision.CastKernelsRoundAsTheHost (gpu)
+// checks the GPU's rounding against the same conversions.
+TEST(EmulatedKernels, CastsToTwoBytesAndBack) {
+  std::vector<float> x = random_vector(1003, 12, -4, 4);
+  const float special[] = {0.0f, -0.0f, 1e-8f, -3e-6f, 65504.0f, 65520.0f, -1e5f, 3.0e38f, 1.0f + 0x1p-9f};
+  std::copy(std::begin(special), std::end(special), x.begin() + 500);
+  for (DType t : {DType::bf16, DType::f16}) {
+    std::vector<uint16_t> h(x.size() + 1, 0xabcd);  // one past the end: must stay
+    gpu::narrow(t, x.data(), h.data(), int64_t(x.size()), kStream);
+    std::vector<float> back(x.size(), 0.5f), fresh(x.size(), 7.0f);
+    gpu::widen(t, h.data(), back.data(), int64_t(x.size()), true, kStream);
+    gpu::widen(t, h.data(), fresh.data(), int64_t(x.size()), false, kStream);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint16_t want = t == DType::bf16 ? float_to_bf16(x[i]) : float_to_half(x[i]);
+      ASSERT_EQ(h[i], want) << dtype_name(t) << " element " << i << " = " << x[i];
+      const float value = t == DType::bf16 ? bf16_to_float(want) : half_to_float(want);
+      ASSERT_EQ(fresh[i], value) << dtype_name(t) << " element " << i;
+      ASSERT_EQ(back[i], 0.5f + value) << dtype_name(t) << " element " << i;
+    }
+    EXPECT_EQ(h.back(), 0xabcd) << dtype_name(t) << ": written past the end";
+  }
+  std::vector<uint16_t> h(4);
+  EXPECT_THROW(gpu::narrow(DType::f32, x.data(), h.data(), 4, kStream), std::invalid_argument);
 }
 
 // Per-channel block reductions over more values than a block has threads.

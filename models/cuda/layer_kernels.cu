@@ -5,10 +5,15 @@
 #include "models/cuda/layer_kernels.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #ifdef RINGBENCH_CUDA_EMULATION
 #include "cuda/emulation.h"  // tests without a GPU: the kernels on host threads
 #else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
 #define RB_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
 #endif
@@ -116,6 +121,36 @@ __global__ void crop_kernel(PadSpec p, int64_t n, const float* xp, float* x, boo
     const float v = xp[(plane * ph + iy + p.top) * pw + ix + p.left];
     x[k] = accumulate ? x[k] + v : v;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Casts (collectives/device_reduce.cu converts the same way)
+
+template <class T>
+__device__ inline T round_to(float v);
+template <>
+__device__ inline __half round_to<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ inline __nv_bfloat16 round_to<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ inline float to_float(__half v) { return __half2float(v); }
+__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__global__ void narrow_kernel(const float* src, T* dst, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = round_to<T>(src[i]);
+}
+
+template <class T>
+__global__ void widen_kernel(const T* src, float* dst, int64_t n, bool accumulate) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = to_float(src[i]);
+    dst[i] = accumulate ? dst[i] + v : v;
+  }
+}
+
+[[noreturn]] void not_two_bytes(DType t) {
+  throw std::invalid_argument(std::string("gpu cast: ") + (t == DType::f32 ? "fp32" : "unknown type") +
+                              " is not a 2-byte type (bf16 or fp16)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -359,6 +394,29 @@ void crop_planes(const PadSpec& p, int64_t planes, const float* xp, float* x, bo
   const int64_t n = planes * p.h * p.w;
   if (n <= 0) return;
   RB_LAUNCH(crop_kernel, blocks_for(n), kThreads, stream)(p, n, xp, x, accumulate);
+  RB_LAUNCHED();
+}
+
+void narrow(DType t, const float* src, void* dst, int64_t count, cudaStream_t stream) {
+  if (t != DType::bf16 && t != DType::f16) not_two_bytes(t);
+  if (count <= 0) return;
+  if (t == DType::bf16)
+    RB_LAUNCH(narrow_kernel<__nv_bfloat16>, blocks_for(count), kThreads, stream)(
+        src, static_cast<__nv_bfloat16*>(dst), count);
+  else
+    RB_LAUNCH(narrow_kernel<__half>, blocks_for(count), kThreads, stream)(src, static_cast<__half*>(dst), count);
+  RB_LAUNCHED();
+}
+
+void widen(DType t, const void* src, float* dst, int64_t count, bool accumulate, cudaStream_t stream) {
+  if (t != DType::bf16 && t != DType::f16) not_two_bytes(t);
+  if (count <= 0) return;
+  if (t == DType::bf16)
+    RB_LAUNCH(widen_kernel<__nv_bfloat16>, blocks_for(count), kThreads, stream)(
+        static_cast<const __nv_bfloat16*>(src), dst, count, accumulate);
+  else
+    RB_LAUNCH(widen_kernel<__half>, blocks_for(count), kThreads, stream)(static_cast<const __half*>(src), dst, count,
+                                                                       accumulate);
   RB_LAUNCHED();
 }
 

@@ -1,9 +1,10 @@
 // The CUDA backend's own kernels (layer_kernels.cu), for what cuDNN and cuBLAS do not do the
 // way the reference backend does: relu6, dropout (the same dropout_keep() hash on the device),
 // concat copies, bias add and gradient, explicit padding for asymmetric convolution pads, max
-// pooling (first tap wins ties, deterministic), pooling with asymmetric pads, and batch norm's
-// backward through running statistics. Buffers are NCHW float32 in device memory; every call
-// only queues work on `stream` (a launch error throws Error).
+// pooling (first tap wins ties, deterministic), pooling with asymmetric pads, batch norm's
+// backward through running statistics, and the casts around bf16/fp16 convolutions and fully
+// connected layers. Buffers are NCHW float32 in device memory (the casts' 2-byte side aside);
+// every call only queues work on `stream` (a launch error throws Error).
 //
 // `accumulate`: add into the destination (a node's gradient that an earlier consumer already
 // wrote) instead of overwriting it.
@@ -16,6 +17,8 @@
 #endif
 
 #include <cstdint>
+
+#include "collectives/dtype.h"
 
 namespace ringbench::models::gpu {
 
@@ -59,6 +62,13 @@ struct PadSpec {
 void pad_planes(const PadSpec& p, int64_t planes, const float* x, float* xp, cudaStream_t stream);
 void crop_planes(const PadSpec& p, int64_t planes, const float* xp, float* x, bool accumulate,
                  cudaStream_t stream);
+
+// The casts around a bf16 or fp16 convolution or fully connected layer (CudnnOptions::precision):
+// `count` floats into `t` (DType::bf16 or DType::f16, 2 bytes each), rounded to nearest even
+// (fp16: beyond 65504 to inf, which loss scaling then finds); and back to float, written or,
+// with `accumulate`, added into dst. Any other `t` throws std::invalid_argument.
+void narrow(DType t, const float* src, void* dst, int64_t count, cudaStream_t stream);
+void widen(DType t, const void* src, float* dst, int64_t count, bool accumulate, cudaStream_t stream);
 
 // A pooling window over `planes` (batch x channels) planes: output (oy, ox) covers input rows
 // oy * stride_h - pad_top + [0, kh) and columns ox * stride_w - pad_left + [0, kw); only taps
