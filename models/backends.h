@@ -19,9 +19,14 @@ std::unique_ptr<Network> make_onednn_network(const Graph& g, int batch, bool inf
                                              bool plain_params = false);  // RINGBENCH_HAVE_DNNL
 
 // "cudnn" (RINGBENCH_HAVE_CUDA; models/cuda/cudnn_network.cc): cuDNN, cuBLAS and our kernels on
-// the current CUDA device. fp32 unless allow_tf32 (make_network: RINGBENCH_CUDNN_TF32=1).
+// the current CUDA device. fp32 unless allow_tf32 (make_network: RINGBENCH_CUDNN_TF32=1) or a
+// precision of bf16 or fp16.
 struct CudnnOptions {
   bool allow_tf32 = false;
+  // bf16 or fp16: convolutions and fully connected layers compute on 2-byte copies of their
+  // inputs (tensor cores, fp32 accumulation), everything else stays fp32 (cudnn_network.cc,
+  // "Precision"). fp32 or tf32: allow_tf32 decides. The caller checks the GPU can (make_network).
+  Precision precision = Precision::fp32;
   bool measure_algos = false;  // time every convolution algorithm at setup (cudnnFind*)
   bool inference_only = false;  // see NetworkOptions
   // A batch norm whose only reader is a ReLU or ReLU6 runs with it as one kernel pair

@@ -34,10 +34,23 @@ std::string precision_unavailable(const std::string& backend, Precision p) {
     return what + ": the reference backend is the fp32 oracle the others are checked against; bf16 runs on onednn";
   if (backend == "onednn" && (p == Precision::fp16 || p == Precision::tf32))
     return what + ": this needs a GPU (--backend cudnn); the oneDNN CPU backend computes in fp32 or bf16";
-  if (backend == "cudnn" && (p == Precision::fp16 || p == Precision::bf16))
-    return what + ": the cudnn backend does not compute in " + precision_name(p) + " yet (fp32 and tf32 only)";
   return "";
 }
+
+#if RINGBENCH_HAVE_CUDA
+// Why the current GPU cannot compute in `p` ("" when it can): tf32 and bf16 tensor cores from
+// compute capability 8.0 (Ampere; else cuDNN would quietly compute tf32 in fp32, and has no bf16
+// kernels), fp16 ones from 7.0 (Volta).
+std::string gpu_cannot_compute_in(Precision p) {
+  const int need = p == Precision::tf32 || p == Precision::bf16 ? 8 : p == Precision::fp16 ? 7 : 0;
+  if (need == 0) return "";
+  const cuda::GpuInfo gpu = cuda::gpu_info(0, false);
+  if (gpu.cc_major >= need) return "";
+  return std::string("--precision ") + precision_name(p) + " needs a GPU of compute capability " +
+         std::to_string(need) + ".0 or later (" + (need == 8 ? "Ampere" : "Volta") + "); " + gpu.name + " is " +
+         std::to_string(gpu.cc_major) + "." + std::to_string(gpu.cc_minor);
+}
+#endif
 
 }  // namespace
 
@@ -47,6 +60,20 @@ std::optional<Precision> parse_precision(const std::string& s) {
   for (int i = 0; i < 4; ++i)
     if (s == kPrecisionNames[i]) return static_cast<Precision>(i);
   return std::nullopt;
+}
+
+std::vector<LayerPrecisionGroup> group_layer_precisions(const std::vector<LayerPrecision>& layers) {
+  std::vector<LayerPrecisionGroup> groups;
+  for (const LayerPrecision& l : layers) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const LayerPrecisionGroup& g) { return g.precision == l.precision && g.why == l.why; });
+    if (it != groups.end()) {
+      it->nodes.push_back(l.node);
+    } else {
+      groups.push_back(LayerPrecisionGroup{l.precision, l.why, {l.node}});
+    }
+  }
+  return groups;
 }
 
 std::vector<std::string> precision_names() { return {std::begin(kPrecisionNames), std::end(kPrecisionNames)}; }
@@ -148,13 +175,8 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
 #if RINGBENCH_HAVE_CUDA
     if (const std::string why = cuda::unavailable_reason(); !why.empty())
       throw std::invalid_argument("backend 'cudnn' cannot run here: " + why);
-    if (options.precision == Precision::tf32) {  // else cuDNN would quietly compute in fp32
-      const cuda::GpuInfo gpu = cuda::gpu_info(0, false);
-      if (gpu.cc_major < 8)
-        throw std::invalid_argument("--precision tf32 needs a GPU of compute capability 8.0 or later (Ampere); " +
-                                    gpu.name + " is " + std::to_string(gpu.cc_major) + "." +
-                                    std::to_string(gpu.cc_minor));
-    }
+    if (const std::string why = gpu_cannot_compute_in(options.precision); !why.empty())
+      throw std::invalid_argument(why);
     // TF32 (faster, ~1e-3 relative error) only when asked for; see models/cuda/cudnn_network.cc.
     const char* tf32 = std::getenv("RINGBENCH_CUDNN_TF32");
     // The fused batch norm + activation kernels are opt-in ("1") until they have run on a GPU:
@@ -162,6 +184,7 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
     const char* fuse = std::getenv("RINGBENCH_CUDNN_FUSE_BN");
     return make_cudnn_network(g, batch, {.allow_tf32 = options.precision == Precision::tf32 ||
                                                        (tf32 && std::string(tf32) == "1"),
+                                         .precision = options.precision,
                                          .measure_algos = options.measure_conv_algos,
                                          .inference_only = options.inference_only,
                                          .fuse_bn_activation = fuse && std::string(fuse) == "1"});

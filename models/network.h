@@ -32,8 +32,10 @@ enum class Phase { forward, backward };
 // The arithmetic a network computes in (`--precision`). In every precision the parameters,
 // gradients, batch-norm statistics and optimizer state stay fp32 in the caller's flat buffers
 // (AMP's master weights), and inputs and outputs cross this interface as fp32. bf16 and fp16:
-// activations and the convolutions', inner products', batch norms' and poolings' arithmetic;
-// tf32: fp32 storage with TF32 tensor-core math (GPUs from sm_80).
+// activations and the convolutions', inner products', batch norms' and poolings' arithmetic
+// (oneDNN); on cudnn so far only the convolutions' and inner products' arithmetic, on 2-byte
+// copies (layer_precisions() lists the layers that stay fp32); tf32: fp32 storage with TF32
+// tensor-core math (GPUs from sm_80).
 enum class Precision { fp32, tf32, bf16, fp16 };
 const char* precision_name(Precision p);                      // "fp32", "tf32", "bf16", "fp16"
 std::optional<Precision> parse_precision(const std::string& s);  // nothing for another name
@@ -46,6 +48,14 @@ struct LayerPrecision {
   Precision precision = Precision::fp32;
   std::string why;
 };
+
+// Layers of equal (precision, why), in the order each pair first appears: a header line each.
+struct LayerPrecisionGroup {
+  Precision precision = Precision::fp32;
+  std::string why;
+  std::vector<int> nodes;
+};
+std::vector<LayerPrecisionGroup> group_layer_precisions(const std::vector<LayerPrecision>& layers);
 
 // Called after each node's forward or backward with its wall-clock span (for --timeline).
 using LayerTrace = std::function<void(int node, Phase phase, std::chrono::steady_clock::time_point begin,

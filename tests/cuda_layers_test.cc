@@ -13,15 +13,18 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "backend_compare.h"
+#include "collectives/reduce.h"
 #include "cuda/device.h"
 #include "cuda/memory.h"
 #include "models/backends.h"
+#include "models/cuda/layer_kernels.h"
 #include "base/device_memory.h"
 #include "models/graph.h"
 #include "models/network.h"
@@ -440,6 +443,146 @@ TEST_F(CudnnNetwork, DeviceMemoryIsCounted) {
   EXPECT_THROW(make_network("cudnn", g, 4), DeviceOutOfMemory);
   dm.set_cap(0);
   EXPECT_EQ(dm.in_use(), before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bf16 and fp16 (CudnnOptions::precision): convolutions and fc layers on 2-byte copies with fp32
+// accumulation, everything else fp32, against the fp32 reference, normwise (||got - ref|| /
+// ||ref||). Each operand's rounding is a relative error of up to 2^-9 (bf16) or 2^-12 (fp16),
+// about 0.6 of that on average; two rounded operands and the rounded result give ~1.6e-3 (bf16)
+// per layer, the pre conv and the op together ~2.5e-3, gradients a little more. Tolerances: bf16
+// 1e-2 and fp16 2e-3 per op (4-6x those estimates), 3 times that through batch norm; a wrong
+// index, a missed cast or a lost accumulation gives errors of order 1.
+
+struct HalfCase {
+  Precision precision;
+  double tol;
+};
+const HalfCase kHalfCases[] = {{Precision::bf16, 1e-2}, {Precision::fp16, 2e-3}};
+
+// Why this GPU has no tensor cores for `p` ("" if it has): then make_network refuses it.
+std::string lacks_tensor_cores_for(Precision p) {
+  const int need = p == Precision::bf16 ? 8 : 7;
+  const cuda::GpuInfo gpu = cuda::gpu_info(0, false);
+  if (gpu.cc_major >= need) return "";
+  return gpu.name + " (compute capability " + std::to_string(gpu.cc_major) + "." + std::to_string(gpu.cc_minor) +
+         ") has no " + precision_name(p) + " tensor cores";
+}
+
+NetworkFactory cudnn_in(Precision p, bool measure = false) {
+  return [p, measure](const Graph& g, int batch) -> std::unique_ptr<Network> {
+    return std::make_unique<HostStaged>(
+        make_network("cudnn", g, batch, {.measure_conv_algos = measure, .precision = p}));
+  };
+}
+
+// `check(case)` for each precision this GPU has (the others are said, and left out).
+template <class Check>
+void for_each_half_case(const Check& check) {
+  for (const HalfCase& c : kHalfCases) {
+    if (const std::string why = lacks_tensor_cores_for(c.precision); !why.empty()) {
+      std::printf("not checked: %s\n", why.c_str());
+      continue;
+    }
+    SCOPED_TRACE(precision_name(c.precision));
+    check(c);
+  }
+}
+
+class CudnnHalfConv : public NeedsCuda, public ::testing::WithParamInterface<ConvCase> {};
+class CudnnPrecision : public NeedsCuda {};
+
+TEST_P(CudnnHalfConv, TracksReference) {
+  const ConvCase& cc = GetParam();
+  const Graph g = single_op(cc.in, cc.pre, [&](Graph& gr, int x) { return gr.conv(x, "conv", cc.spec); });
+  for_each_half_case([&](const HalfCase& c) {
+    compare_with_reference(cudnn_in(c.precision), g, {.tol = c.tol, .normwise = true});
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CudnnHalfConv,
+    ::testing::ValuesIn(conv_cases({
+        ConvCase{"after_conv", {3, 8, 8}, 16, conv(32, 3, 3, 1, Pads::same(1))},
+        ConvCase{"depthwise_tf_same_stride2", {3, 8, 8}, 16, conv(16, 3, 3, 2, {0, 1, 0, 1}, 16)},  // explicit pad
+        ConvCase{"asymmetric_pads_grouped", {4, 8, 7}, 8, conv(8, 3, 3, 2, {1, 0, 2, 1}, 2)},
+    })),
+    [](const ::testing::TestParamInfo<ConvCase>& p) { return p.param.name; });
+
+TEST_F(CudnnPrecision, FcTracksReference) {
+  for_each_half_case([](const HalfCase& c) {
+    compare_with_reference(cudnn_in(c.precision),
+                           single_op({3, 5, 4}, 16, [](Graph& g, int x) { return g.fc(x, "fc", {10, true}); }),
+                           {.tol = c.tol, .normwise = true});
+    compare_with_reference(cudnn_in(c.precision), single_op({3, 5, 4}, 0, [](Graph& g, int x) {
+                             return g.fc(g.relu(g.fc(x, "fc0", {33, true}), "relu"), "fc1", {10, true});
+                           }),
+                           {.batch = 3, .tol = c.tol, .normwise = true});
+  });
+}
+
+// Every kind of layer, measured algorithms (cudnnFind* on 2-byte tensors), batch norm between.
+TEST_F(CudnnPrecision, InceptionLikeBlockWithMeasuredAlgorithms) {
+  for_each_half_case([](const HalfCase& c) {
+    compare_with_reference(cudnn_in(c.precision, true), inception_like(true), {.tol = 3 * c.tol, .normwise = true});
+  });
+}
+
+// precision(), describe() and layer_precisions() say what computes in what.
+TEST_F(CudnnPrecision, SaysWhatComputesInIt) {
+  const Graph g = lenet_like();
+  int kept = 0;
+  for (const Node& n : g.nodes) kept += n.kind != OpKind::input && n.kind != OpKind::conv && n.kind != OpKind::fc;
+  for_each_half_case([&](const HalfCase& c) {
+    auto net = make_network("cudnn", g, 2, {.precision = c.precision});
+    EXPECT_EQ(net->precision(), c.precision);
+    const std::string name = precision_name(c.precision), d = net->describe();
+    EXPECT_NE(d.find(std::string("convolutions and fc layers in ") + name + " tensor op"), std::string::npos) << d;
+    EXPECT_NE(d.find(std::string(" ") + name + " fwd="), std::string::npos) << d;
+    EXPECT_NE(d.find(std::string("fc cublasGemmEx ") + name), std::string::npos) << d;
+    const std::vector<LayerPrecision> layers = net->layer_precisions();
+    EXPECT_EQ(int(layers.size()), kept);
+    for (const LayerPrecision& l : layers) {
+      EXPECT_EQ(l.precision, Precision::fp32);
+      const OpKind k = g.nodes[size_t(l.node)].kind;
+      EXPECT_TRUE(k != OpKind::conv && k != OpKind::fc && k != OpKind::input) << g.nodes[size_t(l.node)].name;
+      EXPECT_NE(l.why.find(std::string("only convolutions and fully connected layers compute in ") + name), std::string::npos)
+          << l.why;
+    }
+  });
+  auto fp32 = make_network("cudnn", g, 2);
+  EXPECT_EQ(fp32->precision(), Precision::fp32);
+  EXPECT_TRUE(fp32->layer_precisions().empty());
+}
+
+// The GPU's casts round as the host's exact conversions (collectives/reduce.h), bit for bit, and
+// widen back with and without accumulation.
+TEST_F(CudnnPrecision, CastKernelsRoundAsTheHost) {
+  std::vector<float> x = random_vector(100003, 13, -300, 300);
+  const float special[] = {0.0f, -0.0f, 1e-8f, -3e-6f, 6e-5f, 65504.0f, 65520.0f, -1e5f, 3.0e38f, 1.0f + 0x1p-9f};
+  std::copy(std::begin(special), std::end(special), x.begin() + 7);
+  cuda::Stream stream;
+  const DeviceArray<float> dx = to_device(x, "test input");
+  for (DType t : {DType::bf16, DType::f16}) {
+    DeviceArray<uint16_t> h(x.size(), "test 2-byte copy");
+    gpu::narrow(t, dx.data(), h.data(), int64_t(x.size()), stream.get());
+    DeviceArray<float> back = to_device(std::vector<float>(x.size(), 0.5f), "test widened");
+    gpu::widen(t, h.data(), back.data(), int64_t(x.size()), true, stream.get());
+    std::vector<uint16_t> got(x.size());
+    RB_CUDA(cudaMemcpyAsync(got.data(), h.data(), h.bytes(), cudaMemcpyDeviceToHost, stream.get()));
+    const std::vector<float> widened = to_host(back.data(), x.size(), stream.get());
+    size_t differ = 0, first = x.size();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint16_t want = t == DType::bf16 ? float_to_bf16(x[i]) : float_to_half(x[i]);
+      const float value = t == DType::bf16 ? bf16_to_float(want) : half_to_float(want);
+      if (got[i] != want || widened[i] != 0.5f + value) {
+        ++differ;
+        first = std::min(first, i);
+      }
+    }
+    EXPECT_EQ(differ, 0u) << dtype_name(t) << ": first at " << first << " (" << (first < x.size() ? x[first] : 0)
+                          << ")";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

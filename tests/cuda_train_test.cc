@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "collectives/staged_allreduce.h"
@@ -111,6 +113,61 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(TracksReferenceCase{"lenet", {}, 4, 5, 0.01f},
                       TracksReferenceCase{"mobilenet_v1", {.classes = 10, .image_size = 64}, 4, 1, 0.01f}),
     [](const ::testing::TestParamInfo<TracksReferenceCase>& p) { return std::string(p.param.model); });
+
+// bf16 and fp16 on cudnn (convolutions and fc layers on 2-byte copies, the rest fp32) track
+// fp32 on cudnn from the same seed: 20 SGD steps on one batch, with precision_test.cc's
+// Bf16Training tolerances (why they are what they are is said there): the first step's loss
+// within 1% of fp32's plus 5 times what fp32 on inputs perturbed by 2^-9 (bf16's half ulp)
+// differs; the mean |difference| over the steps within twice the perturbed run's plus 2% of the
+// first loss; and the loss at least halves. fp16 trains with dynamic loss scaling, as train
+// does by default, from 2^10 (a power of two: exact), and must skip no step here (20 steps
+// never reach the 2000 between raises; a skip would shift the whole trajectory).
+struct HalfTrackCase {
+  const char* model;
+  int image_size, batch, steps;
+  float lr;
+};
+
+class CudnnHalfTraining : public ::testing::TestWithParam<HalfTrackCase> {};
+
+TEST_P(CudnnHalfTraining, LossTracksFp32) {
+  if (auto why = ringbench::cuda::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const HalfTrackCase c = GetParam();
+  const std::string model = c.model;
+  const m::Graph g = model == "lenet" ? m::build_model(model)
+                                      : m::build_model(model, {.classes = 10, .image_size = c.image_size});
+  const auto fp32 = losses_on_one_batch("cudnn", g, c.batch, c.steps, c.lr, m::Precision::fp32);
+  const auto nudged = losses_on_one_batch("cudnn", g, c.batch, c.steps, c.lr, m::Precision::fp32, 1.0f / 512);
+  const double first_fp32_diff = std::fabs(nudged[0] - fp32[0]), fp32_diff = mean_abs_diff(nudged, fp32);
+  const int cc_major = ringbench::cuda::gpu_info(0, false).cc_major;
+  for (const m::Precision p : {m::Precision::bf16, m::Precision::fp16}) {
+    const char* name = m::precision_name(p);
+    if (cc_major < (p == m::Precision::bf16 ? 8 : 7)) {
+      std::printf("not checked: %s needs tensor cores this GPU lacks\n", name);
+      continue;
+    }
+    const m::LossScaleOptions scaling{.enabled = p == m::Precision::fp16, .initial = 1024, .interval = 2000};
+    int skipped = 0;
+    const auto got = losses_on_one_batch("cudnn", g, c.batch, c.steps, c.lr, p, 0, scaling, &skipped);
+    for (double l : got) ASSERT_TRUE(std::isfinite(l)) << name;
+    EXPECT_EQ(skipped, 0) << name << ": steps loss scaling skipped";
+    const double first_diff = std::fabs(got[0] - fp32[0]);
+    EXPECT_LE(first_diff, 1e-2 * fp32[0] + 5 * first_fp32_diff) << c.model << " " << name << ": the first step's loss";
+    const double diff = mean_abs_diff(got, fp32);
+    EXPECT_LE(diff, 2 * fp32_diff + 2e-2 * fp32[0])
+        << c.model << " " << name << ": mean |loss difference| over " << c.steps << " steps, " << diff
+        << ", fp32 with its input perturbed by 2^-9 " << fp32_diff;
+    EXPECT_LT(got.back(), 0.5 * got.front()) << c.model << " " << name << ": training lowers the loss";
+    std::printf("%s %s: first loss %.4g, |%s - fp32| %.3g, perturbed fp32 %.3g; mean |loss - fp32's| over %d steps: "
+                "%s %.3g, fp32 with inputs perturbed by 2^-9 %.3g\n",
+                c.model, name, fp32[0], name, first_diff, first_fp32_diff, c.steps, name, diff, fp32_diff);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudnnHalfTraining,
+                         ::testing::Values(HalfTrackCase{"lenet", 28, 8, 20, 0.005f},
+                                           HalfTrackCase{"mobilenet_v1", 64, 8, 20, 0.01f}),
+                         [](const ::testing::TestParamInfo<HalfTrackCase>& p) { return std::string(p.param.model); });
 
 // evaluate() on the GPU: the same sample count, and losses close to the reference backend's.
 TEST(CudaTrainer, EvaluateMatchesReference) {

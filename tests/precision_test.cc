@@ -34,39 +34,12 @@ std::unique_ptr<m::Network> onednn(const m::Graph& g, int batch, m::Precision p,
   return m::make_network("onednn", g, batch, {.inference_only = inference_only, .precision = p});
 }
 
-// One fixed batch of make_synthetic_source's, each input value scaled by (1 + eps * u), u
-// uniform in [-1, 1] (eps = 0: as it is).
-class PerturbedBatch : public m::BatchSource {
- public:
-  PerturbedBatch(const m::Graph& g, int batch, float eps)
-      : src_(m::make_synthetic_source(g.input_dims(), g.output_node().out.c, batch, 7, 0)),
-        count_(size_t(batch) * size_t(g.input_dims().numel())),
-        eps_(eps) {}
-  void next(float* x, int32_t* y) override {
-    src_->next(x, y);
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (size_t i = 0; i < count_; ++i) x[i] *= 1.0f + eps_ * u(rng);
-  }
-  std::string describe() const override { return "perturbed synthetic"; }
-
- private:
-  std::unique_ptr<m::BatchSource> src_;
-  size_t count_;
-  float eps_;
-};
+using ringbench::testing::mean_abs_diff;
 
 // Each step's loss of `steps` plain SGD steps from init_params' seed on one fixed batch.
 std::vector<double> train_losses(const m::Graph& g, int batch, int steps, float lr, m::Precision p,
                                  float input_eps = 0) {
-  auto net = onednn(g, batch, p);
-  m::TrainOptions o;
-  o.sgd = {.lr = lr};
-  m::Trainer t(*net, o, nullptr);
-  PerturbedBatch src(g, batch, input_eps);
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) losses.push_back(t.step(src).loss);
-  return losses;
+  return ringbench::testing::losses_on_one_batch("onednn", g, batch, steps, lr, p, input_eps);
 }
 
 // ||a - b|| / ||a|| (Euclidean): a few elements that differ much (a max pool's argmax flipped
@@ -78,12 +51,6 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
     den += double(a[i]) * a[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
-}
-
-double mean_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double sum = 0;
-  for (size_t i = 0; i < a.size(); ++i) sum += std::fabs(a[i] - b[i]);
-  return sum / double(a.size());
 }
 
 // The outputs of one inference or training forward from init_params(seed 3) on a fixed input.
@@ -297,6 +264,26 @@ TEST(Precision, Bf16WithoutNativeInstructionsIsRefused) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("[       OK ] Precision.BackendsThatCannotComputeInItSaySo"), std::string::npos) << r.output;
+}
+
+// The train header's one line per (precision, why): groups in first-appearance order, every
+// layer kept (cudnn bf16 lists every layer but its convolutions and fc layers).
+TEST(Precision, LayerPrecisionsGroupByPrecisionAndWhy) {
+  const std::vector<m::LayerPrecision> layers{{1, m::Precision::fp32, "a"},
+                                              {2, m::Precision::fp32, "b"},
+                                              {4, m::Precision::fp32, "a"},
+                                              {5, m::Precision::bf16, "a"},
+                                              {7, m::Precision::fp32, "a"}};
+  const std::vector<m::LayerPrecisionGroup> groups = m::group_layer_precisions(layers);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].why, "a");
+  EXPECT_EQ(groups[0].precision, m::Precision::fp32);
+  EXPECT_EQ(groups[0].nodes, (std::vector<int>{1, 4, 7}));
+  EXPECT_EQ(groups[1].why, "b");
+  EXPECT_EQ(groups[1].nodes, (std::vector<int>{2}));
+  EXPECT_EQ(groups[2].precision, m::Precision::bf16);
+  EXPECT_EQ(groups[2].nodes, (std::vector<int>{5}));
+  EXPECT_TRUE(m::group_layer_precisions({}).empty());
 }
 
 TEST(Precision, NamesRoundTrip) {

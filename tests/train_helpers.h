@@ -1,6 +1,8 @@
 // What the data-parallel training tests share (train_test.cc, cuda_train_test.cc): a small CNN
 // whose math is batch-independent, a batch source that slices a deterministic global batch by
-// rank, and one rank with the global batch against N ranks as threads.
+// rank, and one rank with the global batch against N ranks as threads. And what the precision
+// tests share (precision_test.cc, cuda_train_test.cc): training on one fixed, optionally
+// perturbed, batch in a given precision.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -152,6 +155,55 @@ inline void expect_tracks_reference(const std::string& backend, const TracksRefe
     EXPECT_NEAR(got[s], ref[s], 0.02 * std::fabs(ref[s]) + 1e-3) << c.model << " step " << s;
   }
   EXPECT_LT(max_rel_diff(ref_params, got_params), 2e-2) << c.model << ": parameters after " << c.steps << " steps";
+}
+
+// One fixed batch of make_synthetic_source's, each input value scaled by (1 + eps * u), u
+// uniform in [-1, 1] (eps = 0: as it is).
+class PerturbedBatch : public models::BatchSource {
+ public:
+  PerturbedBatch(const models::Graph& g, int batch, float eps)
+      : src_(models::make_synthetic_source(g.input_dims(), g.output_node().out.c, batch, 7, 0)),
+        count_(size_t(batch) * size_t(g.input_dims().numel())),
+        eps_(eps) {}
+  void next(float* x, int32_t* y) override {
+    src_->next(x, y);
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (size_t i = 0; i < count_; ++i) x[i] *= 1.0f + eps_ * u(rng);
+  }
+  std::string describe() const override { return "perturbed synthetic"; }
+
+ private:
+  std::unique_ptr<models::BatchSource> src_;
+  size_t count_;
+  float eps_;
+};
+
+// Each step's loss of `steps` plain SGD steps from init_params' seed on one fixed batch (inputs
+// perturbed by `input_eps`: see PerturbedBatch), on `backend` computing in `p`, with loss
+// scaling `scaling`; the steps loss scaling skipped are counted into *skipped if given.
+inline std::vector<double> losses_on_one_batch(const std::string& backend, const models::Graph& g, int batch,
+                                               int steps, float lr, models::Precision p, float input_eps = 0,
+                                               const models::LossScaleOptions& scaling = {}, int* skipped = nullptr) {
+  auto net = models::make_network(backend, g, batch, {.precision = p});
+  models::TrainOptions o;
+  o.sgd = {.lr = lr};
+  o.loss_scale = scaling;
+  models::Trainer t(*net, o, nullptr);
+  PerturbedBatch src(g, batch, input_eps);
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    const models::StepRecord r = t.step(src);
+    losses.push_back(r.loss);
+    if (skipped && r.skipped) ++*skipped;
+  }
+  return losses;
+}
+
+inline double mean_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::fabs(a[i] - b[i]);
+  return sum / double(a.size());
 }
 
 }  // namespace ringbench::testing

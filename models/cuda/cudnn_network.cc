@@ -25,6 +25,15 @@
 // could not tell from bugs.) RINGBENCH_CUDNN_TF32=1 (make_network) or CudnnOptions::allow_tf32
 // allows TF32 in both, for speed; describe() says which.
 //
+// Precision bf16 or fp16 (CudnnOptions::precision), a first version in the style of PyTorch's
+// autocast: activations, gradients and weights stay fp32 in every buffer; each convolution
+// (conv.h) and fully connected layer (cublasGemmEx) casts its inputs into 2-byte copies in one
+// shared scratch, computes on tensor cores with fp32 accumulation and casts its result back.
+// Everything else (batch norm, activations, pooling, concat, dropout) computes in fp32, as AMP
+// keeps batch norm and the loss in fp32; layer_precisions() lists those layers. The casts cost
+// memory traffic around every conv and fc, and the memory-bound passes stay fp32: NHWC 2-byte
+// activations end to end are the next step.
+//
 // Execution: one compute stream owned by the network; forward() and backward() only queue work
 // on it (the cuDNN and cuBLAS handles are bound to it) and never synchronize, except where a
 // caller asked for something on the host: a DeviceGate checkpoint (the layer's work must have
@@ -41,7 +50,8 @@
 // Memory: every device buffer is a cuda::DeviceArray, counted against DeviceMemory (a
 // vGPU profile's cap); one workspace, sized at construction to the largest need, is shared by
 // all cuDNN calls, cuBLAS (cublasSetWorkspace) and the explicit padding of convolutions with
-// asymmetric pads. Nothing is allocated in forward or backward. (Not counted: the memory the
+// asymmetric pads; a second one, also sized once, holds a bf16/fp16 layer's 2-byte copies.
+// Nothing is allocated in forward or backward. (Not counted: the memory the
 // CUDA context and the cuDNN/cuBLAS handles allocate for themselves.) An inference-only network
 // (CudnnOptions::inference_only) allocates no gradients, saved batch statistics or max-pool
 // indices, and sizes the workspace for the forward algorithms alone.
@@ -92,6 +102,8 @@ int checked_int(int64_t v, const std::string& what) {
 CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& options)
     : g_(g), batch_(batch), options_(options) {
   check_network_args(g_, batch, "cudnn network");
+  if (options_.precision == Precision::bf16) half_ = DType::bf16;
+  if (options_.precision == Precision::fp16) half_ = DType::f16;
   const int n = int(g_.nodes.size());
 
   // Who writes each node's gradient first in backward order (backends.h); everyone else accumulates.
@@ -130,8 +142,8 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
   out_dy_set_.assign(g_.outputs.size(), false);
 
   const gpu::ConvSettings conv_settings{options_.allow_tf32, workspace_limit(), options_.measure_algos,
-                                        options_.inference_only};
-  size_t conv_bytes = 0, pad_floats = 0;
+                                        options_.inference_only, half_};
+  size_t conv_bytes = 0, pad_floats = 0, half_bytes = 0;
   for (int id = 1; id < n; ++id) {
     try {
       setup_node(id, conv_settings);
@@ -145,7 +157,13 @@ CudnnNetwork::CudnnNetwork(const Graph& g, int batch, const CudnnOptions& option
     if (const auto& conv = nodes_[id].conv) {
       conv_bytes = std::max(conv_bytes, conv->workspace_bytes());
       pad_floats = std::max(pad_floats, conv->pad_floats());
+      half_bytes = std::max(half_bytes, conv->half_bytes());
     }
+    if (g_.nodes[id].kind == OpKind::fc) half_bytes = std::max(half_bytes, fc_half_layout(id).bytes);
+  }
+  if (half_bytes) {
+    half_bytes_ = half_bytes;
+    half_scratch_ = DeviceArray<char>(half_bytes, "cudnn bf16/fp16 scratch");
   }
 
   // The one workspace. cuBLAS wants 4 MiB (32 MiB on Hopper and later) for its own use.
@@ -262,7 +280,9 @@ void CudnnNetwork::setup_node(int id, const gpu::ConvSettings& conv_settings) {
       break;
     case OpKind::fc:
       checked_int(in.numel(), "layer '" + n.name + "': fc input features");
-      note(std::string("fc cublasSgemm") + (n.fc.bias ? " +bias kernel" : ""));
+      note(std::string(half_ == DType::f32 ? "fc cublasSgemm" : half_ == DType::bf16 ? "fc cublasGemmEx bf16"
+                                                                                      : "fc cublasGemmEx fp16") +
+           (n.fc.bias ? " +bias kernel" : ""));
       break;
     case OpKind::dropout:
       note("dropout kernel");
@@ -270,12 +290,30 @@ void CudnnNetwork::setup_node(int id, const gpu::ConvSettings& conv_settings) {
   }
 }
 
+std::string CudnnNetwork::math_description() const {
+  if (half_ != DType::f32)
+    return std::string("convolutions and fc layers in ") + precision_name(options_.precision) +
+           " tensor op (cast from and back to fp32 around each; fp32 accumulation), the other layers in fp32";
+  return options_.allow_tf32 ? "TF32 allowed (CUDNN_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH)"
+                             : "fp32 (CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH)";
+}
+
+std::vector<LayerPrecision> CudnnNetwork::layer_precisions() const {
+  if (half_ == DType::f32) return {};
+  const std::string why = std::string("fp32 in this version: only convolutions and fully connected layers compute in ") +
+                          precision_name(options_.precision);
+  std::vector<LayerPrecision> kept;
+  for (int id = 1; id < int(g_.nodes.size()); ++id) {
+    const OpKind k = g_.nodes[id].kind;
+    if (k != OpKind::conv && k != OpKind::fc) kept.push_back({id, Precision::fp32, why});
+  }
+  return kept;
+}
+
 std::string CudnnNetwork::describe() const {
   const size_t v = cudnnGetVersion();
   std::string s = "cudnn (cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
-                  std::to_string(v % 100) + ", " +
-                  (options_.allow_tf32 ? "TF32 allowed (CUDNN_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH)"
-                                       : "fp32 (CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH)") +
+                  std::to_string(v % 100) + ", " + math_description() +
                   (options_.measure_algos ? ", conv algorithms measured (cudnnFind)" : ", conv algorithms by heuristics") +
                   ", workspace " + std::to_string((pad_bytes_ + library_bytes_ + (1 << 19)) >> 20) + " MiB)";
   return describe_impls(std::move(s), impls_);

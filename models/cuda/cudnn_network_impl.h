@@ -51,7 +51,10 @@ class CudnnNetwork final : public Network {
   bool on_device() const override { return true; }
   void* stream() const override { return stream_.get(); }
   bool inference_only() const override { return options_.inference_only; }
-  Precision precision() const override { return options_.allow_tf32 ? Precision::tf32 : Precision::fp32; }
+  Precision precision() const override {
+    return half_ != DType::f32 ? options_.precision : options_.allow_tf32 ? Precision::tf32 : Precision::fp32;
+  }
+  std::vector<LayerPrecision> layer_precisions() const override;
 
   void bind(float* params, float* grads, float* state) override;
   void set_input(const float* x) override;
@@ -82,6 +85,7 @@ class CudnnNetwork final : public Network {
   void setup_node(int id, const gpu::ConvSettings& conv_settings);
   void note(const std::string& what) { count_impl(impls_, what); }
   size_t workspace_limit() const;
+  std::string math_description() const;  // describe()'s arithmetic
 
   void forward_node(int id);
   void forward_batch_norm(int id);
@@ -92,6 +96,18 @@ class CudnnNetwork final : public Network {
   void backward_fused_bn(int id, bool acc);
   void backward_concat(int id, Pass pass);
   void backward_fc(int id, bool data, bool params, bool acc);
+  // An fc layer's 2-byte copies in the half scratch (bf16/fp16): byte offsets and the total.
+  struct FcHalfLayout {
+    size_t x = 0, w = 0, dy = 0, bytes = 0;
+  };
+  FcHalfLayout fc_half_layout(int id) const;
+  // `count` floats at `src` as a GEMM operand: themselves (fp32), or cast into the half scratch
+  // at byte `offset`.
+  const void* gemm_operand(const float* src, size_t count, size_t offset);
+  // c (fp32, column-major) = op(a) op(b) + beta c: cublasSgemm, or cublasGemmEx on 2-byte a and b
+  // with fp32 accumulation (bf16/fp16).
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda, const void* b,
+            int ldb, const float* beta, float* c, int ldc);
   void seed_output_grads();
   bool computes_grad_of(int p, Pass pass) const {
     return pass == Pass::backward ? !(p == 0 && defer_input_grad_) : p == 0;
@@ -110,12 +126,15 @@ class CudnnNetwork final : public Network {
     return {param(id, 0), param(id, 1), running(id), nodes_[id].bn_mean.data(), nodes_[id].bn_invstd.data()};
   }
   double bn_eps(int id) const { return std::max(double(g_.nodes[id].bn.eps), CUDNN_BN_MIN_EPSILON); }
-  gpu::ConvScratch scratch() const { return {workspace_.data() + pad_bytes_, library_bytes_, pad_}; }
+  gpu::ConvScratch scratch() const {
+    return {workspace_.data() + pad_bytes_, library_bytes_, pad_, half_bytes_ ? half_scratch_.data() : nullptr};
+  }
   cudaStream_t strm() const { return stream_.get(); }
 
   Graph g_;
   int batch_;
   CudnnOptions options_;
+  DType half_ = DType::f32;  // bf16 or f16: what convolutions and fc layers compute on; f32: fp32 or tf32
   cuda::Stream stream_;
   std::unique_ptr<cudnnContext, CudnnDestroy> cudnn_;
   std::unique_ptr<cublasContext, CublasDestroy> cublas_;
@@ -137,6 +156,9 @@ class CudnnNetwork final : public Network {
   DeviceArray<char> workspace_;  // [padded-input scratch | cuDNN and cuBLAS workspace]
   size_t pad_bytes_ = 0, library_bytes_ = 0;
   float* pad_ = nullptr;
+  // The 2-byte copies a bf16/fp16 convolution or fc layer computes on, sized for the largest.
+  DeviceArray<char> half_scratch_;
+  size_t half_bytes_ = 0;
   std::vector<std::pair<std::string, int>> impls_;  // describe(): what runs each layer, and how often
 
   float* params_ = nullptr;

@@ -142,16 +142,50 @@ void CudnnNetwork::forward_fused_bn(int id) {
     gpu::bn_act_forward_inference(bn_shape(id), act, x, bn_tensors(id), bn_eps(id), y, strm());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fully connected layers: one GEMM per direction, in fp32 or (bf16/fp16) on 2-byte copies of
+// the operands with an fp32 result, so beta = 1 accumulates into an fp32 gradient directly.
+
+CudnnNetwork::FcHalfLayout CudnnNetwork::fc_half_layout(int id) const {
+  if (half_ == DType::f32) return {};
+  const size_t features = size_t(g_.nodes[g_.nodes[id].inputs.at(0)].out.numel()), out = size_t(g_.nodes[id].out.c);
+  FcHalfLayout l;
+  l.w = gpu::align256(size_t(batch_) * features * 2);
+  l.dy = l.w + gpu::align256(out * features * 2);
+  l.bytes = l.dy + gpu::align256(size_t(batch_) * out * 2);
+  return l;
+}
+
+const void* CudnnNetwork::gemm_operand(const float* src, size_t count, size_t offset) {
+  if (half_ == DType::f32) return src;
+  void* h = half_scratch_.data() + offset;
+  gpu::narrow(half_, src, h, int64_t(count), strm());
+  return h;
+}
+
+void CudnnNetwork::gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
+                        const void* b, int ldb, const float* beta, float* c, int ldc) {
+  if (half_ == DType::f32) {
+    RB_CUDA(cublasSgemm(cublas_.get(), ta, tb, m, n, k, &gpu::kOne, static_cast<const float*>(a), lda,
+                        static_cast<const float*>(b), ldb, beta, c, ldc));
+    return;
+  }
+  const cudaDataType_t t = half_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  RB_CUDA(cublasGemmEx(cublas_.get(), ta, tb, m, n, k, &gpu::kOne, a, t, lda, b, t, ldb, beta, c, CUDA_R_32F, ldc,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void CudnnNetwork::forward_fc(int id) {
   const Node& n = g_.nodes[id];
   const int p = n.inputs.at(0);
   float* y = nodes_[id].y.data();
-  const float* x = nodes_[p].y.data();
+  const int features = int(g_.nodes[p].out.numel()), out = n.out.c;
+  const FcHalfLayout h = fc_half_layout(id);
+  const void* w = gemm_operand(param(id, 0), size_t(out) * size_t(features), h.w);
+  const void* x = gemm_operand(nodes_[p].y.data(), size_t(batch_) * size_t(features), h.x);
   // cuBLAS is column-major, and a row-major [r, c] matrix is the column-major [c, r] one:
   // y [batch, out] = x [batch, in] w^T  is  y^T [out, batch] = (w^T [in, out])^T x^T [in, batch].
-  const int features = int(g_.nodes[p].out.numel()), out = n.out.c;
-  RB_CUDA(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, out, batch_, features, &gpu::kOne, param(id, 0),
-                      features, x, features, &gpu::kZero, y, out));
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, batch_, features, w, features, x, features, &gpu::kZero, y, out);
   if (n.fc.bias) gpu::bias_add(y, param(id, 1), batch_, out, 1, strm());
 }
 
@@ -315,18 +349,22 @@ void CudnnNetwork::backward_concat(int id, Pass pass) {
 void CudnnNetwork::backward_fc(int id, bool data, bool params, bool acc) {
   const Node& n = g_.nodes[id];
   const int p = n.inputs.at(0);
+  if (!data && !params) return;
   const float* dy = nodes_[id].dy.data();
-  const float* x = nodes_[p].y.data();
-  float* dx = nodes_[p].dy.data();
   const int features = int(g_.nodes[p].out.numel()), out = n.out.c;
+  const FcHalfLayout h = fc_half_layout(id);
+  const void* dy_op = gemm_operand(dy, size_t(batch_) * size_t(out), h.dy);
   // dx [batch, in] = dy w  is  dx^T [in, batch] = w^T [in, out] dy^T [out, batch].
-  if (data)
-    RB_CUDA(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, features, batch_, out, &gpu::kOne, param(id, 0),
-                        features, dy, out, gpu::blend(acc), dx, features));
+  if (data) {
+    const void* w = gemm_operand(param(id, 0), size_t(out) * size_t(features), h.w);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, features, batch_, out, w, features, dy_op, out, gpu::blend(acc),
+         nodes_[p].dy.data(), features);
+  }
   if (params) {
     // dw [out, in] = dy^T x  is  dw^T [in, out] = x^T [in, batch] (dy^T [out, batch])^T.
-    RB_CUDA(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, features, out, batch_, &gpu::kOne, x, features,
-                        dy, out, &gpu::kZero, grad(id, 0), features));
+    const void* x = gemm_operand(nodes_[p].y.data(), size_t(batch_) * size_t(features), h.x);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, features, out, batch_, x, features, dy_op, out, &gpu::kZero, grad(id, 0),
+         features);
     if (n.fc.bias) gpu::bias_grad(dy, grad(id, 1), batch_, out, 1, strm());
   }
 }

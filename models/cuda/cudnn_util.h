@@ -1,4 +1,4 @@
-// Owned cuDNN descriptors and NCHW float32 tensor descriptors, for the CUDA backend's .cc files.
+// Owned cuDNN descriptors and NCHW tensor descriptors, for the CUDA backend's .cc files.
 // (cuDNN 9 marks the legacy API deprecated, but only warns when CUDNN_WARN_DEPRECATED is set.)
 #pragma once
 
@@ -40,10 +40,10 @@ using PoolDesc = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescript
 using ActivationDesc =
     Descriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 
-// A fully packed NCHW float32 tensor descriptor.
-inline TensorDesc nchw_desc(int n, int c, int h, int w) {
+// A fully packed NCHW tensor descriptor (float32 unless `type` says otherwise).
+inline TensorDesc nchw_desc(int n, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   TensorDesc d;
-  RB_CUDA(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  RB_CUDA(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, n, c, h, w));
   return d;
 }
 

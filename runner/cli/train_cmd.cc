@@ -197,9 +197,18 @@ void print_precision(const TrainArgs& a, const m::Network& net, const m::Graph& 
   std::printf("# precision %s: forward and backward in %s; master weights, gradients, batch-norm statistics, loss "
               "and SGD in fp32; gradients on the wire: %s\n",
               m::precision_name(net.precision()), m::precision_name(net.precision()), wire.c_str());
-  for (const auto& l : net.layer_precisions())
-    std::printf("#   %s computes in %s: %s\n", graph.nodes[size_t(l.node)].name.c_str(), m::precision_name(l.precision),
-                l.why.c_str());
+  // One line per (precision, why), with the first few layers' names (the JSON lists every layer).
+  constexpr size_t kNamed = 3;
+  for (const m::LayerPrecisionGroup& grp : m::group_layer_precisions(net.layer_precisions())) {
+    std::string names;
+    for (size_t i = 0; i < grp.nodes.size() && i < kNamed; ++i) {
+      if (i) names += ", ";
+      names += graph.nodes[size_t(grp.nodes[i])].name;
+    }
+    if (grp.nodes.size() > kNamed) names += ", ...";
+    std::printf("#   %zu layer%s in %s (%s): %s\n", grp.nodes.size(), grp.nodes.size() == 1 ? "" : "s",
+                m::precision_name(grp.precision), names.c_str(), grp.why.c_str());
+  }
   const m::LossScaleOptions ls = loss_scale_options(a);
   if (ls.enabled) std::printf("# loss scale: %s\n", m::describe(ls).c_str());
 }
