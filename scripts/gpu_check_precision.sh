@@ -4,10 +4,14 @@
 #     separate activation pass (RINGBENCH_CUDNN_FUSE_BN=0), MobileNet v1 fp32, batch 64;
 #  2. fp32 MobileNet v1 against PyTorch eager at batch 64 and 128 (goal: at least 1.0x);
 #  3. bf16 and fp16 against PyTorch autocast (fp16 with a GradScaler), channels_last, MobileNet v1
-#     and Inception v3 at batch 64 and 128 (goal: at least 1.1x). Where the cudnn backend refuses
-#     a precision (it says why), PyTorch's side is still measured, as the target, and the refusal
-#     is said, not counted as a failure.
-# About 8 minutes on an H200 while the cudnn backend refuses bf16 and fp16 (PyTorch's side only).
+#     and Inception v3 at batch 64 and 128 (goal: at least 1.1x). cudnn computes bf16/fp16 only
+#     in its convolutions and fc layers so far (docs/precision.md), so 1.1x is not expected yet.
+#     Where ringbench refuses a precision because the GPU is too old (bf16 below compute
+#     capability 8.0, fp16 below 7.0: "needs a GPU of compute capability"), PyTorch's side is
+#     still measured, as the target, and the refusal is said, not counted as a failure; any other
+#     failure of the probe is one.
+# About 8 minutes on an H200 for PyTorch's side alone; ringbench's bf16 and fp16 runs add to it
+# (not yet timed).
 # Alone: PRECISION_ONLY=1 scripts/gpu_check.sh (the GPU tests, then only this).
 echo "== issue 39: fused batch norm + activation, and precisions vs PyTorch =="
 prec=$out/precision
@@ -44,9 +48,12 @@ else
     if "$bindir/ringbench" train --model lenet --batch 2 --steps 1 --warmup 0 --device cuda --precision "$p" \
       --log-every 0 >"$probe" 2>&1; then
       expect_ringbench=1
-    else
+    elif grep -q "needs a GPU of compute capability" "$probe"; then
       expect_ringbench=0
       echo "ringbench refuses --precision $p on this GPU, so only PyTorch's side is measured: $(grep -m1 -i error "$probe")"
+    else
+      expect_ringbench=0
+      fail "the $p probe failed otherwise than a refusal for this GPU (see $probe)"
     fi
     timeout 900 "$python" "$root/bench/compare_pytorch.py" --device cuda --bin "$bindir/ringbench" --python "$python" \
       --models mobilenet_v1,inception_v3 --batches 64,128 --rounds "$rounds" --steps "$steps" --warmup 5 \

@@ -178,8 +178,8 @@ void add_infer_options(CLI::App& cmd, InferArgs& a) {
   cmd.add_option("--model", a.model, "lenet, mobilenet_v1 or inception_v3")->capture_default_str();
   cmd.add_option("--backend", a.backend, "auto, reference, onednn or cudnn")->capture_default_str();
   cmd.add_option("--precision", a.precision, "Arithmetic of the forward pass: fp32, tf32 (cudnn, compute capability "
-                 "8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX) or fp16 (not built yet); parameters are "
-                 "stored in fp32")
+                 "8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX; cudnn 8.0+: convolutions and fc layers only) "
+                 "or fp16 (cudnn 7.0+: convolutions and fc layers only); parameters are stored in fp32")
       ->capture_default_str()->check(CLI::IsMember(m::precision_names()));
   cmd.add_option("--device", a.device, "cpu, cuda, auto or remote:HOST:PORT[,fraction=F][,transport=tcp|verbs] (a `ringbench "
                  "device-server`)")->capture_default_str()

@@ -119,8 +119,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "(time them all at setup, as PyTorch's cudnn.benchmark) or heuristic (cuDNN's first "
                  "guess; no setup cost)")->capture_default_str();
   cmd.add_option("--precision", a.precision, "Arithmetic of forward and backward: fp32, tf32 (cudnn, GPUs of compute "
-                 "capability 8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX) or fp16 (not built yet); master "
-                 "weights, gradients, batch-norm statistics, loss and SGD stay fp32")
+                 "capability 8.0+), bf16 (onednn on a CPU with AVX512-BF16 or AMX; cudnn 8.0+: convolutions and fc "
+                 "layers only) or fp16 (cudnn 7.0+: convolutions and fc layers only); master weights, gradients, "
+                 "batch-norm statistics, loss and SGD stay fp32")
       ->capture_default_str()->check(CLI::IsMember(models::precision_names()));
   cmd.add_option("--compression", a.compression, "Gradients on the wire: none (fp32), fp16 or bf16 (cast per bucket "
                  "before the allreduce and back after, as Horovod's Compression.fp16), or auto (the training "
