@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "base/errors.h"
-#include "collectives/reduce.h"
 
 #define __global__
 #define __device__
@@ -42,19 +41,6 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((uint64_t(a) * b) >> 32); }
-// cuda_fp16.h's and cuda_bf16.h's 2-byte types and their round-to-nearest-even conversions, by
-// the host's exact scalar ones (collectives/reduce.h): so an emulated test checks a cast
-// kernel's indexing and accumulation, not the GPU's rounding (the gpu tests compare that).
-struct __half {
-  uint16_t bits;
-};
-struct __nv_bfloat16 {
-  uint16_t bits;
-};
-inline __half __float2half_rn(float f) { return {ringbench::float_to_half(f)}; }
-inline float __half2float(__half h) { return ringbench::half_to_float(h.bits); }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {ringbench::float_to_bf16(f)}; }
-inline float __bfloat162float(__nv_bfloat16 b) { return ringbench::bf16_to_float(b.bits); }
 inline int max(int a, int b) { return std::max(a, b); }
 inline int min(int a, int b) { return std::min(a, b); }
 

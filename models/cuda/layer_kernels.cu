@@ -9,7 +9,22 @@
 #include <string>
 
 #ifdef RINGBENCH_CUDA_EMULATION
+#include "collectives/reduce.h"
 #include "cuda/emulation.h"  // tests without a GPU: the kernels on host threads
+// cuda_fp16.h's and cuda_bf16.h's 2-byte types and their round-to-nearest-even conversions, by
+// the host's exact scalar ones (collectives/reduce.h; here, not in cuda/emulation.h, which sits
+// below collectives/): so an emulated test checks a cast kernel's indexing and accumulation, not
+// the GPU's rounding (the gpu tests compare that).
+struct __half {
+  uint16_t bits;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __half __float2half_rn(float f) { return {ringbench::float_to_half(f)}; }
+inline float __half2float(__half h) { return ringbench::half_to_float(h.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {ringbench::float_to_bf16(f)}; }
+inline float __bfloat162float(__nv_bfloat16 b) { return ringbench::bf16_to_float(b.bits); }
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
