@@ -280,8 +280,8 @@ void CudnnNetwork::setup_node(int id, const gpu::ConvSettings& conv_settings) {
       break;
     case OpKind::fc:
       checked_int(in.numel(), "layer '" + n.name + "': fc input features");
-      note(std::string(half_ == DType::f32 ? "fc cublasSgemm" : half_ == DType::bf16 ? "fc cublasGemmEx bf16"
-                                                                                      : "fc cublasGemmEx fp16") +
+      note((half_ == DType::f32 ? std::string("fc cublasSgemm")
+                                : std::string("fc cublasGemmEx ") + precision_name(options_.precision)) +
            (n.fc.bias ? " +bias kernel" : ""));
       break;
     case OpKind::dropout:
