@@ -15,6 +15,15 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
+const char* dtype_short_name(DType t) {
+  switch (t) {
+    case DType::f32: return "fp32";
+    case DType::f16: return "fp16";
+    case DType::bf16: return "bf16";
+  }
+  return "?";
+}
+
 const char* op_name(ReduceOp op) { return op == ReduceOp::sum ? "sum" : "avg"; }
 
 DType parse_dtype(std::string_view s) {

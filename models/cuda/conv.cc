@@ -59,8 +59,6 @@ cudnnDataType_t cudnn_type(DType t) {
   return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : t == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 }
 
-const char* data_name(DType t) { return t == DType::bf16 ? "bf16" : t == DType::f16 ? "fp16" : "fp32"; }
-
 // Accumulation in fp32 in every data type (CUDNN_DATA_FLOAT: cuDNN's "pseudo half" configurations).
 ConvDesc make_conv_desc(const ConvSpec& s, int pad_h, int pad_w, cudnnMathType_t math) {
   ConvDesc d;
@@ -96,7 +94,7 @@ void pick(const char* direction, const std::string& layer, const std::vector<Per
     return;
   }
   throw Error("cudnn network: layer '" + layer + "': cuDNN offers no " + direction + " convolution algorithm " +
-                           (settings.data == DType::f32 ? "" : std::string("on ") + data_name(settings.data) + " data ") +
+                           (settings.data == DType::f32 ? "" : std::string("on ") + dtype_short_name(settings.data) + " data ") +
                            "that " + (tensor_ops_allowed(settings) ? "" : "computes in fp32 (CUDNN_FMA_MATH) and ") +
                            "needs at most " +
                            std::to_string(settings.workspace_limit >> 20) + " MiB of workspace (" +
@@ -227,7 +225,7 @@ std::string ConvLayer::summary() const {
   if (asymmetric_) r += " (padded explicitly)";
   if (data_ != DType::f32) {
     r += ' ';
-    r += data_name(data_);
+    r += dtype_short_name(data_);
   }
   r += " fwd=";
   r += algo_name(algos_.fwd);

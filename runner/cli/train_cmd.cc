@@ -192,7 +192,7 @@ json precision_json(const m::Network& net) {
 
 // "# precision bf16 ...": what computes in which precision, and the gradients' type on the wire.
 void print_precision(const TrainArgs& a, const m::Network& net, const m::Graph& graph, int ranks) {
-  const std::string wire = ranks > 1 ? std::string("as ") + wire_name(gradient_wire(a)) + gradient_wire_why(a)
+  const std::string wire = ranks > 1 ? std::string("as ") + dtype_short_name(gradient_wire(a)) + gradient_wire_why(a)
                                      : std::string("none (1 rank)");
   std::printf("# precision %s: forward and backward in %s; master weights, gradients, batch-norm statistics, loss "
               "and SGD in fp32; gradients on the wire: %s\n",
@@ -233,7 +233,7 @@ json train_meta(const RankJob& job, const TrainSetup& t, const std::vector<std::
                {"classes", t.graph.output_node().out.c}, {"aux_logits", a.aux_logits},
                {"device", t.where.device}, {"backend", t.c.net->backend()}, {"backend_detail", t.c.net->describe()},
                {"precision", precision_json(*t.c.net)},
-               {"gradient_wire", {{"dtype", n > 1 ? wire_name(gradient_wire(a)) : "none (1 rank)"},
+               {"gradient_wire", {{"dtype", n > 1 ? dtype_short_name(gradient_wire(a)) : "none (1 rank)"},
                                   {"compression", a.compression},
                                   {"bytes_per_step", n > 1 ? t.graph.param_count * dtype_size(gradient_wire(a)) : 0}}},
                {"threads_per_rank", t.c.threads}, {"weight_grad_thread", t.c.weight_grad_thread},

@@ -182,7 +182,6 @@ DType gradient_wire(const TrainArgs& a) {
   return parse_dtype(a.compression);
 }
 
-const char* wire_name(DType t) { return t == DType::bf16 ? "bf16" : t == DType::f16 ? "fp16" : "fp32"; }
 
 std::string gradient_wire_why(const TrainArgs& a) {
   if (a.compression != "auto") return " (--compression " + a.compression + ")";

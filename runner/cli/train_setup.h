@@ -40,8 +40,6 @@ models::Precision train_precision(const TrainArgs& a);
 // The type the gradients cross the network in: --compression's, or with auto the training
 // precision's (bf16, fp16: AMP frameworks allreduce low-precision gradients), else fp32.
 DType gradient_wire(const TrainArgs& a);
-// "fp32", "bf16", "fp16": the wire's type as --precision and --compression name it.
-const char* wire_name(DType t);
 // " (auto: the training precision)" / " (--compression)": why the gradients are in that type.
 std::string gradient_wire_why(const TrainArgs& a);
 
