@@ -59,7 +59,7 @@ grep -q RINGBENCH_SECRET "$out/train-nosecret.log" ||
 grep -m1 RINGBENCH_SECRET "$out/train-nosecret.log"
 
 echo "== srun -N 2 ringbench train"
-RINGBENCH_SECRET=$(openssl rand -hex 32)
+RINGBENCH_SECRET=$(python3 -c "import secrets; print(secrets.token_hex(32))")
 export RINGBENCH_SECRET
 on_login timeout 120 srun -N 2 "$bin" "${train[@]}" --json "$out/train.json" > "$out/train.log" 2>&1 ||
   { cat "$out/train.log"; echo "FAIL: srun train"; exit 1; }
@@ -91,6 +91,7 @@ train:
 collectives: {min_bytes: 4K, max_bytes: 16K, step_factor: 4, iters: 2, warmup_iters: 1}
 YAML
 # As docs/slurm.md's sbatch script does it: the secret made in the job, doctor, then the sweep.
+# (The secret from python3, not the docs' openssl: install-deps.sh installs python3, not openssl.)
 unset RINGBENCH_SECRET
 cat > "$out/sweep.sbatch" <<SBATCH
 #!/bin/bash
@@ -98,7 +99,7 @@ cat > "$out/sweep.sbatch" <<SBATCH
 #SBATCH --ntasks-per-node=1
 #SBATCH --output=$out/sweep.log
 set -euo pipefail
-export RINGBENCH_SECRET=\$(openssl rand -hex 32)
+export RINGBENCH_SECRET=\$(python3 -c "import secrets; print(secrets.token_hex(32))")
 srun $bin doctor --config $out/tiny.yaml
 srun $bin sweep $out/tiny.yaml --out $out/run
 SBATCH
