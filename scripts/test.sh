@@ -10,8 +10,8 @@
 #            other passes' binaries (and the qemu guests of the rdma tests) stay free of the CUDA
 #            libraries.
 #   fuzz     the libFuzzer targets (scripts/fuzz.sh): built with clang, each run for
-#            RINGBENCH_FUZZ_SECONDS (60) over its corpus; a crash fails the pass. Built and run
-#            behind the tests.
+#            RINGBENCH_FUZZ_SECONDS (here 30, fuzz.sh's own default 60) over its corpus, all at
+#            once; a crash fails the pass. Built and run behind the tests, whose end it bounds.
 # Usage: scripts/test.sh [--only PASS[,PASS...]]
 # env: RINGBENCH_SKIP_SANITIZERS=1 (no asan, tsan), RINGBENCH_CUDA=OFF (no cuda),
 #      CTEST_JOBS (1: tests one at a time; some compare timings on a 2-core machine),
@@ -117,7 +117,8 @@ build_lane() {
         # The run too, right after the build: the lane's last work, beside the tests, whose
         # path is the longer one.
         phase "fuzz build" "$root/scripts/fuzz.sh" --build-only &&
-          phase "fuzz run" "$root/scripts/fuzz.sh" --run-only && rc=0
+          phase "fuzz run" env RINGBENCH_FUZZ_SECONDS="${RINGBENCH_FUZZ_SECONDS:-30}" \
+            "$root/scripts/fuzz.sh" --run-only && rc=0
       else
         # shellcheck disable=SC2086  # the pass's cmake arguments
         configure_pass "$pass" "$dir" "$select_fn" ${spec#* * * } &&
