@@ -4,14 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "base/errors.h"
-
 #include "base/device_memory.h"
-#include "ringbench/config.h"
-
-#if RINGBENCH_HAVE_CUDA
-#include "models/cuda/device_train_buffers.h"
-#endif
+#include "base/errors.h"
+#include "models/gpu_dispatch.h"
 
 namespace ringbench::models {
 namespace {
@@ -39,11 +34,6 @@ class HostModelBuffers final : public ModelBuffers {
   DeviceVector<float> params_, state_;
 };
 
-[[maybe_unused]] std::string no_cuda(const Network& net) {
-  return "the " + net.backend() + " backend computes on a GPU, but this ringbench was built without CUDA "
-         "(RINGBENCH_WITH_CUDA=OFF)";
-}
-
 }  // namespace
 
 std::unique_ptr<ModelBuffers> make_model_buffers(const Network& net, const std::vector<float>& params,
@@ -54,20 +44,12 @@ std::unique_ptr<ModelBuffers> make_model_buffers(const Network& net, const std::
                 " state values given, but " + g.model + " has " + std::to_string(g.param_count) + " and " +
                 std::to_string(g.state_count));
   if (!net.on_device()) return std::make_unique<HostModelBuffers>(net, params, state);
-#if RINGBENCH_HAVE_CUDA
-  return make_device_model_buffers(net, params, state);
-#else
-  throw std::invalid_argument(no_cuda(net));
-#endif
+  return make_gpu_model_buffers(net, params, state);
 }
 
 std::unique_ptr<ModelBuffers> make_model_buffers(const Network& net, uint64_t seed) {
   if (!net.on_device()) return std::make_unique<HostModelBuffers>(net, seed);
-#if RINGBENCH_HAVE_CUDA
-  return make_device_model_buffers(net, seed);
-#else
-  throw std::invalid_argument(no_cuda(net));
-#endif
+  return make_gpu_model_buffers(net, seed);
 }
 
 }  // namespace ringbench::models

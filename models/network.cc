@@ -7,6 +7,7 @@
 
 #include "base/errors.h"
 #include "models/backends.h"
+#include "models/gpu_dispatch.h"
 #include "ringbench/config.h"
 
 #include <cstdlib>
@@ -15,9 +16,6 @@
 
 #if RINGBENCH_HAVE_DNNL
 #include <omp.h>
-#endif
-#if RINGBENCH_HAVE_CUDA
-#include "cuda/device.h"
 #endif
 
 namespace ringbench::models {
@@ -37,20 +35,6 @@ std::string precision_unavailable(const std::string& backend, Precision p) {
   return "";
 }
 
-#if RINGBENCH_HAVE_CUDA
-// Why the current GPU cannot compute in `p` ("" when it can): tf32 and bf16 tensor cores from
-// compute capability 8.0 (Ampere; else cuDNN would quietly compute tf32 in fp32, and has no bf16
-// kernels), fp16 ones from 7.0 (Volta).
-std::string gpu_cannot_compute_in(Precision p) {
-  const int need = p == Precision::tf32 || p == Precision::bf16 ? 8 : p == Precision::fp16 ? 7 : 0;
-  if (need == 0) return "";
-  const cuda::GpuInfo gpu = cuda::gpu_info(0, false);
-  if (gpu.cc_major >= need) return "";
-  return std::string("--precision ") + precision_name(p) + " needs a GPU of compute capability " +
-         std::to_string(need) + ".0 or later (" + (need == 8 ? "Ampere" : "Volta") + "); " + gpu.name + " is " +
-         std::to_string(gpu.cc_major) + "." + std::to_string(gpu.cc_minor);
-}
-#endif
 
 }  // namespace
 
@@ -85,9 +69,7 @@ std::vector<std::string> available_backends() {
   backends.push_back("onednn");
 #endif
   backends.push_back("reference");
-#if RINGBENCH_HAVE_CUDA
-  if (cuda::unavailable_reason().empty()) backends.push_back("cudnn");  // built with CUDA and a device is usable
-#endif
+  if (cudnn_usable()) backends.push_back("cudnn");  // built with CUDA and a device is usable
   return backends;
 }
 
@@ -171,28 +153,7 @@ std::unique_ptr<Network> make_network(const std::string& backend, const Graph& g
     throw std::invalid_argument("this ringbench was built without oneDNN (RINGBENCH_WITH_DNNL=OFF): "
                                 "use --backend reference, or rebuild with libdnnl-dev installed");
 #endif
-  if (backend == "cudnn") {
-#if RINGBENCH_HAVE_CUDA
-    if (const std::string why = cuda::unavailable_reason(); !why.empty())
-      throw std::invalid_argument("backend 'cudnn' cannot run here: " + why);
-    if (const std::string why = gpu_cannot_compute_in(options.precision); !why.empty())
-      throw std::invalid_argument(why);
-    // TF32 (faster, ~1e-3 relative error) only when asked for; see models/cuda/cudnn_network.cc.
-    const char* tf32 = std::getenv("RINGBENCH_CUDNN_TF32");
-    // The fused batch norm + activation kernels are opt-in ("1") until they have run on a GPU:
-    // they pass the CPU emulation tests only (docs/precision.md, "GPU").
-    const char* fuse = std::getenv("RINGBENCH_CUDNN_FUSE_BN");
-    return make_cudnn_network(g, batch, {.allow_tf32 = options.precision == Precision::tf32 ||
-                                                       (tf32 && std::string(tf32) == "1"),
-                                         .precision = options.precision,
-                                         .measure_algos = options.measure_conv_algos,
-                                         .inference_only = options.inference_only,
-                                         .fuse_bn_activation = fuse && std::string(fuse) == "1"});
-#else
-    throw std::invalid_argument("this ringbench was built without CUDA: configure with -DRINGBENCH_WITH_CUDA=ON "
-                                "(needs the CUDA toolkit and cuDNN 9) to use --backend cudnn");
-#endif
-  }
+  if (backend == "cudnn") return make_gpu_network(g, batch, options);
   std::string known;
   for (const auto& b : available_backends()) known += (known.empty() ? "" : ", ") + b;
   throw std::invalid_argument("unknown backend '" + backend + "': available: " + known);

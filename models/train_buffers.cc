@@ -5,11 +5,7 @@
 
 #include "base/device_memory.h"
 #include "base/errors.h"
-#include "ringbench/config.h"
-
-#if RINGBENCH_HAVE_CUDA
-#include "models/cuda/device_train_buffers.h"
-#endif
+#include "models/gpu_dispatch.h"
 
 namespace ringbench::models {
 
@@ -73,12 +69,7 @@ std::unique_ptr<TrainBuffers> make_train_buffers(const Network& net, const Bucke
   if (!net.on_device()) return std::make_unique<HostBuffers>(net.graph(), net.param_layout(), plan, sgd, seed);
   if (!net.param_layout().plain())
     throw std::logic_error("the " + net.backend() + " backend's GPU buffers cannot hold parameters in a blocked layout");
-#if RINGBENCH_HAVE_CUDA
-  return make_device_train_buffers(net, plan, sgd, seed);
-#else
-  throw std::invalid_argument("the " + net.backend() + " backend computes on a GPU, but this ringbench was "
-                              "built without CUDA (RINGBENCH_WITH_CUDA=OFF)");
-#endif
+  return make_gpu_train_buffers(net, plan, sgd, seed);
 }
 
 }  // namespace ringbench::models

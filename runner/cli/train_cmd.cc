@@ -19,6 +19,7 @@
 #include "base/output_file.h"
 #include "collectives/auth.h"
 #include "models/checkpoint.h"
+#include "models/gpu_dispatch.h"
 #include "models/network.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
@@ -39,9 +40,6 @@
 #include "runner/migrate/target_process.h"
 #include "runner/remote/remote_network.h"
 
-#if RINGBENCH_HAVE_CUDA
-#include "models/cuda/gpu_reducers.h"
-#endif
 
 namespace ringbench {
 namespace {
@@ -109,16 +107,12 @@ json path_json(const Communicator* comm) {
 // Gradients where the backend reduces them, or device gradients staged through a pinned host
 // mirror for a backend of host memory (models/cuda/gpu_reducers.h).
 m::ReducerFactory reducers(Communicator* comm, bool gpu_buffers, bool on_gpu,
-                           [[maybe_unused]] const std::string& stage_piece, DType wire) {
+                           const std::string& stage_piece, DType wire) {
   return [=](float* grads, size_t count) -> std::unique_ptr<m::GradientReducer> {
     if (!on_gpu || gpu_buffers) return comm->gradient_reducer(grads, count, wire);
-#if RINGBENCH_HAVE_CUDA
-    return m::make_staged_reducer(grads, count,
-                                  [comm, wire](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c, wire); },
-                                  parse_bytes(stage_piece));
-#else
-    throw Error("--device cuda in a build without CUDA");
-#endif
+    return m::make_gpu_staged_reducer(
+        grads, count, [comm, wire](float* pinned, size_t c) { return comm->gradient_reducer(pinned, c, wire); },
+        parse_bytes(stage_piece));
   };
 }
 

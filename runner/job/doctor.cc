@@ -82,7 +82,7 @@ json gpu_summary() {
   const json dev = gpu_json(-1);
   release_gpu_context();
   return {{"cuda", dev.value("available", false) ? json(dev) : json(dev.value("reason", std::string("no device")))},
-          {"built_with_cuda", bool(RINGBENCH_HAVE_CUDA)},
+          {"built_with_cuda", built_with_cuda()},
           {"vgpu", vgpu::to_json(vgpu::detect_gpus())}};
 }
 

@@ -19,6 +19,10 @@
 #endif
 
 namespace ringbench {
+
+bool built_with_cuda() { return RINGBENCH_HAVE_CUDA != 0; }
+bool built_with_nccl() { return RINGBENCH_HAVE_NCCL != 0; }
+
 namespace {
 
 #if RINGBENCH_HAVE_CUDA

@@ -10,6 +10,9 @@
 
 namespace ringbench {
 
+// Whether this ringbench was built with CUDA (RINGBENCH_WITH_CUDA) and with NCCL.
+bool built_with_cuda();
+bool built_with_nccl();
 // Empty when this ringbench can compute on a CUDA device here; else why not: not built with
 // CUDA, or cuda::unavailable_reason() (no device, no driver).
 std::string gpu_unavailable_reason();

@@ -16,6 +16,7 @@
 #include "collectives/reduce.h"
 #include "ringbench/config.h"
 #include "ringbench/git_commit.h"
+#include "runner/job/gpu.h"
 #include "runner/job/mpi_util.h"
 
 namespace ringbench {
@@ -51,8 +52,8 @@ nlohmann::json build_info() {
           {"mpi", mpi::library_version()},
           {"have_mpi", RINGBENCH_HAVE_MPI != 0},
           {"have_verbs", RINGBENCH_HAVE_VERBS != 0},
-          {"have_cuda", RINGBENCH_HAVE_CUDA != 0},
-          {"have_nccl", RINGBENCH_HAVE_NCCL != 0}};
+          {"have_cuda", built_with_cuda()},
+          {"have_nccl", built_with_nccl()}};
 }
 
 std::string command_line_output(const std::string& cmd) {

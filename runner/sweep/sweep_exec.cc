@@ -573,12 +573,12 @@ json environment_info() {
   const json dev = gpu_json(-1);
   release_gpu_context();  // the sweep computes nothing on it: its points get the memory
   e["cuda_device"] = dev;
-  e["cuda"] = !RINGBENCH_HAVE_CUDA ? json("not built (RINGBENCH_WITH_CUDA=OFF)")
+  e["cuda"] = !built_with_cuda() ? json("not built (RINGBENCH_WITH_CUDA=OFF)")
               : dev.value("available", false) ? json("driver " + dev.value("driver_cuda", std::string("?")) +
                                                      ", runtime " + dev.value("runtime_cuda", std::string("?")))
                                               : json("built; " + dev.value("reason", std::string("no device")));
-  e["cudnn"] = !RINGBENCH_HAVE_CUDA ? json("not built (RINGBENCH_WITH_CUDA=OFF)") : json(dev.value("cudnn", "unknown (no device)"));
-  e["nccl"] = !RINGBENCH_HAVE_NCCL ? json("not built (RINGBENCH_WITH_NCCL=OFF)") : json(dev.value("nccl", "unknown (no device)"));
+  e["cudnn"] = !built_with_cuda() ? json("not built (RINGBENCH_WITH_CUDA=OFF)") : json(dev.value("cudnn", "unknown (no device)"));
+  e["nccl"] = !built_with_nccl() ? json("not built (RINGBENCH_WITH_NCCL=OFF)") : json(dev.value("nccl", "unknown (no device)"));
   const std::string rdma = command_line_output("dpkg-query -W -f='${Version}' libibverbs1");
   e["rdma_core"] = rdma.empty() ? "not installed" : rdma;
   json devs = json::array();
