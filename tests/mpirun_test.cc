@@ -26,7 +26,7 @@ void skip_without_mpi() {
 
 TEST(Mpirun, RingOverTcpBootstrappedByMpi) {
   skip_without_mpi();
-  auto [code, output, doc] = run_json(mpirun(4) + RINGBENCH_BIN " allreduce -b 1K -e 1M -f 32 -n 3 -w 1");
+  auto [code, output, doc] = run_json(mpirun(4) + RINGBENCH_BIN + " allreduce -b 1K -e 1M -f 32 -n 3 -w 1");
   ASSERT_EQ(code, 0) << output;
   EXPECT_EQ(doc["meta"]["launcher"], "mpirun");
   EXPECT_EQ(doc["meta"]["impl"], "ring");
@@ -38,7 +38,7 @@ TEST(Mpirun, RingOverTcpBootstrappedByMpi) {
 TEST(Mpirun, MpiAllreduceBaseline) {
   skip_without_mpi();
   auto [code, output, doc] =
-      run_json(mpirun(3) + RINGBENCH_BIN " allreduce --impl mpi -b 1K -e 1M -f 32 -n 3 -w 1 -o avg");
+      run_json(mpirun(3) + RINGBENCH_BIN + " allreduce --impl mpi -b 1K -e 1M -f 32 -n 3 -w 1 -o avg");
   ASSERT_EQ(code, 0) << output;
   EXPECT_EQ(doc["meta"]["transport"], "mpi");
   EXPECT_EQ(doc["meta"]["hosts"][0]["path"]["btl"], "tcp,self");
@@ -51,7 +51,7 @@ TEST(Mpirun, EveryCollectiveOverMpiAndOurs) {
   for (const char* name : {"allgather", "reducescatter", "broadcast", "alltoall"})
     for (const char* impl : {"mpi", "ring"}) {
       SCOPED_TRACE(std::string(name) + " --impl " + impl);
-      auto [code, output, doc] = run_json(mpirun(3) + RINGBENCH_BIN " " + name + " --impl " + impl +
+      auto [code, output, doc] = run_json(mpirun(3) + RINGBENCH_BIN + " " + name + " --impl " + impl +
                                           " -b 1K -e 1M -f 32 -n 2 -w 1 -o avg");
       ASSERT_EQ(code, 0) << output;
       EXPECT_EQ(doc["meta"]["collective"], name);
@@ -61,7 +61,7 @@ TEST(Mpirun, EveryCollectiveOverMpiAndOurs) {
 
 TEST(Mpirun, MpiBaselineRejectsHalf) {
   skip_without_mpi();
-  auto r = run_command(mpirun(2) + RINGBENCH_BIN " allreduce --impl mpi -d half -e 4K");
+  auto r = run_command(mpirun(2) + RINGBENCH_BIN + " allreduce --impl mpi -d half -e 4K");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("supports --dtype float only"), std::string::npos) << r.output;
 }
@@ -70,7 +70,7 @@ TEST(Mpirun, MpiBaselineRejectsHalf) {
 TEST(Mpirun, TrainOverRingAndMpi) {
   skip_without_mpi();
   for (const std::string transport : {"tcp", "mpi"}) {
-    auto [code, output, doc] = run_json(mpirun(2) + RINGBENCH_BIN " train --model lenet --batch 4 --steps 2 "
+    auto [code, output, doc] = run_json(mpirun(2) + RINGBENCH_BIN + " train --model lenet --batch 4 --steps 2 "
                                         "--warmup 1 --threads 1 --transport " + transport);
     ASSERT_EQ(code, 0) << output;
     EXPECT_EQ(doc["meta"]["launcher"], "mpirun");

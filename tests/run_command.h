@@ -18,6 +18,16 @@
 
 namespace ringbench::testing {
 
+// This build tree's ringbench binary (runner/ringbench beside the tests/ folder this program is
+// in), found at run time rather than compiled in: a test file then compiles the same in every
+// tree, and scripts/test.sh's cuda tree takes it from the release tree's ccache.
+inline const std::string& ringbench_bin() {
+  static const std::string path =
+      (std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "runner" / "ringbench").string();
+  return path;
+}
+#define RINGBENCH_BIN (::ringbench::testing::ringbench_bin())
+
 // Unique per process and call: ctest runs tests of one binary as concurrent processes. Every path
 // lies in one directory of this process, removed with all it holds when the process exits, so a
 // test leaves nothing behind in the temporary directory whatever suffix it adds.
