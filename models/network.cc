@@ -10,8 +10,6 @@
 #include "models/gpu_dispatch.h"
 #include "ringbench/config.h"
 
-#include <cstdlib>
-
 #include <xmmintrin.h>
 
 #if RINGBENCH_HAVE_DNNL
@@ -34,7 +32,6 @@ std::string precision_unavailable(const std::string& backend, Precision p) {
     return what + ": this needs a GPU (--backend cudnn); the oneDNN CPU backend computes in fp32 or bf16";
   return "";
 }
-
 
 }  // namespace
 
