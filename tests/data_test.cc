@@ -139,7 +139,9 @@ TEST_F(DataTest, ShardsCoverEverySampleOnceWithSharedStatistics) {
   Sample s;
   s.n = 11;
   s.classes = 11;  // labels identify samples
-  const auto [im, lb] = write_sample(s, "s", true);
+  const auto files = write_sample(s, "s", true);  // not a structured binding: a lambda uses them (clang 14)
+  const auto& im = files.first;
+  const auto& lb = files.second;
   const Dataset all = load_idx(im, lb);
   const size_t numel = 6;
   for (int shards : {1, 2, 3, 11}) {

@@ -63,8 +63,9 @@ class InputFiles : public ::testing::Test {
 };
 
 TEST_F(InputFiles, SweepConfigMustBeARegularFileOfASaneSize) {
-  for (const auto& [path, says] : wrong_files())
-    EXPECT_TRUE(has_all(load_error([&] { load_sweep_config(path); }), {"the sweep config " + path, says})) << path;
+  for (const auto& [path, says] : wrong_files())  // a lambda captures the path by name (clang 14)
+    EXPECT_TRUE(has_all(load_error([&, &p = path] { load_sweep_config(p); }), {"the sweep config " + path, says}))
+        << path;
 }
 
 TEST_F(InputFiles, VgpuCatalogNamedInAConfigMustBeARegularFile) {
@@ -77,7 +78,8 @@ TEST_F(InputFiles, VgpuCatalogNamedInAConfigMustBeARegularFile) {
 
 TEST_F(InputFiles, WhatIfFileMustBeARegularFile) {
   for (const auto& [path, says] : wrong_files())
-    EXPECT_TRUE(has_all(load_error([&] { predict::load_what_if(path); }), {"the what-if file " + path, says})) << path;
+    EXPECT_TRUE(has_all(load_error([&, &p = path] { predict::load_what_if(p); }), {"the what-if file " + path, says}))
+        << path;
 }
 
 // A file that is not a catalog (here: a secret's line) is named, not shown.

@@ -24,7 +24,8 @@ struct Case {
 class RingThreads : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RingThreads, ExactForAllShapes) {
-  const auto [n, dtype] = GetParam();
+  const int n = GetParam().ranks;  // not a structured binding: lambdas capture these (clang 14)
+  const DType dtype = GetParam().dtype;
   const size_t es = dtype_size(dtype);
   // The large count is 2^18 + 3 (1 MiB of f32): with 16 KiB segments every rank's chunk is
   // several segments and uneven at every rank count, as 2^20 + 3 with 64 KiB was at 4x the time.

@@ -358,7 +358,8 @@ using ringbench::half_to_float;
 class Compression : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(Compression, BucketsAreCastAveragedAndCastBackExactly) {
-  const auto [n, wire] = GetParam();
+  const int n = std::get<0>(GetParam());  // not a structured binding: a lambda uses it (clang 14)
+  const DType wire = std::get<1>(GetParam());
   const size_t count = 1000;
   // (rank * 16 + i % 16) * 2^(i / 16 % 8 - 4): unique for i < 128 and every rank; a sum over
   // ranks is below 256 times one power of two, which 8 significant bits hold.

@@ -26,9 +26,10 @@
 #include "runner/record/algo_table.h"
 
 namespace ringbench {
-namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::json;  // not in the anonymous namespace: clang -Wshadow, unity batches
+
+namespace {
 
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t n) : bytes(std::max<size_t>(n, 64)) {

@@ -8,9 +8,10 @@
 #include "runner/infer/server_json.h"
 
 namespace ringbench {
-namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::json;  // not in the anonymous namespace: clang -Wshadow, unity batches
+
+namespace {
 
 json spread(const std::vector<double>& v) {
   if (v.empty()) return nullptr;

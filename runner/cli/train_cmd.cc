@@ -42,9 +42,10 @@
 
 
 namespace ringbench {
-namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::json;  // not in the anonymous namespace: clang -Wshadow, unity batches
+
+namespace {
 using Clock = std::chrono::steady_clock;
 namespace m = ringbench::models;
 

@@ -8,9 +8,10 @@
 #include "runner/job/world.h"
 
 namespace ringbench {
-namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::json;  // not in the anonymous namespace: clang -Wshadow, unity batches
+
+namespace {
 
 constexpr size_t kMaxNames = 10, kMaxNameChars = 1000;
 

@@ -22,9 +22,10 @@
 #include "runner/cli/share_infer.h"
 
 namespace ringbench {
-namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::json;  // not in the anonymous namespace: clang -Wshadow, unity batches
+
+namespace {
 namespace fs = std::filesystem;
 using Millis = std::chrono::milliseconds;
 

@@ -26,7 +26,11 @@ void TcpTransport::update_interest(Conn& c) {
   // hang-ups and errors regardless.
   // Edge-triggered, so a close behind data nobody has asked for yet is reported once, not in
   // a loop; on_writable() writes until EAGAIN, as edge triggering requires.
-  uint32_t want = EPOLLRDHUP | EPOLLET | (c.sendq.empty() ? 0u : uint32_t{EPOLLOUT});
+  // While closing, the peer's goodbye is what the destructor waits for: read as it arrives
+  // (EPOLLIN), not at the next heartbeat's housekeeping, which made every close take up to a
+  // heartbeat (1 s) for nothing.
+  uint32_t want = EPOLLRDHUP | EPOLLET | (closing_ ? uint32_t{EPOLLIN} : 0u) |
+                  (c.sendq.empty() ? 0u : uint32_t{EPOLLOUT});
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;

@@ -35,6 +35,9 @@ static_assert(verbs_wire::kLinkInfiniband == IBV_LINK_LAYER_INFINIBAND &&
 constexpr int kCtrlRecvSlots = 16;  // control receives always posted per peer
 constexpr int kCtrlSendSlots = 4;   // heartbeats, credits, an abort, a goodbye
 constexpr size_t kCtrlMsgBytes = 512;
+// Every memory region's access, as an int: libibverbs' ibv_reg_mr macro masks it with an
+// enumerator of another enum, which C++20 deprecates (clang warns on the enum itself).
+constexpr int kLocalWriteAccess = IBV_ACCESS_LOCAL_WRITE;
 constexpr uint32_t kMaxDataWr = 256;  // data receives posted per peer; more wait in software
 // Data sends posted per peer. Small: a send that finds no receive is NAKed (RNR) and the QP
 // resends everything behind it, so a deep send queue turns one early send into a storm of

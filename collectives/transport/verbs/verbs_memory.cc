@@ -19,7 +19,7 @@ class VerbsBuffer : public Buffer {
       : Buffer(data, bytes, MemKind::host), dev_(std::move(dev)), owner_(owner), chunk_(chunk) {
     for (size_t off = 0; off < bytes; off += chunk) {
       size_t n = std::min(chunk, bytes - off);
-      ibv_mr* mr = ibv_reg_mr(dev_->pd, static_cast<char*>(data) + off, n, IBV_ACCESS_LOCAL_WRITE);
+      ibv_mr* mr = ibv_reg_mr(dev_->pd, static_cast<char*>(data) + off, n, kLocalWriteAccess);
       if (!mr) {
         int err = errno;
         release();

@@ -71,7 +71,7 @@ void VerbsTransport::setup(Store& store) {
   check_errno(cq_ != nullptr, "ibv_create_cq of " + std::to_string(cqe) + " entries on " + dev_->name);
 
   ctrl_mem_.assign(static_cast<size_t>(size_) * (kCtrlRecvSlots + kCtrlSendSlots) * kCtrlMsgBytes, 0);
-  ctrl_mr_ = ibv_reg_mr(dev_->pd, ctrl_mem_.data(), ctrl_mem_.size(), IBV_ACCESS_LOCAL_WRITE);
+  ctrl_mr_ = ibv_reg_mr(dev_->pd, ctrl_mem_.data(), ctrl_mem_.size(), kLocalWriteAccess);
   check_errno(ctrl_mr_ != nullptr, "ibv_reg_mr (control buffers) on " + dev_->name);
   create_qps();
   connect(store);
