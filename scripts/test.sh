@@ -203,8 +203,8 @@ test_cuda() {
 }
 
 echo "scripts/test.sh: the passes ${only:-release,asan,tsan,cuda,fuzz}, each a build tree of its own. On a 2-core"
-echo "machine a whole run takes ~33 min: the release build (~7 min from scratch, ninja's [n/N] lines"
-echo "below), its tests (~15 min), then each later pass's tests, whose builds run behind the tests."
+echo "machine a whole run takes ~31 min: the release build (~6 min from scratch, ninja's [n/N] lines"
+echo "below), its tests (~14 min), then each later pass's tests, whose builds run behind the tests."
 echo "A table of every phase's time ends the run."
 phase install "$root/scripts/install-deps.sh" || true
 
