@@ -232,12 +232,12 @@ no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON -DRINGBENCH_WITH_CUDA=O
 # compile) but hashes the -I paths, which differ between the trees: the cuda tree then found 10
 # of its 57 objects.
 # A tree configured with ccache before keeps it in its CMakeCache: off is said explicitly.
-cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER= -DRINGBENCH_PCH=tests)
+cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=)
 cuda_pch="-DRINGBENCH_PCH=ON -DCMAKE_CXX_COMPILER_LAUNCHER="
 if [ "${RINGBENCH_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null && [ -x "$nvcc" ] &&
   [ "${RINGBENCH_CUDA:-auto}" != OFF ] && wanted release && wanted cuda; then
   export CCACHE_DIR=$state/ccache CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=4G
-  cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DRINGBENCH_PCH=tests)
+  cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   cuda_pch="-DRINGBENCH_PCH=tests -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
 fi
 if [ "${RINGBENCH_CUDA:-auto}" != OFF ] && [ -x "$nvcc" ] && wanted cuda; then
@@ -251,7 +251,7 @@ fi
 wanted fuzz && later+=("fuzz $root/build-fuzz -")
 
 release_built=0
-wanted release && configure_pass release "$root/build" select_all -DRINGBENCH_WITH_CUDA=OFF "${cache_args[@]}" &&
+wanted release && configure_pass release "$root/build" select_all -DRINGBENCH_WITH_CUDA=OFF -DRINGBENCH_PCH=tests "${cache_args[@]}" &&
   phase "release build" build_targets release "$root/build" && release_built=1
 if [ ${#later[@]} -gt 0 ] && [ "${RINGBENCH_BUILD_BEHIND:-1}" = 0 ]; then
   build_lane
