@@ -79,11 +79,11 @@ std::string TcpStore::authenticate(const std::string& secret, TimePoint deadline
   char challenge[kChallenge];
   IoStatus r = net::recv_all(fd_, challenge, sizeof challenge, deadline, &err);
   if (r != IoStatus::ok) return io_error(r, err, "waiting for the store's challenge");
-  if (std::memcmp(challenge, kMagic, sizeof kMagic) != 0)
+  if (std::memcmp(challenge, kStoreMagic, sizeof kStoreMagic) != 0)
     throw IoError(-1, "store " + where + " is not a ringbench store of this version (bad challenge)");
-  const std::string server_nonce(challenge + sizeof kMagic, auth::kNonceBytes);
+  const std::string server_nonce(challenge + sizeof kStoreMagic, auth::kNonceBytes);
   const std::string nonce = auth::random_bytes(auth::kNonceBytes);
-  std::string hello(kMagic, sizeof kMagic);
+  std::string hello(kStoreMagic, sizeof kStoreMagic);
   hello += nonce;
   hello += auth::mac(secret, "store client", server_nonce, nonce);
   r = net::send_all(fd_, hello.data(), hello.size(), deadline, &err);

@@ -213,7 +213,7 @@ void Server::accept_all() {
     c.fd = fd;
     c.nonce = auth::random_bytes(auth::kNonceBytes);
     c.hello_by = Clock::now() + kHelloTimeout;
-    c.out.assign(kMagic, sizeof kMagic);
+    c.out.assign(kStoreMagic, sizeof kStoreMagic);
     c.out += c.nonce;
   }
 }
@@ -303,7 +303,7 @@ bool Server::parse_step(Conn& c) {
 
 bool Server::parse_hello(Conn& c) {
   const size_t avail = c.unparsed();
-  if (avail >= sizeof kMagic && std::memcmp(c.in.data() + c.in_pos, kMagic, sizeof kMagic) != 0) {
+  if (avail >= sizeof kStoreMagic && std::memcmp(c.in.data() + c.in_pos, kStoreMagic, sizeof kStoreMagic) != 0) {
     c.dead = true;  // not a ringbench client of this version: no need to wait for the rest
     ++rejected_;
     return false;
@@ -391,9 +391,9 @@ bool Server::parse_value(Conn& c) {
 bool Server::check_hello(Conn& c) {
   const char* p = c.in.data() + c.in_pos;
   c.in_pos += kClientHello;
-  const std::string client_nonce(p + sizeof kMagic, auth::kNonceBytes);
-  const std::string answer(p + sizeof kMagic + auth::kNonceBytes, auth::kMacBytes);
-  if (std::memcmp(p, kMagic, sizeof kMagic) != 0 ||
+  const std::string client_nonce(p + sizeof kStoreMagic, auth::kNonceBytes);
+  const std::string answer(p + sizeof kStoreMagic + auth::kNonceBytes, auth::kMacBytes);
+  if (std::memcmp(p, kStoreMagic, sizeof kStoreMagic) != 0 ||
       !auth::same_mac(answer, auth::mac(secret_, "store client", c.nonce, client_nonce))) {
     c.dead = true;
     ++rejected_;

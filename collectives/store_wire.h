@@ -34,9 +34,9 @@ namespace ringbench::store_wire {
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
-constexpr char kMagic[8] = {'R', 'B', 'S', 'T', 'O', 'R', 'E', '2'};
-constexpr size_t kChallenge = sizeof kMagic + auth::kNonceBytes;                   // server's
-constexpr size_t kClientHello = sizeof kMagic + auth::kNonceBytes + auth::kMacBytes;  // client's
+constexpr char kStoreMagic[8] = {'R', 'B', 'S', 'T', 'O', 'R', 'E', '2'};
+constexpr size_t kChallenge = sizeof kStoreMagic + auth::kNonceBytes;                   // server's
+constexpr size_t kClientHello = sizeof kStoreMagic + auth::kNonceBytes + auth::kMacBytes;  // client's
 constexpr size_t kMaxKey = 4096;
 constexpr uint64_t kMaxValue = uint64_t{64} << 20;
 constexpr size_t kRequestHeader = 1 + 4;   // op + key length

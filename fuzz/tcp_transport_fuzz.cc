@@ -44,7 +44,7 @@ TcpOptions rank0_options() {
 
 Hello valid_hello() {
   Hello h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  std::memcpy(h.magic, kTcpMagic, sizeof kTcpMagic);
   h.version = kProtocolVersion;
   h.from_rank = 1;
   h.to_rank = 0;

@@ -13,7 +13,7 @@ using json = nlohmann::json;  // not in the anonymous namespace: clang -Wshadow,
 
 namespace {
 
-constexpr size_t kMaxNames = 10, kMaxNameChars = 1000;
+constexpr size_t kMaxInputNames = 10, kMaxInputNameChars = 1000;
 
 bool is_amount(const json& v) { return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0; }
 
@@ -24,7 +24,7 @@ double sum(const json& a) {
 }
 
 // Rank `r`'s record as rank 0 read it from the store: every series `steps` amounts, the counts
-// amounts, at most kMaxNames names of bounded length.
+// amounts, at most kMaxInputNames names of bounded length.
 void check_record(const json& j, const std::string& key, int r, size_t steps) {
   const std::string from = "store key " + key + " (from rank " + std::to_string(r) + "): ";
   if (!j.contains("rank") || j["rank"] != r) throw Error(from + "it is not rank " + std::to_string(r) + "'s record");
@@ -39,10 +39,10 @@ void check_record(const json& j, const std::string& key, int r, size_t steps) {
       throw Error(from + "\"" + k + "\" must be a count");
   if (!j.contains("allow_damaged_data") || !j["allow_damaged_data"].is_boolean())
     throw Error(from + "\"allow_damaged_data\" must be true or false");
-  if (!j.contains("skipped_names") || !j["skipped_names"].is_array() || j["skipped_names"].size() > kMaxNames)
-    throw Error(from + "\"skipped_names\" must be an array of at most " + std::to_string(kMaxNames) + " names");
+  if (!j.contains("skipped_names") || !j["skipped_names"].is_array() || j["skipped_names"].size() > kMaxInputNames)
+    throw Error(from + "\"skipped_names\" must be an array of at most " + std::to_string(kMaxInputNames) + " names");
   for (const json& v : j["skipped_names"])
-    if (!v.is_string() || v.get<std::string>().size() > kMaxNameChars)
+    if (!v.is_string() || v.get<std::string>().size() > kMaxInputNameChars)
       throw Error(from + "\"skipped_names\" holds something that is not a short name");
 }
 
@@ -66,7 +66,7 @@ void InputMeter::step_done(bool measuring, double step_s) {
 
 json InputMeter::rank_json(int rank) const {
   json names = json::array();
-  for (const std::string& s : last_.skipped_names) names.push_back(s.substr(0, kMaxNameChars));
+  for (const std::string& s : last_.skipped_names) names.push_back(s.substr(0, kMaxInputNameChars));
   return {{"rank", rank},           {"stall_s", stall_s_},         {"images", images_},
           {"cpu_s", cpu_s_},        {"step_s", step_s_},           {"skipped", last_.skipped},
           {"bad_records", last_.bad_records}, {"skipped_names", names},

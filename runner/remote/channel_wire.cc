@@ -11,10 +11,6 @@ namespace {
 constexpr char kChoiceMagic[4] = {'R', 'B', 'D', 'T'};
 constexpr char kStreamMagic[4] = {'R', 'B', 'D', 'S'};
 
-bool zero(const char* p, size_t n) {
-  return std::all_of(p, p + n, [](char c) { return c == 0; });
-}
-
 uint16_t get_u16(const char* p) {
   return uint16_t(uint16_t{static_cast<unsigned char>(p[0])} | uint16_t{static_cast<unsigned char>(p[1])} << 8);
 }
@@ -42,7 +38,7 @@ std::optional<LinkTransport> decode_link_choice(const char (&b)[kLinkChoiceBytes
     return std::nullopt;
   }
   const auto t = static_cast<unsigned char>(b[4]);
-  if (t > 1 || !zero(b + 5, 3)) {
+  if (t > 1 || !all_zero(b + 5, 3)) {
     *why = "an unknown transport (byte " + std::to_string(t) + ") or padding that is not zero";
     return std::nullopt;
   }
@@ -99,7 +95,7 @@ void encode(char* out, const StreamHeader& h) {
 
 std::optional<StreamHeader> decode_stream_header(const char* p, uint64_t expected_seq, std::string* why) {
   StreamHeader h{p[4], get_u32(p + 8), get_u64(p + 16), get_u64(p + 24)};
-  if (std::memcmp(p, kStreamMagic, 4) != 0 || (h.kind != 'D' && h.kind != 'B') || !zero(p + 5, 3) ||
+  if (std::memcmp(p, kStreamMagic, 4) != 0 || (h.kind != 'D' && h.kind != 'B') || !all_zero(p + 5, 3) ||
       get_u32(p + 12) != 0) {
     *why = "a stream descriptor with a wrong magic, kind or padding";
     return std::nullopt;

@@ -33,10 +33,6 @@ constexpr Op kOps[] = {Op::hello,      Op::open_network, Op::close_network, Op::
                        Op::free_buffer, Op::write,       Op::read,          Op::set_input,
                        Op::forward,    Op::get_output,   Op::set_output_grad, Op::backward};
 
-bool zero(const char* p, size_t n) {
-  return std::all_of(p, p + n, [](char c) { return c == 0; });
-}
-
 void put_header(char (&h)[kHeaderBytes], char first, uint32_t middle, uint64_t length) {
   std::string s(1, first);
   s.append(3, '\0');
@@ -71,7 +67,7 @@ std::optional<RequestHeader> decode_request(const char (&h)[kHeaderBytes], std::
     *why = "unknown operation (byte " + std::to_string(static_cast<unsigned char>(h[0])) + ")";
     return std::nullopt;
   }
-  if (!zero(h + 1, 3)) {
+  if (!all_zero(h + 1, 3)) {
     *why = "a request header's padding is not zero";
     return std::nullopt;
   }
@@ -93,7 +89,7 @@ void encode_reply(char (&h)[kHeaderBytes], const ReplyHeader& r) {
 }
 
 std::optional<ReplyHeader> decode_reply(const char (&h)[kHeaderBytes], std::string* why) {
-  if ((h[0] != 'O' && h[0] != 'E' && h[0] != 'P') || !zero(h + 1, 7)) {
+  if ((h[0] != 'O' && h[0] != 'E' && h[0] != 'P') || !all_zero(h + 1, 7)) {
     *why = "not a reply of the device protocol";
     return std::nullopt;
   }
@@ -122,7 +118,7 @@ std::optional<NetworkSpec> decode_network_spec(const std::string& p, std::string
   };
   if (p.size() != kNetworkSpecBytes) return fail("the request is " + std::to_string(p.size()) + " bytes, not 48");
   const size_t name_len = std::find(p.begin(), p.begin() + 32, '\0') - p.begin();
-  if (name_len == 32 || !zero(p.data() + name_len, 32 - name_len)) return fail("the model's name is not a padded string");
+  if (name_len == 32 || !all_zero(p.data() + name_len, 32 - name_len)) return fail("the model's name is not a padded string");
   NetworkSpec s;
   s.model = p.substr(0, name_len);
   const auto names = models::model_names();
@@ -154,7 +150,7 @@ std::string encode(const ForwardCall& f) {
 }
 
 std::optional<ForwardCall> decode_forward_call(const std::string& p, std::string* why) {
-  if (p.size() != kForwardCallBytes || static_cast<unsigned char>(p[0]) > 1 || !zero(p.data() + 1, 7)) {
+  if (p.size() != kForwardCallBytes || static_cast<unsigned char>(p[0]) > 1 || !all_zero(p.data() + 1, 7)) {
     *why = "forward: not a forward call (32 bytes, training 0 or 1, zero padding)";
     return std::nullopt;
   }

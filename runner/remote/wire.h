@@ -43,6 +43,12 @@ enum class Op : char {
   backward = 'b',        // -> one 'P' per node with parameters, as backward finishes it, then 'O'
 };
 const char* op_name(Op op);
+// Whether the n bytes at p are all zero: the padding every decoder checks.
+inline bool all_zero(const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != 0) return false;
+  return true;
+}
 
 struct RequestHeader {
   Op op = Op::hello;

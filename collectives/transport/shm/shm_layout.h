@@ -14,7 +14,7 @@
 
 namespace ringbench::shm_layout {
 
-inline constexpr char kMagic[8] = {'R', 'B', 'S', 'H', 'M', 'S', 'E', 'G'};
+inline constexpr char kShmMagic[8] = {'R', 'B', 'S', 'H', 'M', 'S', 'E', 'G'};
 inline constexpr uint32_t kVersion = 3;  // 3: payloads padded to 8 bytes
 inline constexpr uint32_t kFrameMagic = 0x444d4853;     // "SHMD": the payload follows in the ring
 inline constexpr uint32_t kFrameMagicCma = 0x434d4853;  // "SHMC": the receiver reads it at `addr`

@@ -66,7 +66,7 @@ char* map(int fd, size_t bytes) {
 
 void init_header(char* base, const std::string& job_id, int rank, int world_size, size_t ring_bytes) {
   SegmentIdentity* h = &(new (base) SegmentHeader())->id;
-  std::memcpy(h->magic, kMagic, sizeof kMagic);
+  std::memcpy(h->magic, kShmMagic, sizeof kShmMagic);
   h->version = kVersion;
   h->world_size = static_cast<uint32_t>(world_size);
   h->rank = static_cast<uint32_t>(rank);
@@ -95,7 +95,7 @@ bool left_by_a_dead_process(const std::string& name) {
   SegmentIdentity id;
   std::memcpy(&id, p, sizeof id);  // one read of memory another process may change
   ::munmap(p, sizeof(SegmentIdentity));
-  if (std::memcmp(id.magic, kMagic, sizeof kMagic) != 0 || id.pid_ns == 0 || id.pid_ns != pid_namespace()) return false;
+  if (std::memcmp(id.magic, kShmMagic, sizeof kShmMagic) != 0 || id.pid_ns == 0 || id.pid_ns != pid_namespace()) return false;
   if (id.pid <= 0 || id.pid > INT32_MAX || id.pid == ::getpid()) return false;
   return ::kill(static_cast<pid_t>(id.pid), 0) != 0 && errno == ESRCH;
 }
@@ -193,7 +193,7 @@ PeerProcess validate_header(const Segment& seg, int peer, int world_size, size_t
   auto bad = [&](const std::string& what) {
     return IoError(peer, "its segment " + seg.name() + " is not a valid ringbench segment of this job: " + what);
   };
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) throw bad("bad magic");
+  if (std::memcmp(h.magic, kShmMagic, sizeof kShmMagic) != 0) throw bad("bad magic");
   if (h.version != kVersion)
     throw bad("version " + std::to_string(h.version) + ", this rank speaks " + std::to_string(kVersion));
   if (h.world_size != static_cast<uint32_t>(world_size) || h.rank != static_cast<uint32_t>(peer))
@@ -209,10 +209,10 @@ PeerProcess validate_header(const Segment& seg, int peer, int world_size, size_t
 
 bool can_read_memory_of(const PeerProcess& p) {
   if (p.pid_ns == 0 || p.pid_ns != pid_namespace()) return false;
-  char got[sizeof kMagic] = {};
+  char got[sizeof kShmMagic] = {};
   iovec local{got, sizeof got}, remote{reinterpret_cast<void*>(p.probe_addr), sizeof got};
   return ::process_vm_readv(static_cast<pid_t>(p.pid), &local, 1, &remote, 1, 0) == ssize_t(sizeof got) &&
-         std::memcmp(got, kMagic, sizeof kMagic) == 0;
+         std::memcmp(got, kShmMagic, sizeof kShmMagic) == 0;
 }
 
 uint64_t pid_namespace() {

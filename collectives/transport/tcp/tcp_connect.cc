@@ -85,7 +85,7 @@ void TcpTransport::handshake(int fd, int peer, int socket_index, Clock::time_poi
   const int r = peer;
   Challenge ch{};
   Hello h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  std::memcpy(h.magic, kTcpMagic, sizeof kTcpMagic);
   h.version = kProtocolVersion;
   h.from_rank = static_cast<uint32_t>(rank_);
   h.to_rank = static_cast<uint32_t>(r);
@@ -99,7 +99,7 @@ void TcpTransport::handshake(int fd, int peer, int socket_index, Clock::time_poi
   bool in_time;
   try {
     in_time = net::read_all(fd, &ch, sizeof ch, deadline);
-    if (in_time && std::memcmp(ch.magic, kMagic, sizeof kMagic) != 0)
+    if (in_time && std::memcmp(ch.magic, kTcpMagic, sizeof kTcpMagic) != 0)
       throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank of this version (bad challenge)");
     if (in_time) {
       const std::string m = auth::mac(opts_.secret, "tcp client", std::string(ch.nonce, sizeof ch.nonce), signed_part(h));
@@ -113,7 +113,7 @@ void TcpTransport::handshake(int fd, int peer, int socket_index, Clock::time_poi
                          " (a peer closes the connection of a rank that does not share the job's secret)");
   }
   if (!in_time) throw TimeoutError(r, me() + ": handshake with " + who(r) + " timed out");
-  if (std::memcmp(reply.magic, kMagic, sizeof kMagic) != 0)
+  if (std::memcmp(reply.magic, kTcpMagic, sizeof kTcpMagic) != 0)
     throw IoError(r, me() + ": " + who(r) + " is not a ringbench rank (bad handshake reply)");
   if (!auth::same_mac(std::string(reply.mac, sizeof reply.mac),
                       auth::mac(opts_.secret, "tcp server", nonce, signed_part(reply))))
@@ -216,7 +216,7 @@ void TcpTransport::accept_peers(int expected, Clock::time_point deadline) {
           pending.erase(pending.begin());
         }
         Challenge ch{};
-        std::memcpy(ch.magic, kMagic, sizeof kMagic);
+        std::memcpy(ch.magic, kTcpMagic, sizeof kTcpMagic);
         const std::string nonce = auth::random_bytes(auth::kNonceBytes);
         std::memcpy(ch.nonce, nonce.data(), sizeof ch.nonce);
         // A new socket's buffer takes 40 bytes at once; one that does not is no peer of ours.
@@ -236,7 +236,7 @@ void TcpTransport::reject(int fd, const std::string& why, bool reply, const std:
             << ": " << why << "\n";
   if (reply) {  // only to a peer that proved the secret: it gets the reason, signed
     HelloReply r{};
-    std::memcpy(r.magic, kMagic, sizeof kMagic);
+    std::memcpy(r.magic, kTcpMagic, sizeof kTcpMagic);
     r.status = 1;
     std::strncpy(r.message, why.c_str(), sizeof r.message - 1);
     r = sign(r, client_nonce);
@@ -255,7 +255,7 @@ Conn* TcpTransport::accept_hello(int fd, Hello& h, const std::string& nonce, Clo
     this->reject(fd, why, reply, client_nonce);
     return nullptr;
   };
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
+  if (std::memcmp(h.magic, kTcpMagic, sizeof kTcpMagic) != 0) {
     ++unauthenticated_;
     return reject("not a ringbench peer (bad magic)", false);
   }
@@ -286,7 +286,7 @@ Conn* TcpTransport::accept_hello(int fd, Hello& h, const std::string& nonce, Clo
                       std::to_string(h.sockets_per_peer),
                   true);
   HelloReply ok{};
-  std::memcpy(ok.magic, kMagic, sizeof kMagic);
+  std::memcpy(ok.magic, kTcpMagic, sizeof kTcpMagic);
   ok = sign(ok, client_nonce);
   try {
     if (!net::write_all(fd, &ok, sizeof ok, deadline))

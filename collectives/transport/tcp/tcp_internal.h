@@ -30,8 +30,9 @@ constexpr size_t kMaxAbortText = 4096;
 // Connections accepted but not yet through their handshake, at most, per listening rank.
 constexpr size_t kMaxPendingHandshakes = 64;
 
+struct Conn;  // declared first: an elaborated `struct Conn*` could name another file's Conn in a unity batch
 struct ReqState : transport_core::ReqState {
-  struct Conn* conn = nullptr;  // the socket it was posted on
+  Conn* conn = nullptr;  // the socket it was posted on
 };
 using ReqPtr = std::shared_ptr<ReqState>;
 

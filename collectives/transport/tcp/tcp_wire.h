@@ -11,7 +11,7 @@
 
 namespace ringbench::tcp_wire {
 
-inline constexpr char kMagic[8] = {'R', 'I', 'N', 'G', 'B', 'N', 'C', 'H'};
+inline constexpr char kTcpMagic[8] = {'R', 'I', 'N', 'G', 'B', 'N', 'C', 'H'};
 inline constexpr uint32_t kProtocolVersion = 2;  // 2: challenge-response on the job's secret
 
 // The handshake (collectives/auth.h): the accepting rank sends a Challenge; the connecting rank
