@@ -166,8 +166,9 @@ await_build() {  # PASS: waits for the lane to build PASS, shows its output; fai
   elif [ "$pass" = fuzz ]; then sed -n '/^== fuzz run ==/,$p' "$state/$pass.log" | tail -20  # its run's summary
   else grep -E '^== |^\[[0-9]+/[0-9]+\]' "$state/$pass.log" | tail -3; fi
 }
-# The executables of the tests that `ctest ARGS` selects in DIR: what a pass must build (a test's
-# own dependencies, such as the ringbench binary of the CLI tests, come along). Read from the
+# The executables of the tests that `ctest ARGS` selects in DIR, as paths in the tree (ninja
+# builds a path: a copied CLI test program has no target of its name): what a pass must build (a
+# test's own dependencies, such as the ringbench binary of the CLI tests, come along). Read from the
 # CTestTestfile.cmake files, since ctest names no command for an executable not yet built.
 test_targets() {  # DIR CTEST_ARGS...
   local dir
@@ -181,7 +182,7 @@ exe_of = {}
 for testfile in pathlib.Path(build).rglob("CTestTestfile.cmake"):
     for name, exe in re.findall(r"add_test\(\[=\[(.*?)\]=\] \"([^\"]+)\"", testfile.read_text()):
         exe_of[name] = exe
-exes = {os.path.basename(exe_of[n]) for n in names
+exes = {os.path.relpath(exe_of[n], build) for n in names
         if n in exe_of and exe_of[n].startswith(build + "/")}
 if names and not exes:
     sys.exit(f"test_targets: {len(names)} tests selected in {build} but no executable found for them")
@@ -215,8 +216,8 @@ later=()
 # The later passes precompile nlohmann/json and GoogleTest (RINGBENCH_PCH): ~35% less compile
 # time for runner/ and tests/, on the build lane that bounds CI's time.
 # build.sh turns CUDA on in a new tree where nvcc is: only the cuda pass's tree has it.
-# Every tree compiles each library in unity batches (RINGBENCH_UNITY, on by default): ~35% less
-# library compile time.
+# Every tree compiles each library in unity batches of 64 files (RINGBENCH_UNITY, on by default):
+# about half the library compile time of one file per object.
 no_bench="-DRINGBENCH_BUILD_BENCH=OFF -DRINGBENCH_PCH=ON -DRINGBENCH_WITH_CUDA=OFF"
 [ "$sanitizers" = on ] && wanted asan && later+=("asan $root/build-asan select_asan \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGBENCH_SANITIZE=address,undefined $no_bench")
@@ -253,6 +254,14 @@ wanted fuzz && later+=("fuzz $root/build-fuzz -")
 release_built=0
 wanted release && configure_pass release "$root/build" select_all -DRINGBENCH_WITH_CUDA=OFF -DRINGBENCH_PCH=tests "${cache_args[@]}" &&
   phase "release build" build_targets release "$root/build" && release_built=1
+# The asan and cuda trees copy the CLI test programs (which only start the tree's own ringbench)
+# from the release tree instead of compiling them again (RINGBENCH_CLI_TESTS_FROM); said empty
+# otherwise, since a tree keeps what its cache was given before.
+cli_tests=-DRINGBENCH_CLI_TESTS_FROM=
+[ $release_built = 1 ] && cli_tests=-DRINGBENCH_CLI_TESTS_FROM=$root/build/tests
+for i in "${!later[@]}"; do
+  case ${later[$i]} in asan\ * | cuda\ *) later[i]+=" $cli_tests" ;; esac
+done
 if [ ${#later[@]} -gt 0 ] && [ "${RINGBENCH_BUILD_BEHIND:-1}" = 0 ]; then
   build_lane
 elif [ ${#later[@]} -gt 0 ]; then
