@@ -2,19 +2,21 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "base/errors.h"
@@ -134,12 +136,27 @@ std::string iface_of_ipv4(const std::string& ip) {
   return name;
 }
 
+// Asked through an ethtool ioctl on a socket, which answers for the calling thread's network
+// namespace; sysfs shows the namespace it was mounted in, which a rank that joined a namespace
+// with setns() does not see. A veth reports a fixed placeholder (10000 on recent kernels) that
+// says nothing of its rate, so it counts as unknown, as loopback and most virtual NICs do.
 double iface_speed_gbps(const std::string& iface) {
-  if (iface.empty()) return 0;
-  std::ifstream f("/sys/class/net/" + iface + "/speed");
-  long mbps = 0;
-  if (!(f >> mbps) || mbps <= 0) return 0;  // virtual links report -1 or fail to read
-  return static_cast<double>(mbps) / 1000.0;
+  if (iface.empty() || iface.size() >= IFNAMSIZ) return 0;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, iface.data(), iface.size());
+  ethtool_drvinfo drv{};
+  drv.cmd = ETHTOOL_GDRVINFO;
+  ifr.ifr_data = reinterpret_cast<char*>(&drv);
+  const bool veth = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0 && std::strncmp(drv.driver, "veth", sizeof drv.driver) == 0;
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  ifr.ifr_data = reinterpret_cast<char*>(&cmd);
+  const bool got = !veth && ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+  ::close(fd);
+  const uint32_t mbps = got ? ethtool_cmd_speed(&cmd) : 0;
+  return mbps == 0 || mbps == static_cast<uint32_t>(SPEED_UNKNOWN) ? 0 : mbps / 1000.0;
 }
 
 int listen_tcp(const std::string& ip, int port, int* bound_port) {

@@ -17,7 +17,8 @@ std::string iface_of_ipv4(const std::string& ip);
 // Whether every IPv4 address `host` resolves to is a loopback address (127.0.0.0/8); false
 // when it does not resolve.
 bool is_loopback_host(const std::string& host);
-// Link speed of `iface` in Gbit/s from sysfs; 0 when unknown (loopback, veth, virtual NICs).
+// Nominal link speed of `iface` in Gbit/s, as ethtool reports it in the calling thread's network
+// namespace; 0 when unknown (loopback, veth, virtual NICs that report none).
 double iface_speed_gbps(const std::string& iface);
 
 // Creates a listening TCP socket on ip:port (port 0 = ephemeral); returns the fd and sets

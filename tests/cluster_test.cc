@@ -28,6 +28,7 @@
 
 #include "base/errors.h"
 #include "collectives/net.h"
+#include "tests/run_command.h"
 
 namespace ringbench {
 namespace {
@@ -220,6 +221,20 @@ TEST_F(ClusterTest, UpMakesNodesWithAddressesAndTouchesNotTheHost) {
     EXPECT_EQ(j["nodes"][k]["iface"], "eth0");
     EXPECT_NE(j["qdiscs"][k].get<std::string>().find("qdisc htb 1:"), std::string::npos) << j["qdiscs"][k];
   }
+}
+
+// A node's eth0 is a veth, whose ethtool speed is a placeholder (10000 on recent kernels), not
+// its tc rate: a rank there must say the link's speed is unknown, whether it joined the namespace
+// with setns() (sysfs still the host's) or runs under `ip netns exec` (sysfs the namespace's).
+TEST_F(ClusterTest, ANodesLinkSpeedIsUnknownNotTheVethsPlaceholder) {
+  auto c = EmulatedCluster::up({2, "100mbit", "", "10.77.0"});
+  const std::string ns = c->node_ns(0);
+  std::printf("sysfs speed of %s's eth0: %s", ns.c_str(), sh("ip netns exec " + ns + " cat /sys/class/net/eth0/speed").c_str());
+  EXPECT_EQ(in_netns(c->node_ns_fd(0), [] { return net::iface_speed_gbps("eth0"); }), 0.0);
+  const auto r = testing::run_command("ip netns exec " + ns + " " + testing::ringbench_bin() +
+                                      " allreduce --ranks 2 --iface eth0 -b 1K -e 1K -n 1 -w 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("iface=eth0 link_gbps=unknown"), std::string::npos) << r.output;
 }
 
 TEST_F(ClusterTest, LinkRateIsEnforcedInBothQdiscs) {
