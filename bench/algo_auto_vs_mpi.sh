@@ -9,6 +9,7 @@
 # built-in rule (raw/auto-*) and Open MPI (raw/mpi-*). ARMS="auto mpi mpi2" picks the arms: mpi2 is a
 # second, identical Open MPI run, the control that shows how far the machine alone moves a ratio.
 # Environment: REPEATS (3), ITERS (20), WARMUP (3), NPROCS ("2 4"), MINBYTES (64K), MAXBYTES (64M),
+# LINK (unset: loopback; a tc rate such as 1gbit: an emulated cluster, bench/bench_net.sh),
 # PER_SIZE (0). PER_SIZE=1 runs every size as its own short run, the arms back to back per size
 # (their order flipped each repeat, raw/<arm>-nN-rR-sBYTES.json): this VM's loopback changes speed
 # for seconds at a time (bench/loopback_modes.py), and arms seconds apart share more of a mode
@@ -24,8 +25,8 @@ warmup=${WARMUP:-3}
 nprocs=${NPROCS:-"2 4"}
 [ -x "$bin" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 mkdir -p "$out/raw"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+source "$root/bench/bench_net.sh"
+bench_net_setup "$bin" "$(printf '%s\n' $nprocs | sort -n | tail -1)" "$out"
 sizes=(-b "${MINBYTES:-64K}" -e "${MAXBYTES:-64M}" -f 2)
 run_arm() {  # run_arm IMPL N REP FILE SIZE-OPTIONS...
   local impl=$1 n=$2 rep=$3 f=$4
@@ -33,11 +34,11 @@ run_arm() {  # run_arm IMPL N REP FILE SIZE-OPTIONS...
   local ours
   echo "== repeat $rep: N=$n $impl $*; $(uptime)" | tee -a "$out/uptime.log" >&2
   case $impl in
-    auto) ours=(--impl ring --algo auto "${extra[@]}") ;;
-    table) ours=(--impl ring --algo auto --algo-table "$TABLE" "${extra[@]}") ;;
-    mpi | mpi2) ours=(--impl mpi) ;;
+    auto) ours=(--impl ring --algo auto "${BENCH_IFACE[@]}" "${extra[@]}") ;;
+    table) ours=(--impl ring --algo auto --algo-table "$TABLE" "${BENCH_IFACE[@]}" "${extra[@]}") ;;
+    mpi | mpi2) ours=(--impl mpi "${BENCH_IFACE[@]}") ;;  # the iface: where the job's store listens
   esac
-  mpirun --oversubscribe -np "$n" "${mca[@]}" "$bin" allreduce "${ours[@]}" "$@" \
+  "${BENCH_LAUNCH[@]}" mpirun -np "$n" "${BENCH_MCA[@]}" $(bench_hosts "$n") "$bin" allreduce "${ours[@]}" "$@" \
     -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
 }
 extra=("$@")

@@ -7,7 +7,10 @@
 #
 #   bench/collectives_vs_gloo_mpi.sh [OUTDIR]    (default results/collectives-<date>)
 # Environment: REPEATS (3), ITERS (5), WARMUP (2), NPROCS (4), MAXBYTES (64M), OPS (all four),
-#              GLOO_BENCH (build/bench/gloo_bench)
+#              GLOO_BENCH (build/bench/gloo_bench), OURS_ARGS (more options for ours, e.g.
+#              "--sockets-per-peer 1"),
+#              LINK (unset: loopback; a tc rate such as 1gbit: all three on an emulated cluster
+#              of NPROCS nodes, one rank a node, placed as a sweep places them: bench/bench_net.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/runner/ringbench
@@ -22,8 +25,8 @@ ops=${OPS:-"allgather reducescatter broadcast alltoall"}
 [ -x "$bin" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 [ -x "$gloo" ] || { echo "no $gloo: apt-get install libgloo-dev, then rebuild (bench/CMakeLists.txt)" >&2; exit 1; }
 mkdir -p "$out/raw"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mca=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+source "$root/bench/bench_net.sh"
+bench_net_setup "$bin" "$n" "$out"
 max=$(numfmt --from=iec "$maxbytes")
 
 # Gloo's algorithms for each collective (its best is taken per size in the table).
@@ -41,12 +44,13 @@ for rep in $(seq 1 "$repeats"); do
     for impl in ring mpi; do
       f=$out/raw/$op-$impl-n$n-r$rep.json
       echo "== repeat $rep: $op N=$n $impl" >&2
-      mpirun --oversubscribe -np "$n" "${mca[@]}" "$bin" "$op" --impl "$impl" -b 1M -e "$maxbytes" -f 4 \
-        -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
+      "${BENCH_LAUNCH[@]}" mpirun -np "$n" "${BENCH_MCA[@]}" $(bench_hosts "$n") "$bin" "$op" --impl "$impl" "${BENCH_IFACE[@]}" \
+        $([ "$impl" = ring ] && echo "${OURS_ARGS:-}") \
+        -b 1M -e "$maxbytes" -f 4 -n "$iters" -w "$warmup" -c 1 --json "$f" >"${f%.json}.txt"
     done
     for algo in $(gloo_algos "$op"); do
       echo "== repeat $rep: $op N=$n gloo $algo" >&2
-      "$gloo" "$op" "$algo" "$n" 1048576 "$max" "$iters" >"$out/raw/$op-gloo_$algo-n$n-r$rep.txt"
+      "$gloo" "$op" "$algo" "$n" 1048576 "$max" "$iters" $BENCH_NETNS >"$out/raw/$op-gloo_$algo-n$n-r$rep.txt"
     done
   done
 done

@@ -6,9 +6,17 @@
 // Sizes are each rank's message as ringbench counts it (allgather: the gathered total;
 // reducescatter and alltoall: each rank's input; broadcast and allreduce: the buffer).
 //
-//   gloo_bench OP ALGO RANKS MINBYTES MAXBYTES ITERS
+//   gloo_bench OP ALGO RANKS MINBYTES MAXBYTES ITERS [NETNS_PREFIX]
+// With NETNS_PREFIX (an emulated cluster of `ringbench cluster up`, e.g. rb1234), rank k runs in
+// namespace NETNS_PREFIX-n<k> over its eth0 address instead of on loopback (needs root), pinned
+// to the k-th of this process's CPUs (mod their number) as the sweep pins node k's rank.
 //   OP/ALGO: allgather/{ring,new}  reducescatter/hd  broadcast/{one_to_all,new}  alltoall/new
 //            allreduce/{ring,ring_chunked,hd,bcube}
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +54,7 @@ struct Args {
   int ranks;
   size_t minb, maxb;
   int iters;
+  std::string netns_prefix;  // empty: loopback
 };
 
 double factor(const std::string& op, int n) {
@@ -110,9 +119,50 @@ std::function<void()> make_run(const Args& a, const Ctx& ctx, size_t bytes, std:
   return [alg] { alg->run(); };
 }
 
+// Enters namespace `ns` and returns its eth0 IPv4 address; exits the rank on failure.
+std::string enter_netns(const std::string& ns) {
+  const std::string path = "/run/netns/" + ns;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+    std::perror(("gloo_bench: cannot enter " + path).c_str());
+    std::_Exit(2);
+  }
+  ::close(fd);
+  ifaddrs* list = nullptr;
+  std::string addr;
+  if (::getifaddrs(&list) == 0)
+    for (ifaddrs* i = list; i; i = i->ifa_next)
+      if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && std::string(i->ifa_name) == "eth0") {
+        char buf[INET_ADDRSTRLEN];
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+        addr = buf;
+      }
+  ::freeifaddrs(list);
+  if (addr.empty()) {
+    std::fprintf(stderr, "gloo_bench: %s has no IPv4 address on eth0\n", ns.c_str());
+    std::_Exit(2);
+  }
+  return addr;
+}
+
+void pin_like_node(int rank) {
+  cpu_set_t allowed, one;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  const int count = CPU_COUNT(&allowed);
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && count; ++cpu)
+    if (CPU_ISSET(cpu, &allowed) && seen++ == rank % count) {
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      ::sched_setaffinity(0, sizeof one, &one);
+      return;
+    }
+}
+
 int rank_main(const Args& a, int rank, const std::string& dir) {
+  if (!a.netns_prefix.empty()) pin_like_node(rank);
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = a.netns_prefix.empty() ? "127.0.0.1"
+                                         : enter_netns(a.netns_prefix + "-n" + std::to_string(rank));
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, a.ranks);
@@ -146,19 +196,21 @@ int rank_main(const Args& a, int rank, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: gloo_bench OP ALGO RANKS MINBYTES MAXBYTES ITERS\n");
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr, "usage: gloo_bench OP ALGO RANKS MINBYTES MAXBYTES ITERS [NETNS_PREFIX]\n");
     return 2;
   }
-  const Args a{argv[1], argv[2], std::atoi(argv[3]), std::stoul(argv[4]), std::stoul(argv[5]), std::atoi(argv[6])};
+  const Args a{argv[1],          argv[2],          std::atoi(argv[3]), std::stoul(argv[4]),
+               std::stoul(argv[5]), std::atoi(argv[6]), argc == 8 ? argv[7] : ""};
   if (a.ranks < 2 || a.ranks > 64 || a.iters < 1 || a.minb < 4 * sizeof(float) * 64 || a.minb > a.maxb) {
     std::fprintf(stderr, "gloo_bench: RANKS 2..64, ITERS >= 1, 1K <= MINBYTES <= MAXBYTES\n");
     return 2;
   }
   char tmpl[] = "/tmp/gloo_bench.XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  std::printf("# gloo %s/%s, %d ranks over tcp on loopback; bytes time_us algbw_GBps busbw_GBps\n", a.op.c_str(),
-              a.algo.c_str(), a.ranks);
+  const std::string where = a.netns_prefix.empty() ? "loopback" : "namespaces " + a.netns_prefix + "-n<rank>";
+  std::printf("# gloo %s/%s, %d ranks over tcp on %s; bytes time_us algbw_GBps busbw_GBps\n", a.op.c_str(),
+              a.algo.c_str(), a.ranks, where.c_str());
   std::fflush(stdout);
   std::vector<pid_t> kids;
   for (int r = 0; r < a.ranks; ++r) {

@@ -40,8 +40,12 @@ def main(outdir, inplace, arm):
     opts = meta.get(arm, {}).get("options", {})
     ours = ("a second Open MPI run (the control)" if arm == "mpi2" else
             f"--algo auto ({opts.get('algo_table_ranges') or 'built-in rule'})")
+    # bench_net.sh's cluster.txt: the run was on an emulated cluster (LINK=), not loopback.
+    cluster = os.path.join(outdir, "cluster.txt")
+    where = ("emulated cluster, " + open(cluster).readline().strip().split("is up: ", 1)[-1]
+             if os.path.exists(cluster) else "loopback")
     print(f"# ours: {ours} vs Open MPI "
-          f"MPI_Allreduce (pml ob1, btl tcp,self), loopback, {'in-place' if inplace else 'out-of-place'}, float sum")
+          f"MPI_Allreduce (pml ob1, btl tcp,self), {where}, {'in-place' if inplace else 'out-of-place'}, float sum")
     print("# busbw GB/s per repeat (ours / Open MPI = ratio); GB = 1e9 bytes\n")
     worst_all = {}
     for n in sorted({k[0] for k in rows}):

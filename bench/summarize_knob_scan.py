@@ -18,5 +18,5 @@ knobs = sorted({k for (_, k, _) in d}, key=lambda k: (k == "mpi", k != "default"
 print("| N | size | " + " | ".join(knobs) + " |")
 print("|---:|---:|" + "---:|" * len(knobs))
 for n, b in sorted({(n, b) for (n, _, b) in d}):
-    cells = [f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if (v := d[(n, k, b)]) else "-" for k in knobs]
+    cells = [f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" if (v := d[(n, k, b)]) else "-" for k in knobs]
     print(f"| {n} | {b >> 20} MiB | " + " | ".join(cells) + " |")

@@ -20,14 +20,16 @@ using testing::run_json;
 
 const std::string kBin = RINGBENCH_BIN;
 
-// The busbw factor at 3 ranks, and whether counts are a multiple of the ranks.
+// The busbw factor at 3 ranks, whether counts are a multiple of the ranks, and the TCP sockets
+// per peer by default (alltoall: one, as it has a flow per peer already).
 struct Expect {
   double factor;
   bool per_rank;
+  int sockets;
 };
 const std::map<std::string, Expect> kCollectives = {
-    {"allgather", {2.0 / 3, true}}, {"reducescatter", {2.0 / 3, true}},
-    {"broadcast", {1.0, false}},    {"alltoall", {2.0 / 3, true}}};
+    {"allgather", {2.0 / 3, true, 2}}, {"reducescatter", {2.0 / 3, true, 2}},
+    {"broadcast", {1.0, false, 2}},    {"alltoall", {2.0 / 3, true, 1}}};
 
 class CollectiveCli : public ::testing::TestWithParam<std::string> {};
 
@@ -36,7 +38,9 @@ TEST_P(CollectiveCli, LocalRanksAreExactWithNcclTestsBusbw) {
   const Expect e = kCollectives.at(name);
   auto [code, output, doc] = run_json(kBin + " " + name + " --ranks 3 -b 0 -e 256K -f 8 -n 2 -w 1 --timeout 10");
   ASSERT_EQ(code, 0) << output;
-  EXPECT_TRUE(has_all(output, {"# ringbench", " " + name + ": ours over tcp, 3 ranks", "# Out of bounds values : 0 OK"}));
+  const std::string sockets = std::to_string(e.sockets);
+  EXPECT_TRUE(has_all(output, {"# ringbench", " " + name + ": ours over tcp, 3 ranks", "# Out of bounds values : 0 OK",
+                               "--sockets-per-peer " + sockets, " sockets_per_peer=" + sockets + " "}));
   EXPECT_EQ(doc["meta"]["collective"], name);
   ASSERT_EQ(doc["rows"].size(), 16u);  // 0, 4, 32, 256, 2K, 16K, 128K, 256K bytes: out of place and in place
   for (auto& row : doc["rows"]) {

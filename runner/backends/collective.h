@@ -108,6 +108,10 @@ struct Collective {
   std::string help;  // the command's --help line
   bool reduces = false;   // --op applies
   bool takes_algo = false;  // --algo chooses among our algorithms
+  // The command's default --sockets-per-peer over TCP. Alltoall talks to every peer at once, so
+  // it has a flow per peer already; a second socket per peer only adds flows to each link
+  // (results/collectives-1gbit-20261130: 1.2-1.4x with one on 1 Gbit/s links).
+  int sockets_per_peer = 2;
   // Our algorithm's scratch in bytes for messages of up to `max_count` elements of `esize` bytes
   // over `ranks` ranks, its two plans (out of place and in place) together: what a rank holds
   // beyond the input and output buffers (the algorithms' own scratch_bytes(), which their

@@ -110,6 +110,7 @@ std::vector<Subcommand> subcommands(CLI::App& app, const std::vector<std::string
         app, c->name.c_str(), help,
         [c](CLI::App& cmd, AllreduceArgs& a) {
           a.collective = c;
+          a.sockets_per_peer = c->sockets_per_peer;
           add_allreduce_options(cmd, a);
         },
         [&argv](const AllreduceArgs& a) { return run_collective_sweep(a, argv); }));

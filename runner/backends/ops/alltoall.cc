@@ -61,6 +61,7 @@ constexpr void (*nccl)(NcclComm&, const NcclCall&) = nullptr;
 RINGBENCH_REGISTER_COLLECTIVE(alltoall, {.name = "alltoall",
                                          .order = 50,
                                          .help = "block p of rank r's input to rank p, as its output's block r",
+                                         .sockets_per_peer = 1,
                                          .scratch_bytes = [](size_t max_count, size_t esize, int n, const AllreduceOptions&) {
                                            return DirectAlltoall::scratch_bytes(max_count / size_t(n), esize, n, true);
                                          },  // the in-place plan's copy of the blocks it sends
