@@ -7,9 +7,9 @@
 // reducescatter and alltoall: each rank's input; broadcast and allreduce: the buffer).
 //
 //   gloo_bench OP ALGO RANKS MINBYTES MAXBYTES ITERS [NETNS_PREFIX]
-// With NETNS_PREFIX (an emulated cluster of `ringbench cluster up`, e.g. rb1234), rank k runs in
-// namespace NETNS_PREFIX-n<k> over its eth0 address instead of on loopback (needs root), pinned
-// to the k-th of this process's CPUs (mod their number) as the sweep pins node k's rank.
+// With NETNS_PREFIX (an emulated cluster's: `ringbench cluster up` makes "ringbench"), rank k
+// runs in namespace NETNS_PREFIX-n<k> over its eth0 address instead of on loopback (needs root),
+// pinned to the k-th of this process's CPUs (mod their number) as a sweep pins node k's rank.
 //   OP/ALGO: allgather/{ring,new}  reducescatter/hd  broadcast/{one_to_all,new}  alltoall/new
 //            allreduce/{ring,ring_chunked,hd,bcube}
 #include <arpa/inet.h>
