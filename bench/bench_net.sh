@@ -12,9 +12,12 @@
 bench_net_setup() {
   local bin=$1 nodes=$2 out=$3
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  BENCH_MCA=(--oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+  BENCH_MCA=(--oversubscribe --mca pml ob1 --mca btl tcp,self)
   BENCH_LAUNCH=() BENCH_IFACE=() BENCH_NETNS=
-  [ -n "${LINK:-}" ] || return 0
+  if [ -z "${LINK:-}" ]; then
+    BENCH_MCA+=(--mca btl_tcp_if_include lo)
+    return 0
+  fi
   "$bin" cluster up --nodes "$nodes" --link "$LINK" >"$out/cluster.txt"
   trap '"'"$bin"'" cluster down >/dev/null' EXIT
   local agent=$out/agent.sh
@@ -22,8 +25,8 @@ bench_net_setup() {
     'export OMPI_MCA_orte_tmpdir_base=/tmp/rb-bench-agent-$host' 'mkdir -p "$OMPI_MCA_orte_tmpdir_base"' \
     "exec ip netns exec ringbench-\$host taskset -c \$((\${host#n} % $(nproc))) /bin/sh -c \"\$*\"" >"$agent"
   chmod 755 "$agent"
-  BENCH_MCA=(--oversubscribe --bind-to none --mca pml ob1 --mca btl tcp,self --mca mpi_yield_when_idle 1
-             --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 --mca plm_rsh_agent "$agent")
+  BENCH_MCA+=(--bind-to none --mca mpi_yield_when_idle 1 --mca btl_tcp_if_include 10.77.0.0/24
+              --mca oob_tcp_if_include 10.77.0.0/24 --mca plm_rsh_agent "$agent")
   BENCH_LAUNCH=(ip netns exec ringbench-sw)
   BENCH_IFACE=(--iface eth0)
   BENCH_NETNS=ringbench

@@ -110,7 +110,7 @@ struct Collective {
   bool takes_algo = false;  // --algo chooses among our algorithms
   // The command's default --sockets-per-peer over TCP. Alltoall talks to every peer at once, so
   // it has a flow per peer already; a second socket per peer only adds flows to each link
-  // (results/collectives-1gbit-20261130: 1.2-1.4x with one on 1 Gbit/s links).
+  // (results/collectives-1gbit-20261130: one is 1.06-1.36x two by medians on 1 Gbit/s links).
   int sockets_per_peer = 2;
   // Our algorithm's scratch in bytes for messages of up to `max_count` elements of `esize` bytes
   // over `ranks` ranks, its two plans (out of place and in place) together: what a rank holds
